@@ -1,0 +1,253 @@
+"""The database: a directory holding the catalog, the table store and each data model's files.
+
+``Database`` opens or creates the directory, holds the writer lock, and is
+the one namespace every object is found in: it answers the SQL engine's
+questions about names and wires the subpackages together.
+
+Layout of a database directory::
+
+    catalog.sqlite   the catalog (SQLite, WAL): objects, kinds, specs, format version
+    tables.duckdb    plain tables and views created with SQL (DuckDB's own file)
+    write.lock       the writer lock (flock); its content names the holder
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tesseradb._lock import LOCK_FILE, WriterLock
+from tesseradb.catalog import CATALOG_FILE, Catalog, validate_name
+from tesseradb.errors import (
+    DatabaseClosedError,
+    NotADatabaseError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ReadOnlyError,
+)
+from tesseradb.sql.engine import Explain, SQLEngine
+from tesseradb.sql.relation import ArrowRelation, Relation
+from tesseradb.sql.result import Result
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["Database", "DatabaseInfo", "ObjectInfo", "connect"]
+
+TABLE_STORE_FILE = "tables.duckdb"
+PLAIN_KINDS = ("table", "view")
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One object of the database as :meth:`Database.info` lists it."""
+
+    name: str
+    kind: str
+    rows: int | None
+    bytes: int | None
+    created: str | None
+    modified: str | None
+
+
+@dataclass(frozen=True)
+class DatabaseInfo:
+    path: Path
+    format_version: int
+    read_only: bool
+    objects: list[ObjectInfo]
+    bytes: int  # the whole directory on disk
+
+
+def connect(path: str | os.PathLike[str], read_only: bool = False) -> Database:
+    """Open the database directory at ``path``, creating it if needed (unless ``read_only``)."""
+    return Database(path, read_only=read_only)
+
+
+class Database:
+    """An open TesseraDB database. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, path: str | os.PathLike[str], read_only: bool = False) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.read_only = read_only
+        self._lock = WriterLock(self.path) if not read_only else None
+        create = self._prepare_directory()
+        if self._lock is not None:
+            self._lock.acquire()
+        try:
+            self.catalog = Catalog(self.path, read_only=read_only, create=create)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            raise
+        self._registered: dict[str, Relation] = {}
+        self._registered_lock = threading.Lock()
+        self._engine = SQLEngine(self, self.path / TABLE_STORE_FILE, read_only)
+        self._closed = False
+
+    def _prepare_directory(self) -> bool:
+        """Check the path is (or may become) a database; return whether to create it."""
+        path = self.path
+        if path.exists() and not path.is_dir():
+            raise NotADatabaseError(f"{path} is a file, not a TesseraDB database directory")
+        if (path / CATALOG_FILE).exists():
+            return False
+        if self.read_only:
+            if not path.exists():
+                raise NotADatabaseError(f"no database at {path}: the directory does not exist")
+            raise NotADatabaseError(
+                f"{path} is not a TesseraDB database (it has no {CATALOG_FILE})"
+            )
+        if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
+            raise NotADatabaseError(
+                f"{path} is not a TesseraDB database: the directory is not empty and has no {CATALOG_FILE}"
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        return True
+
+    # --- lifecycle ----------------------------------------------------------------
+    def close(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        self._engine.close()
+        self.catalog.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else "read-write"
+        return f"Database({str(self.path)!r}, {mode})"
+
+    @property
+    def format_version(self) -> int:
+        return self.catalog.format_version
+
+    # --- SQL ------------------------------------------------------------------------
+    def sql(self, text: str, params: Any = None) -> Result:
+        """Run SQL (DuckDB's dialect) over every relation and plain table of the database.
+
+        ``params`` binds ``?`` placeholders (a sequence) or ``$name`` ones (a
+        mapping); values are never pasted into the statement's text.
+        """
+        self._check_open()
+        return self._engine.execute(text, params)
+
+    def explain(self, text: str, params: Any = None) -> Explain:
+        """What ``text`` would read from each relation: the predicate pushed down and the columns."""
+        self._check_open()
+        return self._engine.explain(text, params)
+
+    # --- relations registered for this session ----------------------------------
+    def register(self, name: str, data: Any) -> Relation:
+        """Expose ``data`` to SQL as ``name`` until :meth:`unregister` or close.
+
+        ``data`` is a :class:`Relation`, or anything Arrow can read (a pyarrow
+        Table or RecordBatch, an object with ``__arrow_c_stream__``, a dict of
+        columns), which becomes an :class:`ArrowRelation`. The name shares the
+        database's namespace, so it may not be an object's name.
+        """
+        validate_name(name, "relation")
+        if self.catalog.get(name) is not None:
+            raise ObjectExistsError(
+                f"cannot register {name!r}: the database has an object of that name"
+            )
+        relation = data if isinstance(data, Relation) else ArrowRelation(name, data)
+        with self._registered_lock:
+            if name.lower() in self._registered:
+                raise ObjectExistsError(
+                    f"a relation named {name!r} is already registered; unregister it first"
+                )
+            self._registered[name.lower()] = relation
+        return relation
+
+    def unregister(self, name: str) -> None:
+        with self._registered_lock:
+            if self._registered.pop(name.lower(), None) is None:
+                raise ObjectNotFoundError(f"no registered relation named {name!r}")
+
+    # --- the namespace (also what the SQL engine asks) ---------------------------
+    def relation(self, name: str) -> Relation | None:
+        """The relation called ``name`` (case-insensitive), or None if there is none."""
+        return self._registered.get(name.lower())
+
+    def kind_of(self, name: str) -> str | None:
+        if name.lower() in self._registered:
+            return "relation"
+        obj = self.catalog.get(name)
+        return obj.kind if obj is not None else None
+
+    def known_names(self) -> list[str]:
+        return sorted(
+            {o.name for o in self.catalog.objects()} | {r.name for r in self._registered.values()}
+        )
+
+    def sync_tables(self, tables: dict[str, str]) -> None:
+        self.catalog.sync_kinds(PLAIN_KINDS, tables)
+
+    def tables(self) -> list[str]:
+        """Names of the plain tables and views (those created with SQL)."""
+        return [o.name for o in self.catalog.objects() if o.kind in PLAIN_KINDS]
+
+    def drop(self, name: str) -> None:
+        """Remove the object called ``name`` (a plain table or view, or a registered relation)."""
+        self._check_open()
+        if name.lower() in self._registered:
+            self.unregister(name)
+            return
+        obj = self.catalog.require(name)
+        if self.read_only:
+            raise ReadOnlyError(f"cannot drop {name!r}: the database is open read-only")
+        if obj.kind in PLAIN_KINDS:
+            self.sql(f'DROP {obj.kind.upper()} "{obj.name}"')
+            return
+        raise ObjectNotFoundError(f"{name!r} is a {obj.kind}; this version cannot drop that kind")
+
+    # --- information ------------------------------------------------------------
+    def info(self) -> DatabaseInfo:
+        """The objects of the database with their kinds and sizes."""
+        self._check_open()
+        table_rows = self._table_rows()
+        objects = []
+        for obj in self.catalog.objects():
+            rows = table_rows.get(obj.name.lower()) if obj.kind in PLAIN_KINDS else None
+            objects.append(ObjectInfo(obj.name, obj.kind, rows, None, obj.created, obj.modified))
+        for rel in self._registered.values():
+            est = rel.estimate(None)
+            objects.append(
+                ObjectInfo(rel.name, "relation (this session)", est.rows, est.bytes, None, None)
+            )
+        total = sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+        return DatabaseInfo(self.path, self.format_version, self.read_only, objects, total)
+
+    def _table_rows(self) -> dict[str, int]:
+        if not self.tables():
+            return {}
+        rows = self._engine.store_query(
+            "SELECT table_name, estimated_size FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND schema_name = 'main'"
+        )
+        return {name.lower(): int(count) for name, count in rows}
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DatabaseClosedError(f"database {self.path} is closed")

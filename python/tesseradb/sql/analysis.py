@@ -1,0 +1,775 @@
+"""Static analysis of a SQL text: which relations it reads, which of their
+columns, which rows may match (a :class:`Predicate` per relation), and what
+it writes.
+
+The statement itself is never rewritten: DuckDB runs the user's text with
+the user's parameters bound, and re-applies every filter. So everything
+derived here only has to be a *superset*: when in doubt, a relation gets no
+predicate and all its columns. The rules that keep it a superset:
+
+- A predicate is derived per table reference from the WHERE clause and the
+  ON clauses of inner joins of its own SELECT scope, after pushing NOT down
+  (three-valued logic: ``NOT (x > 5)`` is ``x <= 5``, and neither holds for
+  NULL). AND intersects, OR unions per column (a column restricted on only
+  one side of an OR is dropped), anything not sargable is TRUE.
+- On the NULL-supplying side of an outer join, a WHERE predicate is pushed
+  only if it rejects NULLs; the ON clause of a LEFT JOIN is pushed to its
+  right side only. ASOF and POSITIONAL joins, and sampled tables, get no
+  pushdown (their answer depends on the rows that do not match).
+- A relation read by several references gets the OR of their predicates.
+- A column is requested if its name is mentioned anywhere in the text; any
+  ``*`` (but ``count(*)``) or a table alias used as a value requests all.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate, RangeSet, type_class
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from sqlglot import exp
+
+__all__ = ["Analysis", "RelationUse", "analyse", "normalise_placeholders"]
+
+# Positional `?` placeholders are renamed to this prefix plus their index, so
+# that every placeholder in the parsed tree knows which parameter it is.
+_POSITIONAL = "__tessera_p"
+_MAX_EXACT_FLOAT_INT = 2**53
+
+
+@dataclass
+class RelationUse:
+    """How one statement text reads one relation (all its references merged)."""
+
+    name: str
+    aliases: list[str] = field(default_factory=list)
+    predicate: Predicate = field(default_factory=Predicate)
+    columns: list[str] | None = None  # None: all columns
+    notes: list[str] = field(default_factory=list)
+    references: int = 0
+
+
+@dataclass
+class Analysis:
+    relations: dict[str, RelationUse]  # by lower-case relation name
+    table_names: set[str]  # every other table name referenced (lower case, unqualified)
+    writes: list[tuple[str, str]]  # (statement kind, target name) of DDL/DML
+    is_query: bool  # every statement only reads
+    parsed: bool  # sqlglot understood the text (otherwise no pushdown at all)
+    parse_error: Exception | None = None
+
+
+SchemaLookup = Callable[[str], "pa.Schema | None"]
+
+
+def normalise_placeholders(text: str) -> str:
+    """Rename each positional ``?`` to a named placeholder carrying its index.
+
+    Only the tokens are touched (a ``?`` inside a string or comment stays).
+    """
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.tokens import TokenType
+
+    if "?" not in text:
+        return text
+    tokens = Dialect.get_or_raise("duckdb").tokenize(text)
+    out, pos, index = [], 0, 0
+    for tok in tokens:
+        if tok.token_type == TokenType.PLACEHOLDER and tok.text == "?":
+            out.append(text[pos : tok.start])
+            out.append(f"${_POSITIONAL}{index}")
+            pos = tok.end + 1
+            index += 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def analyse(text: str, params: Any, schema_of: SchemaLookup) -> Analysis:
+    """Analyse ``text``; ``schema_of(name)`` gives a relation's schema or ``None``."""
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
+    try:
+        statements = [s for s in sqlglot.parse(normalise_placeholders(text), read="duckdb") if s]
+    except SqlglotError as err:
+        return Analysis({}, set(), [], is_query=False, parsed=False, parse_error=err)
+    except (RecursionError, ValueError) as err:  # pathological nesting
+        return Analysis({}, set(), [], is_query=False, parsed=False, parse_error=err)
+
+    relations: dict[str, RelationUse] = {}
+    others: set[str] = set()
+    writes: list[tuple[str, str]] = []
+    is_query = True
+    for stmt in statements:
+        is_query = is_query and _is_query(stmt)
+        writes.extend(_write_targets(stmt))
+        _StatementAnalyser(stmt, params, schema_of, relations, others).run()
+    return Analysis(relations, others, writes, is_query=is_query, parsed=True)
+
+
+def _is_query(stmt: exp.Expression) -> bool:
+    from sqlglot import exp
+
+    query_types: tuple[type, ...] = (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Describe)
+    return isinstance(stmt, query_types)
+
+
+def _table_name(node: exp.Expression | None) -> str | None:
+    from sqlglot import exp
+
+    while isinstance(node, exp.Schema):
+        node = node.this
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+        return node.name
+    return None
+
+
+def _write_targets(stmt: exp.Expression) -> list[tuple[str, str]]:
+    from sqlglot import exp
+
+    kinds: list[tuple[type, str]] = [
+        (exp.Insert, "INSERT"),
+        (exp.Update, "UPDATE"),
+        (exp.Delete, "DELETE"),
+        (exp.Drop, "DROP"),
+        (exp.Create, "CREATE"),
+        (exp.Alter, "ALTER"),
+    ]
+    for cls, kind in kinds:
+        if isinstance(stmt, cls):
+            name = _table_name(stmt.this)
+            if kind in ("DROP", "CREATE"):
+                object_kind = str(stmt.args.get("kind") or "").upper()
+                if object_kind not in ("TABLE", "VIEW"):
+                    return [(f"{kind} {object_kind}".strip(), name or "")]
+                kind = f"{kind} {object_kind}"
+            return [(kind, name or "")]
+    return []
+
+
+class _Unknown(Exception):
+    """A sub-expression this analysis does not understand: it restricts nothing."""
+
+
+@dataclass
+class _Source:
+    alias: str  # lower case
+    relation: str | None  # lower-case relation name if this source is a relation
+    columns: dict[str, pa.DataType] | None  # lower name -> type, None if unknown
+    null_supplying: bool = False
+    blocked: bool = False  # no pushdown at all (ASOF right side, POSITIONAL, samples)
+
+
+class _StatementAnalyser:
+    def __init__(
+        self,
+        stmt: exp.Expression,
+        params: Any,
+        schema_of: SchemaLookup,
+        relations: dict[str, RelationUse],
+        others: set[str],
+    ) -> None:
+        self.stmt = stmt
+        self.params = params
+        self.schema_of = schema_of
+        self.relations = relations
+        self.others = others
+        self._schemas: dict[str, pa.Schema | None] = {}
+
+    def schema(self, name: str) -> pa.Schema | None:
+        key = name.lower()
+        if key not in self._schemas:
+            self._schemas[key] = self.schema_of(name)
+        return self._schemas[key]
+
+    def run(self) -> None:
+        from sqlglot import exp
+        from sqlglot.optimizer.scope import traverse_scope
+
+        cte_names = {c.alias_or_name.lower() for c in self.stmt.find_all(exp.CTE)}
+        mentioned, star = self._mentions()
+        seen: set[int] = set()
+        try:
+            scopes = traverse_scope(self.stmt)
+        except Exception:  # sqlglot cannot scope every DuckDB construct: no pushdown
+            scopes = []
+        for scope in scopes:
+            self._analyse_scope(scope, mentioned, star, seen)
+        # Table references outside any analysed scope (DML targets, constructs
+        # sqlglot does not scope) are read whole, with every column.
+        for table in self.stmt.find_all(exp.Table):
+            if id(table) in seen:
+                continue
+            name = _table_name(table)
+            if name is None or table.args.get("db") or table.args.get("catalog"):
+                continue
+            if name.lower() in cte_names:
+                continue
+            if self.schema(name) is not None:
+                self._merge_use(
+                    name, Predicate(), None, "read whole: reference outside an analysed SELECT"
+                )
+            else:
+                self.others.add(name.lower())
+
+    def _merge_use(
+        self, name: str, pred: Predicate, columns: list[str] | None, note: str | None
+    ) -> None:
+        """Merge one reference into the relation's use: OR of predicates, union of columns."""
+        key = name.lower()
+        use = self.relations.get(key)
+        if use is None:
+            use = self.relations[key] = RelationUse(name=name, predicate=pred, columns=columns)
+        else:
+            use.predicate = use.predicate.or_(pred)
+            if use.columns is None or columns is None:
+                use.columns = None
+            else:
+                use.columns = use.columns + [c for c in columns if c not in use.columns]
+        use.references += 1
+        if note and note not in use.notes:
+            use.notes.append(note)
+
+    def _mentions(self) -> tuple[set[str], bool]:
+        from sqlglot import exp
+
+        mentioned: set[str] = set()
+        star = False
+        for node in self.stmt.walk():
+            if isinstance(node, exp.Column):
+                if isinstance(node.this, exp.Star):
+                    star = True
+                else:
+                    mentioned.add(node.name.lower())
+            elif isinstance(node, exp.Star) and not isinstance(
+                node.parent, (exp.Count, exp.Column)
+            ):
+                star = True
+            elif isinstance(node, exp.Identifier) and not isinstance(
+                node.parent, (exp.Column, exp.Table, exp.TableAlias)
+            ):
+                mentioned.add(node.name.lower())  # USING (...), struct keys, ...
+        return mentioned, star
+
+    # --- one SELECT scope ---------------------------------------------------
+    def _analyse_scope(self, scope: Any, mentioned: set[str], star: bool, seen: set[int]) -> None:
+        from sqlglot import exp
+
+        select = scope.expression
+        sources: dict[str, _Source] = {}
+        for alias, source in scope.sources.items():
+            if isinstance(source, exp.Table):
+                seen.add(id(source))
+                name = _table_name(source)
+                qualified = source.args.get("db") or source.args.get("catalog")
+                schema = None if (name is None or qualified) else self.schema(name)
+                if schema is not None:
+                    cols = {f.name.lower(): f.type for f in schema}
+                    src = _Source(alias.lower(), name.lower() if name else None, cols)
+                    src.blocked = bool(source.args.get("sample"))
+                    sources[alias.lower()] = src
+                else:
+                    if name is not None and not qualified:
+                        self.others.add(name.lower())
+                    sources[alias.lower()] = _Source(alias.lower(), None, None)
+            else:  # a derived table or CTE: its output names, if it has no star
+                named = None
+                inner = getattr(source, "expression", None)
+                if isinstance(inner, exp.Select) and not any(
+                    isinstance(e, exp.Star)
+                    or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+                    for e in inner.expressions
+                ):
+                    named = {n.lower(): None for n in inner.named_selects}
+                sources[alias.lower()] = _Source(alias.lower(), None, named)  # type: ignore[arg-type]
+
+        relation_sources = [s for s in sources.values() if s.relation]
+        if not relation_sources:
+            return
+        if not isinstance(select, exp.Select):
+            for src in relation_sources:
+                self._merge(src, Predicate(), mentioned, star, "not a plain SELECT: read whole")
+            return
+        if select.args.get("sample"):
+            for src in sources.values():
+                src.blocked = True
+
+        where = select.args.get("where")
+        filters: list[exp.Expression] = [where.this] if where is not None else []
+        on_pushed: dict[str, list[exp.Expression]] = {}
+        joins = select.args.get("joins") or []
+        order = _source_order(select)  # aliases in FROM/JOIN order
+        for join in joins:
+            alias = join.this.alias_or_name.lower() if join.this is not None else ""
+            side = str(join.side or "").upper()
+            kind = str(join.kind or "").upper()
+            method = str(join.args.get("method") or "").upper()
+            on = join.args.get("on")
+            if method in ("ASOF", "POSITIONAL") or kind in ("ASOF", "POSITIONAL"):
+                if method == "POSITIONAL" or kind == "POSITIONAL":
+                    for src in sources.values():
+                        src.blocked = True
+                elif alias in sources:
+                    sources[alias].blocked = True
+                continue
+            if kind not in (
+                "",
+                "INNER",
+                "CROSS",
+                "OUTER",
+                "SEMI",
+                "ANTI",
+                "NATURAL",
+            ) or method not in ("", "NATURAL"):
+                for src in sources.values():
+                    src.blocked = True
+                continue
+            earlier = order[: order.index(alias)] if alias in order else []
+            if side == "LEFT":
+                if alias in sources:
+                    sources[alias].null_supplying = True
+                if on is not None:
+                    on_pushed.setdefault(alias, []).append(on)
+            elif side == "RIGHT":
+                for a in earlier:
+                    sources[a].null_supplying = True
+            elif side == "FULL":
+                for a in [*earlier, alias]:
+                    if a in sources:
+                        sources[a].null_supplying = True
+            elif kind in ("SEMI", "ANTI"):
+                if on is not None:
+                    on_pushed.setdefault(alias, []).append(on)
+            elif on is not None:
+                filters.append(on)
+
+        for src in relation_sources:
+            if src.blocked:
+                self._merge(
+                    src, Predicate(), mentioned, star, "no pushdown: ASOF/POSITIONAL join or sample"
+                )
+                continue
+            pred = Predicate()
+            for f in filters:
+                pred = pred.and_(self._derive(f, src, sources, negate=False))
+            if src.null_supplying and not _rejects_nulls(pred):
+                pred = Predicate()
+            for f in on_pushed.get(src.alias, []):
+                pred = pred.and_(self._derive(f, src, sources, negate=False))
+            self._merge(src, pred, mentioned, star, None)
+
+    def _merge(
+        self, src: _Source, pred: Predicate, mentioned: set[str], star: bool, note: str | None
+    ) -> None:
+        assert src.relation is not None and src.columns is not None
+        schema = self.schema(src.relation)
+        assert schema is not None
+        columns: list[str] | None
+        if star or (src.alias in mentioned and src.alias not in src.columns):
+            columns = None  # `*`, or the alias used as a value (a struct of the row)
+        else:
+            columns = [f.name for f in schema if f.name.lower() in mentioned]
+        self._merge_use(src.relation, pred, columns, note)
+        use = self.relations[src.relation.lower()]
+        if src.alias not in use.aliases:
+            use.aliases.append(src.alias)
+
+    # --- predicate derivation ---------------------------------------------
+    def _derive(
+        self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
+    ) -> Predicate:
+        from sqlglot import exp
+
+        if isinstance(node, exp.Paren):
+            return self._derive(node.this, src, sources, negate)
+        if isinstance(node, exp.Not):
+            return self._derive(node.this, src, sources, not negate)
+        if isinstance(node, (exp.And, exp.Or)):
+            left = self._derive(node.this, src, sources, negate)
+            right = self._derive(node.expression, src, sources, negate)
+            conjunctive = isinstance(node, exp.And) != negate
+            return left.and_(right) if conjunctive else left.or_(right)
+        if isinstance(node, exp.Boolean):
+            return Predicate() if bool(node.this) != negate else _FALSE
+        try:
+            return self._atom(node, src, sources, negate)
+        except _Unknown:
+            return Predicate()
+
+    def _column_of(
+        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
+    ) -> tuple[str, pa.DataType]:
+        from sqlglot import exp
+
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
+            raise _Unknown
+        if node.args.get("db") or node.args.get("catalog"):
+            raise _Unknown
+        name = node.name.lower()
+        assert src.columns is not None
+        if name not in src.columns:
+            raise _Unknown
+        qualifier = node.table.lower() if node.table else ""
+        if qualifier:
+            if qualifier != src.alias:
+                raise _Unknown
+        else:
+            for other in sources.values():
+                if other is src:
+                    continue
+                if other.columns is None or name in other.columns:
+                    raise _Unknown  # ambiguous, or maybe another source's column
+        schema = self.schema(src.relation or "")
+        assert schema is not None
+        for f in schema:
+            if f.name.lower() == name:
+                return f.name, f.type
+        raise _Unknown
+
+    def _atom(
+        self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
+    ) -> Predicate:
+        from sqlglot import exp
+
+        comparisons: dict[type, str] = {
+            exp.EQ: "=",
+            exp.NEQ: "!=",
+            exp.GT: ">",
+            exp.GTE: ">=",
+            exp.LT: "<",
+            exp.LTE: "<=",
+        }
+        for cls, op in comparisons.items():
+            if isinstance(node, cls):
+                try:
+                    col, ctype = self._column_of(node.this, src, sources)
+                    value = self._literal(node.expression)
+                except _Unknown:
+                    col, ctype = self._column_of(node.expression, src, sources)
+                    value = self._literal(node.this)
+                    op = _FLIPPED[op]
+                if negate:
+                    op = _NEGATED[op]
+                return Predicate.on(col, ColumnDomain.values(_compare(ctype, op, value)))
+        if isinstance(node, exp.Between):
+            if node.args.get("symmetric"):
+                raise _Unknown
+            col, ctype = self._column_of(node.this, src, sources)
+            lo = _compare(ctype, ">=", self._literal(node.args["low"]))
+            hi = _compare(ctype, "<=", self._literal(node.args["high"]))
+            ranges = lo.intersect(hi)
+            if negate:
+                if not (
+                    _exact(ctype, self._literal(node.args["low"]))
+                    and _exact(ctype, self._literal(node.args["high"]))
+                ):
+                    raise _Unknown
+                ranges = ranges.complement()
+            return Predicate.on(col, ColumnDomain.values(ranges))
+        if isinstance(node, exp.In):
+            if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+                raise _Unknown
+            col, ctype = self._column_of(node.this, src, sources)
+            values = [self._literal(e, allow_null=True) for e in node.expressions]
+            present = [v for v in values if v is not None]
+            if negate:
+                if len(present) < len(values):  # NOT IN (..., NULL) is never TRUE
+                    return _FALSE_ON(col)
+                if not all(_exact(ctype, v) for v in present):
+                    raise _Unknown
+                ranges = RangeSet.everything()
+                for v in present:
+                    ranges = ranges.intersect(_compare(ctype, "!=", v))
+                return Predicate.on(col, ColumnDomain.values(ranges))
+            ranges = RangeSet()
+            for v in present:
+                ranges = ranges.union(_compare(ctype, "=", v))
+            return Predicate.on(col, ColumnDomain.values(ranges))
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise _Unknown
+            col, _ = self._column_of(node.this, src, sources)
+            return Predicate.on(col, ColumnDomain.not_null() if negate else ColumnDomain.is_null())
+        if isinstance(node, exp.Column):
+            col, ctype = self._column_of(node, src, sources)
+            if type_class(ctype) != "bool":
+                raise _Unknown
+            return Predicate.on(col, ColumnDomain.values(RangeSet.points([0 if negate else 1])))
+        if isinstance(node, exp.Like) and not negate:
+            col, ctype = self._column_of(node.this, src, sources)
+            pattern = self._literal(node.expression)
+            if type_class(ctype) != "string" or not isinstance(pattern, str):
+                raise _Unknown
+            return Predicate.on(col, ColumnDomain.values(_like_prefix_range(pattern)))
+        raise _Unknown
+
+    def _literal(self, node: exp.Expression, allow_null: bool = False) -> Any:
+        """The Python value of a literal or bound parameter; raises _Unknown otherwise."""
+        from sqlglot import exp
+
+        if isinstance(node, exp.Paren):
+            return self._literal(node.this, allow_null)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return node.this
+            return _number(node.this)
+        if isinstance(node, exp.Neg):
+            value = self._literal(node.this)
+            if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
+                raise _Unknown
+            return -value
+        if isinstance(node, exp.Boolean):
+            return bool(node.this)
+        if isinstance(node, exp.Null):
+            if allow_null:
+                return None
+            raise _Unknown
+        if isinstance(node, (exp.Placeholder, exp.Parameter)):
+            value = self._param(node)
+            if value is None and not allow_null:
+                raise _Unknown
+            return value
+        if isinstance(node, exp.Cast):
+            target = node.to.sql(dialect="duckdb").upper()
+            if target in ("DOUBLE", "FLOAT8", "REAL", "FLOAT", "FLOAT4"):
+                value = self._literal(node.this)
+                if isinstance(value, (int, Decimal, float)) and not isinstance(value, bool):
+                    return (
+                        float(value) if target in ("DOUBLE", "FLOAT8") else _Float32(float(value))
+                    )
+            if target in ("VARCHAR", "TEXT", "STRING"):
+                value = self._literal(node.this)
+                if isinstance(value, str):
+                    return value
+        raise _Unknown
+
+    def _param(self, node: exp.Expression) -> Any:
+        name = node.name
+        params = self.params
+        try:
+            if name.startswith(_POSITIONAL):
+                value = params[int(name[len(_POSITIONAL) :])]
+            elif name.isdigit():
+                value = params[int(name) - 1]
+            elif isinstance(params, Mapping):
+                value = params[name]
+            else:
+                raise _Unknown
+        except (KeyError, IndexError, TypeError) as err:
+            raise _Unknown from err
+        if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+            value = value.item()  # numpy scalar
+        if isinstance(value, bool | int | float | str | Decimal) or value is None:
+            return value
+        raise _Unknown
+
+
+class _Float32(float):
+    """A literal cast to FLOAT (single precision) in the statement."""
+
+
+_FLIPPED = {"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+_NEGATED = {"=": "!=", "!=": "=", ">": "<=", ">=": "<", "<": ">=", "<=": ">"}
+_FALSE = Predicate.false()
+
+
+def _source_order(select: exp.Select) -> list[str]:
+    from_ = select.args.get("from") or select.args.get("from_")
+    order = (
+        [from_.this.alias_or_name.lower()] if from_ is not None and from_.this is not None else []
+    )
+    for join in select.args.get("joins") or []:
+        if join.this is not None:
+            order.append(join.this.alias_or_name.lower())
+    return order
+
+
+def _FALSE_ON(column: str) -> Predicate:
+    return Predicate.on(column, ColumnDomain(RangeSet(), False))
+
+
+def _rejects_nulls(pred: Predicate) -> bool:
+    return any(not dom.nulls for dom in pred.values())
+
+
+def _number(text: str) -> int | Decimal:
+    if re.fullmatch(r"[0-9]+", text):
+        return int(text)
+    try:
+        return Decimal(text)
+    except InvalidOperation as err:
+        raise _Unknown from err
+
+
+def _exact(ctype: pa.DataType, value: Any) -> bool:
+    """Whether comparing ``value`` with a column of ``ctype`` maps to exact bounds."""
+    kind = type_class(ctype)
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        return False
+    if kind == "int":
+        return isinstance(value, int) or (
+            _finite(value)
+            and Fraction(value).denominator == 1
+            and abs(value) < _MAX_EXACT_FLOAT_INT
+        )
+    if kind == "float":
+        if isinstance(value, float) and math.isnan(value):
+            return False
+        candidates = _float_candidates(ctype, value)
+        return len(candidates) == 1 and (
+            not _finite(value) or Fraction(candidates[0]) == Fraction(value)
+        )
+    return False
+
+
+def _finite(value: Any) -> bool:
+    return not (isinstance(value, (float, Decimal)) and not math.isfinite(float(value)))
+
+
+def _float_candidates(ctype: pa.DataType, value: Any) -> list[float]:
+    """The doubles DuckDB might compare a float column against for ``value``."""
+    import numpy as np
+    import pyarrow as pa
+
+    try:
+        as_double = float(value)
+    except OverflowError as err:
+        raise _Unknown from err
+    single = isinstance(value, _Float32) or ctype == pa.float32() or ctype == pa.float16()
+    values = {as_double}
+    if single:
+        with np.errstate(over="ignore"):
+            values.add(float(np.float32(as_double)))
+    return sorted(values)
+
+
+def _compare(ctype: pa.DataType, op: str, value: Any) -> RangeSet:
+    """The set of non-NULL column values ``v`` for which ``v op value`` may be TRUE."""
+    kind = type_class(ctype)
+    if kind is None:
+        raise _Unknown
+    if kind == "string":
+        if not isinstance(value, str):
+            raise _Unknown
+        return _ranges_for(op, value, value, exact=True)
+    if kind == "bool":
+        if not isinstance(value, bool) or op not in ("=", "!="):
+            raise _Unknown
+        point = RangeSet.points([int(value)])
+        return point if op == "=" else point.complement().intersect(RangeSet.of([Interval(0, 1)]))
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        raise _Unknown
+    if isinstance(value, float) and math.isnan(value):
+        raise _Unknown
+    if kind == "float":
+        candidates = _float_candidates(ctype, value)
+        exact = _exact(ctype, value)
+        return _ranges_for(op, candidates[0], candidates[-1], exact=exact)
+    # integer column
+    ranges = _integer_ranges(op, value)
+    return ranges.intersect(RangeSet.of([Interval(*_int_range(ctype))]))
+
+
+def _ranges_for(op: str, low: Any, high: Any, exact: bool) -> RangeSet:
+    """Ranges for ``v op value`` where value lies in ``[low, high]`` (equal when exact)."""
+    if op == "=":
+        return RangeSet.of([Interval(low, high)])
+    if op == "!=":
+        return RangeSet.of([Interval(low, high)]).complement() if exact else RangeSet.everything()
+    if op in (">", ">="):
+        return RangeSet.of([Interval(low, None, op == ">=" or not exact, True)])
+    return RangeSet.of([Interval(None, high, True, op == "<=" or not exact)])
+
+
+def _integer_ranges(op: str, value: int | float | Decimal) -> RangeSet:
+    if isinstance(value, int):
+        n = value
+        exact = True
+    else:
+        if not _finite(value):
+            positive = float(value) > 0
+            below = RangeSet.everything()  # every integer is below +inf
+            if op in ("<", "<=", "!="):
+                return below if positive else (RangeSet() if op != "!=" else below)
+            if op in (">", ">="):
+                return RangeSet() if positive else below
+            return RangeSet()
+        frac = Fraction(value)
+        if abs(frac) >= _MAX_EXACT_FLOAT_INT:
+            # DuckDB may compare in double here; rounding makes bounds fuzzy.
+            return RangeSet.everything() if op != "=" else _widened_point(frac)
+        if frac.denominator == 1:
+            n, exact = int(frac), True
+        else:
+            floor, ceil = math.floor(frac), math.ceil(frac)
+            if op == "=":
+                return RangeSet()
+            if op == "!=":
+                return RangeSet.everything()
+            if op in (">", ">="):
+                return RangeSet.of([Interval(ceil, None)])
+            return RangeSet.of([Interval(None, floor)])
+    del exact
+    if op == "=":
+        return RangeSet.points([n])
+    if op == "!=":
+        return RangeSet.points([n]).complement()
+    if op == ">":
+        return RangeSet.of([Interval(n + 1, None)])
+    if op == ">=":
+        return RangeSet.of([Interval(n, None)])
+    if op == "<":
+        return RangeSet.of([Interval(None, n - 1)])
+    return RangeSet.of([Interval(None, n)])
+
+
+def _widened_point(frac: Fraction) -> RangeSet:
+    width = abs(frac) // 2**50 + 2
+    return RangeSet.of([Interval(math.floor(frac) - width, math.ceil(frac) + width)])
+
+
+def _int_range(ctype: pa.DataType) -> tuple[int, int]:
+    import pyarrow as pa
+
+    if pa.types.is_boolean(ctype):
+        return 0, 1
+    bits = ctype.bit_width
+    if pa.types.is_unsigned_integer(ctype):
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def _like_prefix_range(pattern: str) -> RangeSet:
+    """Strings that may match a LIKE ``pattern``: those starting with its literal prefix."""
+    prefix = []
+    for ch in pattern:
+        if ch in "%_\\":
+            break
+        prefix.append(ch)
+    text = "".join(prefix)
+    if len(text) == len(pattern):
+        return RangeSet.points([text])  # no wildcard: LIKE is equality
+    if not text:
+        return RangeSet.everything()
+    last = text[-1]
+    if ord(last) >= 0x10FFFF:
+        return RangeSet.of([Interval(text, None)])
+    successor = ord(last) + 1
+    if 0xD800 <= successor <= 0xDFFF:  # skip surrogates, which are not valid text
+        successor = 0xE000
+    upper = text[:-1] + chr(successor)
+    return RangeSet.of([Interval(text, upper, True, False)])

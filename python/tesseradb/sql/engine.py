@@ -1,0 +1,448 @@
+"""Running SQL: resolve names, push predicates into relations, execute on DuckDB.
+
+One in-memory DuckDB instance per database runs every statement. Relations
+are registered per statement (on a cursor of their own, so concurrent
+statements never see each other's registrations) as re-scannable Arrow
+streams carrying their pushed-down columns and predicate. Plain tables live
+in the database's own DuckDB file, the *table store*, which is attached only
+while a statement needs it, so that other processes can read it in between.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tesseradb.errors import (
+    DatabaseLockedError,
+    ObjectExistsError,
+    ReadOnlyError,
+    SQLExecutionError,
+    SQLSyntaxError,
+    UnknownTableError,
+)
+from tesseradb.sql.analysis import Analysis, RelationUse, analyse
+from tesseradb.sql.predicate import Predicate
+from tesseradb.sql.relation import Estimate, Relation, RelationScan, ScanStats
+from tesseradb.sql.result import Result
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+__all__ = ["Explain", "ExplainedRelation", "Namespace", "SQLEngine"]
+
+STORE_ALIAS = "tessera_store"
+
+
+class Namespace(Protocol):
+    """What the engine needs to know about the database's names."""
+
+    def relation(self, name: str) -> Relation | None:
+        """The relation of that name (case-insensitive), or None if it is not one."""
+        ...
+
+    def kind_of(self, name: str) -> str | None:
+        """The kind of the object of that name (``table``, ``view``, ``array``, ...), or None."""
+        ...
+
+    def known_names(self) -> list[str]:
+        """Every name a statement may refer to, for suggestions."""
+        ...
+
+    def sync_tables(self, tables: dict[str, str]) -> None:
+        """The store now holds exactly these plain tables/views (name -> kind)."""
+        ...
+
+
+@dataclass
+class ExplainedRelation:
+    name: str
+    aliases: list[str]
+    columns: list[str] | None
+    predicate: Predicate
+    estimate: Estimate
+    notes: list[str] = field(default_factory=list)
+    stats: ScanStats | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "aliases": self.aliases,
+            "columns": self.columns,
+            "predicate": str(self.predicate),
+            "estimated_rows": self.estimate.rows,
+            "estimated_bytes": self.estimate.bytes,
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class Explain:
+    """What a statement reads from each relation: the pushed-down predicate and columns."""
+
+    sql: str
+    relations: list[ExplainedRelation]
+    pushdown: bool
+    note: str = ""
+
+    def relation(self, name: str) -> ExplainedRelation:
+        for rel in self.relations:
+            if rel.name.lower() == name.lower():
+                return rel
+        raise KeyError(name)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "sql": self.sql,
+            "pushdown": self.pushdown,
+            "note": self.note,
+            "relations": [r.as_dict() for r in self.relations],
+        }
+
+    def __str__(self) -> str:
+        lines = []
+        if self.note:
+            lines.append(self.note)
+        if not self.relations:
+            lines.append("no relations read (plain tables and table functions only)")
+        for rel in self.relations:
+            alias = (
+                f" (as {', '.join(rel.aliases)})"
+                if rel.aliases and rel.aliases != [rel.name.lower()]
+                else ""
+            )
+            cols = "all columns" if rel.columns is None else ", ".join(rel.columns) or "(none)"
+            lines.append(f"relation {rel.name}{alias}")
+            lines.append(f"  columns:   {cols}")
+            lines.append(f"  predicate: {rel.predicate}")
+            est = rel.estimate
+            if est.rows is not None or est.bytes is not None:
+                lines.append(
+                    f"  estimate:  {est.rows if est.rows is not None else '?'} rows, "
+                    f"{est.bytes if est.bytes is not None else '?'} bytes"
+                )
+            for note in rel.notes:
+                lines.append(f"  note:      {note}")
+        return "\n".join(lines)
+
+
+class TableStore:
+    """The database's DuckDB file, attached to the engine's instance while in use.
+
+    Attachments are counted: the file is attached by the first statement that
+    needs it and detached when the last one finishes, so that another process
+    may open it between statements. A conflicting open by another process is
+    retried for ``lock_timeout`` seconds.
+    """
+
+    def __init__(self, path: Path, read_only: bool, lock_timeout: float = 10.0) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.lock_timeout = lock_timeout
+        self._users = 0
+        self._lock = threading.Lock()
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    @contextmanager
+    def attached(self, con: duckdb.DuckDBPyConnection) -> Iterator[bool]:
+        """Attach for the duration of the block; yields whether the store is available."""
+        with self._lock:
+            if self._users == 0:
+                if self.read_only and not self.exists:
+                    yield False
+                    return
+                self._attach(con)
+            self._users += 1
+        try:
+            yield True
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    con.execute(f"DETACH {STORE_ALIAS}")
+
+    def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
+        import duckdb
+
+        quoted = str(self.path).replace("'", "''")
+        mode = " (READ_ONLY)" if self.read_only else ""
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.005
+        while True:
+            try:
+                con.execute(f"ATTACH '{quoted}' AS {STORE_ALIAS}{mode}")
+                return
+            except duckdb.IOException as err:
+                if "lock" not in str(err).lower() or time.monotonic() > deadline:
+                    holder = re.search(r"PID (\d+)", str(err))
+                    who = f"process {holder.group(1)}" if holder else "another process"
+                    raise DatabaseLockedError(
+                        f"the table store {self.path} is in use by {who}; "
+                        f"gave up after {self.lock_timeout:.0f} s"
+                    ) from err
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+
+
+class SQLEngine:
+    """Executes SQL texts for one database."""
+
+    def __init__(self, namespace: Namespace, store_path: Path, read_only: bool) -> None:
+        self.namespace = namespace
+        self.read_only = read_only
+        self.store = TableStore(store_path, read_only)
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._con_lock = threading.Lock()
+        self.last_scans: dict[str, RelationScan] = {}
+
+    # --- lifecycle ----------------------------------------------------------
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        with self._con_lock:
+            if self._con is None:
+                import duckdb
+
+                self._con = duckdb.connect(":memory:")
+            return self._con
+
+    def close(self) -> None:
+        with self._con_lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+
+    # --- public ---------------------------------------------------------------
+    def execute(self, text: str, params: Any = None) -> Result:
+        analysis = self._analyse(text, params)
+        self._check_writes(analysis)
+        scans = self._scans(analysis)
+        result = self._run(text, params, analysis, scans)
+        self.last_scans = scans
+        return result
+
+    def explain(self, text: str, params: Any = None) -> Explain:
+        analysis = self._analyse(text, params)
+        relations = []
+        for use in analysis.relations.values():
+            relation = self.namespace.relation(use.name)
+            if relation is None:
+                continue
+            relations.append(
+                ExplainedRelation(
+                    name=relation.name,
+                    aliases=use.aliases,
+                    columns=use.columns,
+                    predicate=use.predicate,
+                    estimate=relation.estimate(None if use.predicate.is_true else use.predicate),
+                    notes=list(use.notes) + list(_describe(relation, use)),
+                )
+            )
+        note = ""
+        if not analysis.parsed:
+            note = f"sqlglot could not parse this statement, so nothing is pushed down ({analysis.parse_error})"
+        return Explain(text, relations, pushdown=analysis.parsed, note=note)
+
+    def store_query(self, text: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run a query with the table store attached and current (for metadata)."""
+        con = self.connection()
+        cursor = con.cursor()
+        try:
+            with self.store.attached(con) as have_store:
+                if not have_store:
+                    return []
+                cursor.execute(f"USE {STORE_ALIAS}")
+                return cursor.execute(text, params).fetchall()
+        finally:
+            cursor.close()
+
+    # --- steps ------------------------------------------------------------------
+    def _analyse(self, text: str, params: Any) -> Analysis:
+        def schema_of(name: str) -> pa.Schema | None:
+            relation = self.namespace.relation(name)
+            return relation.schema() if relation is not None else None
+
+        analysis = analyse(text, params, schema_of)
+        if analysis.parsed:
+            return analysis
+        # sqlglot does not know every DuckDB construct: if DuckDB parses the
+        # text, run it without pushdown; otherwise report the syntax error.
+        import duckdb
+
+        try:
+            self.connection().extract_statements(text)
+        except duckdb.Error as err:
+            raise _syntax_error(text, analysis.parse_error, err) from None
+        names = {n.lower() for n in duckdb.get_table_names(text)}
+        relations = {}
+        for name in names:
+            relation = self.namespace.relation(name)
+            if relation is not None:
+                relations[name] = RelationUse(
+                    name=relation.name,
+                    columns=None,
+                    references=1,
+                    notes=["read whole: statement not understood by the pushdown analysis"],
+                )
+        analysis.relations = relations
+        analysis.table_names = names - set(relations)
+        return analysis
+
+    def _check_writes(self, analysis: Analysis) -> None:
+        for kind, target in analysis.writes:
+            if self.read_only:
+                raise ReadOnlyError(
+                    f"{kind} {target}: the database is open read-only".replace("  ", " ")
+                )
+            if not target:
+                continue
+            existing = self.namespace.kind_of(target)
+            if existing is None or existing in ("table", "view"):
+                continue
+            if kind.startswith("CREATE"):
+                raise ObjectExistsError(
+                    f"{kind} {target}: an object named {target!r} already exists (a {existing})"
+                )
+            raise SQLExecutionError(
+                f"{kind} {target}: {target!r} is a {existing}, which SQL can read but not change; "
+                f"use its Python API"
+            )
+        if self.read_only and not analysis.is_query and analysis.parsed:
+            raise ReadOnlyError("this statement writes, and the database is open read-only")
+
+    def _scans(self, analysis: Analysis) -> dict[str, RelationScan]:
+        scans = {}
+        for key, use in analysis.relations.items():
+            relation = self.namespace.relation(use.name)
+            if relation is None:
+                continue
+            columns = use.columns
+            if columns is not None and not columns:
+                columns = [relation.schema().names[0]]  # keep the row count, read the least
+            scans[key] = RelationScan(relation, columns, use.predicate)
+        return scans
+
+    def _needs_store(self, analysis: Analysis) -> bool:
+        if not analysis.parsed or not analysis.is_query:
+            return True
+        return any(self.namespace.kind_of(n) in ("table", "view") for n in analysis.table_names)
+
+    def _run(
+        self, text: str, params: Any, analysis: Analysis, scans: dict[str, RelationScan]
+    ) -> Result:
+        import duckdb
+        import pyarrow as pa
+
+        con = self.connection()
+        cursor = con.cursor()
+        try:
+            cursor.execute("SET python_enable_replacements = false")
+            store_cm = self.store.attached(con) if self._needs_store(analysis) else _no_store()
+            with store_cm as have_store:
+                if have_store:
+                    cursor.execute(f"USE {STORE_ALIAS}")
+                for scan in scans.values():
+                    cursor.register(scan.relation.name, scan)
+                try:
+                    relation = (
+                        cursor.sql(text, params=params) if params is not None else cursor.sql(text)
+                    )
+                    table = relation.to_arrow_table() if relation is not None else pa.table({})
+                except duckdb.Error as err:
+                    raise self._execution_error(text, err, analysis) from None
+                if (analysis.writes or not analysis.parsed) and have_store:
+                    self._sync_tables(cursor)
+            return Result(table)
+        finally:
+            cursor.close()
+
+    def _sync_tables(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        rows = cursor.execute(
+            "SELECT table_name, 'table' FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' "
+            "UNION ALL SELECT view_name, 'view' FROM duckdb_views() "
+            "WHERE database_name = ? AND schema_name = 'main' AND NOT internal",
+            [STORE_ALIAS, STORE_ALIAS],
+        ).fetchall()
+        self.namespace.sync_tables({name: kind for name, kind in rows})
+
+    def _execution_error(self, text: str, err: Exception, analysis: Analysis) -> Exception:
+        import duckdb
+
+        message = str(err)
+        if isinstance(err, duckdb.ParserException):
+            return _syntax_error(text, None, err)
+        missing = re.search(r"Table with name (\S+) does not exist", message)
+        if isinstance(err, duckdb.CatalogException) and missing:
+            name = missing.group(1)
+            suggestions = difflib.get_close_matches(
+                name, self.namespace.known_names(), n=3, cutoff=0.5
+            )
+            hint = (
+                f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+            )
+            return UnknownTableError(
+                f"unknown table {name!r}{hint}{_location(text, message)}", name, suggestions
+            )
+        if "read-only" in message.lower():
+            return ReadOnlyError(f"the database is open read-only: {_first_line(message)}")
+        return SQLExecutionError(message)
+
+
+def _describe(relation: Relation, use: RelationUse) -> list[str]:
+    describe: Callable[..., Any] | None = getattr(relation, "describe_scan", None)
+    if describe is None:
+        return []
+    return [str(line) for line in describe(use.columns, use.predicate)]
+
+
+@contextmanager
+def _no_store() -> Iterator[bool]:
+    yield False
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else message
+
+
+def _location(text: str, message: str) -> str:
+    line = re.search(r"LINE (\d+):", message)
+    return f" (line {line.group(1)})" if line else ""
+
+
+def _syntax_error(
+    text: str, sqlglot_error: Exception | None, duckdb_error: Exception | None
+) -> SQLSyntaxError:
+    """A syntax error with 1-based line and column, from sqlglot or DuckDB's message."""
+    line = column = None
+    description = None
+    errors = getattr(sqlglot_error, "errors", None)
+    if errors:
+        first = errors[0]
+        line, column = first.get("line"), first.get("col")
+        description = first.get("description")
+    if duckdb_error is not None:
+        message = str(duckdb_error)
+        found = re.search(r"LINE (\d+): (.*)\n(\s*)\^", message)
+        if found:
+            prefix = len(f"LINE {found.group(1)}: ")
+            line = int(found.group(1))
+            column = len(found.group(3)) - prefix + 1
+        description = _first_line(message).replace("Parser Error: ", "")
+    where = f" at line {line}, column {column}" if line is not None else ""
+    snippet = ""
+    if line is not None:
+        lines = text.splitlines() or [""]
+        if 1 <= line <= len(lines):
+            snippet = f"\n  {lines[line - 1]}\n  {' ' * max((column or 1) - 1, 0)}^"
+    return SQLSyntaxError(
+        f"SQL syntax error{where}: {description or 'invalid statement'}{snippet}", line, column
+    )

@@ -1,0 +1,210 @@
+"""The contract between the SQL front end and every data model: :class:`Relation`.
+
+A relation names itself, describes its columns as an Arrow schema, and
+scans: given the columns a statement needs and a :class:`Predicate`, it
+returns a stream of Arrow record batches holding *at least* the matching
+rows (a superset is always allowed, a subset never). DuckDB re-applies
+every filter afterwards, so pushdown changes speed, never answers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from tesseradb.sql.predicate import Predicate
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["ArrowRelation", "Estimate", "Relation", "RelationScan", "ScanStats"]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a scan would read, for planning: ``None`` where unknown."""
+
+    rows: int | None = None
+    bytes: int | None = None
+
+
+@runtime_checkable
+class Relation(Protocol):
+    """Anything the SQL front end can read as a table."""
+
+    name: str
+
+    def schema(self) -> pa.Schema:
+        """The columns, in order, as an Arrow schema."""
+        ...
+
+    def scan(
+        self, columns: Sequence[str] | None, predicate: Predicate | None
+    ) -> pa.RecordBatchReader:
+        """Batches of a superset of the rows matching ``predicate``, with ``columns`` (all if None)."""
+        ...
+
+    def estimate(self, predicate: Predicate | None) -> Estimate:
+        """Rows and bytes a scan with ``predicate`` would produce, as well as known."""
+        ...
+
+
+@dataclass
+class ScanStats:
+    """Counters of one statement's scans of one relation (for ``explain`` and tests)."""
+
+    scans: int = 0
+    batches: int = 0
+    rows: int = 0
+
+
+class RelationScan:
+    """A relation bound to one statement's columns and predicate, as DuckDB reads it.
+
+    DuckDB calls ``__arrow_c_stream__`` once per scan of the registered name
+    (a self-join or a CTE read twice scans twice), so each call starts a
+    fresh scan of the relation; a plain RecordBatchReader could be read once only.
+    """
+
+    def __init__(
+        self, relation: Relation, columns: Sequence[str] | None, predicate: Predicate
+    ) -> None:
+        self.relation = relation
+        self.columns = list(columns) if columns is not None else None
+        self.predicate = predicate
+        self.stats = ScanStats()
+        self._lock = threading.Lock()
+
+    def schema(self) -> pa.Schema:
+        import pyarrow as pa
+
+        full = self.relation.schema()
+        if self.columns is None:
+            return full
+        return pa.schema([full.field(c) for c in self.columns])
+
+    def reader(self) -> pa.RecordBatchReader:
+        import pyarrow as pa
+
+        source = self.relation.scan(
+            self.columns, None if self.predicate.is_true else self.predicate
+        )
+        schema = self.schema()
+        with self._lock:
+            self.stats.scans += 1
+        return pa.RecordBatchReader.from_batches(schema, self._counted(source, schema))
+
+    def _counted(self, source: pa.RecordBatchReader, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        for batch in source:
+            if batch.schema != schema:
+                batch = batch.select(schema.names).cast(schema)  # tolerate metadata/ordering drift
+            with self._lock:
+                self.stats.batches += 1
+                self.stats.rows += batch.num_rows
+            yield batch
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.reader().__arrow_c_stream__(requested_schema)
+
+
+class ArrowRelation:
+    """An in-memory Arrow table as a relation.
+
+    Scans filter by the predicate, batch by batch, and skip whole batches
+    whose min/max (computed once per column, on first use) cannot match: on
+    data clustered by a column (time, id) a selective range reads only the
+    batches that hold it.
+    """
+
+    def __init__(self, name: str, data: Any, batch_rows: int = 1 << 17) -> None:
+        import pyarrow as pa
+
+        if isinstance(data, pa.RecordBatch):
+            table = pa.Table.from_batches([data])
+        elif isinstance(data, pa.Table):
+            table = data
+        elif hasattr(data, "__arrow_c_stream__"):
+            table = pa.RecordBatchReader.from_stream(data).read_all()
+        else:
+            table = pa.table(data)
+        self.name = name
+        self.table = table
+        self._batches = table.to_batches(max_chunksize=batch_rows)
+        self._zones: dict[str, list[tuple[Any, Any, int]]] = {}
+        self._zone_lock = threading.Lock()
+
+    def schema(self) -> pa.Schema:
+        return self.table.schema
+
+    def estimate(self, predicate: Predicate | None = None) -> Estimate:
+        rows = sum(b.num_rows for b in self._candidate_batches(predicate))
+        per_row = self.table.nbytes / self.table.num_rows if self.table.num_rows else 0
+        return Estimate(rows=rows, bytes=int(rows * per_row))
+
+    def scan(
+        self, columns: Sequence[str] | None, predicate: Predicate | None
+    ) -> pa.RecordBatchReader:
+        import pyarrow as pa
+
+        schema = (
+            self.table.schema
+            if columns is None
+            else pa.schema([self.table.schema.field(c) for c in columns])
+        )
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in self._candidate_batches(predicate):
+                if predicate is not None:
+                    batch = predicate.filter(batch)
+                if batch.num_rows:
+                    yield batch if columns is None else batch.select(list(columns))
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def _candidate_batches(self, predicate: Predicate | None) -> list[pa.RecordBatch]:
+        if predicate is None or predicate.is_true:
+            return self._batches
+        if predicate.is_false:
+            return []
+        keep = [True] * len(self._batches)
+        for column in predicate:
+            zones = self._zone_map(column)
+            if zones is None:
+                continue
+            for i, (lo, hi, nulls) in enumerate(zones):
+                if keep[i] and not predicate.may_match(column, lo, hi, nulls):
+                    keep[i] = False
+        return [b for b, k in zip(self._batches, keep, strict=True) if k]
+
+    def _zone_map(self, column: str) -> list[tuple[Any, Any, int]] | None:
+        """Per-batch (min, max, null count) of a column, or None if it has no order we push."""
+        import pyarrow.compute as pc
+
+        from tesseradb.sql.predicate import type_class
+
+        names = {n.lower(): n for n in self.table.schema.names}
+        actual = names.get(column.lower())
+        if actual is None:
+            return None
+        kind = type_class(self.table.schema.field(actual).type)
+        if kind not in ("int", "float", "string"):
+            return None
+        with self._zone_lock:
+            if actual not in self._zones:
+                zones = []
+                for batch in self._batches:
+                    array = batch.column(actual)
+                    stats = pc.min_max(array)
+                    lo, hi = stats["min"].as_py(), stats["max"].as_py()
+                    if isinstance(lo, float) and lo != lo:
+                        lo = float("inf")  # only NaN in the batch: it lies above +inf
+                    if kind == "float" and hi is not None and pc.any(pc.is_nan(array)).as_py():
+                        hi = float("nan")  # min_max skips NaN; DuckDB sorts it above everything
+                    zones.append((lo, hi, array.null_count))
+                self._zones[actual] = zones
+            return self._zones[actual]
+
+    def __repr__(self) -> str:
+        return f"ArrowRelation({self.name!r}, rows={self.table.num_rows}, columns={self.table.num_columns})"

@@ -1,0 +1,80 @@
+"""The answer of a SQL statement: an Arrow table with the conversions users expect."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+__all__ = ["Result"]
+
+
+class Result:
+    """Rows returned by :meth:`Database.sql`, held as one Arrow table.
+
+    Statements that return nothing (DDL) give an empty result with no columns.
+    """
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._table.column_names)
+
+    @property
+    def num_rows(self) -> int:
+        return self._table.num_rows
+
+    def __len__(self) -> int:
+        return self._table.num_rows
+
+    def arrow(self) -> pa.Table:
+        """The rows as a ``pyarrow.Table`` (no copy)."""
+        return self._table
+
+    def df(self) -> pd.DataFrame:
+        """The rows as a pandas DataFrame."""
+        return self._table.to_pandas()
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """The rows as a list of tuples, like a DB-API cursor."""
+        columns = [c.to_pylist() for c in self._table.columns]
+        return list(zip(*columns, strict=True)) if columns else []
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        rows = self._table.slice(0, 1)
+        return tuple(c[0].as_py() for c in rows.columns) if rows.num_rows else None
+
+    def scalar(self) -> Any:
+        """The first column of the first row (``None`` if there are no rows)."""
+        row = self.fetchone()
+        return row[0] if row else None
+
+    def numpy(self) -> dict[str, np.ndarray]:
+        """Column name to numpy array; a column with NULLs becomes a masked array."""
+        import numpy as np
+
+        out: dict[str, np.ndarray] = {}
+        for name, column in zip(self._table.column_names, self._table.columns, strict=True):
+            if column.null_count:
+                mask = column.is_null().to_numpy(zero_copy_only=False)
+                filled = column.to_numpy(zero_copy_only=False)
+                out[name] = np.ma.masked_array(filled, mask=mask)
+            else:
+                out[name] = column.to_numpy(zero_copy_only=False)
+        return out
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        """The rows as a list of dicts."""
+        return self._table.to_pylist()
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchall())
+
+    def __repr__(self) -> str:
+        return f"Result({self._table.num_rows} rows: {', '.join(self.columns)})"

@@ -1,0 +1,30 @@
+//! Rust kernels behind `tesseradb._core`.
+//!
+//! The `#[pymodule]` below only registers names; kernel code lives in plain
+//! Rust modules with their own `cargo test`s, callable without Python.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+pub mod info;
+
+/// Facts about this build of the extension: crate version, Rust profile,
+/// target and the size of the rayon thread pool kernels run on.
+#[pyfunction]
+fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let facts = info::BuildInfo::current();
+    let dict = PyDict::new(py);
+    dict.set_item("version", facts.version)?;
+    dict.set_item("profile", facts.profile)?;
+    dict.set_item("target_arch", facts.target_arch)?;
+    dict.set_item("target_os", facts.target_os)?;
+    dict.set_item("threads", facts.threads)?;
+    Ok(dict)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(build_info, m)?)?;
+    Ok(())
+}
