@@ -23,6 +23,7 @@ predicate and all its columns. The rules that keep it a superset:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -94,11 +95,10 @@ def normalise_placeholders(text: str) -> str:
 
 def analyse(text: str, params: Any, schema_of: SchemaLookup) -> Analysis:
     """Analyse ``text``; ``schema_of(name)`` gives a relation's schema or ``None``."""
-    import sqlglot
     from sqlglot.errors import SqlglotError
 
     try:
-        statements = [s for s in sqlglot.parse(normalise_placeholders(text), read="duckdb") if s]
+        statements = _parse(text)
     except SqlglotError as err:
         return Analysis({}, set(), [], is_query=False, parsed=False, parse_error=err)
     except (RecursionError, ValueError) as err:  # pathological nesting
@@ -113,6 +113,14 @@ def analyse(text: str, params: Any, schema_of: SchemaLookup) -> Analysis:
         writes.extend(_write_targets(stmt))
         _StatementAnalyser(stmt, params, schema_of, relations, others).run()
     return Analysis(relations, others, writes, is_query=is_query, parsed=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(text: str) -> tuple[exp.Expression, ...]:
+    """The statements of ``text``, parsed once per distinct text (trees are only read)."""
+    import sqlglot
+
+    return tuple(s for s in sqlglot.parse(normalise_placeholders(text), read="duckdb") if s)
 
 
 def _is_query(stmt: exp.Expression) -> bool:
@@ -166,6 +174,7 @@ class _Source:
     columns: dict[str, pa.DataType] | None  # lower name -> type, None if unknown
     null_supplying: bool = False
     blocked: bool = False  # no pushdown at all (ASOF right side, POSITIONAL, samples)
+    renamed: bool = False  # `FROM rel AS r(a, b)`: its columns go by other names
 
 
 class _StatementAnalyser:
@@ -196,6 +205,8 @@ class _StatementAnalyser:
 
         cte_names = {c.alias_or_name.lower() for c in self.stmt.find_all(exp.CTE)}
         mentioned, star = self._mentions()
+        # A sample is drawn before WHERE applies: filtering first would change it.
+        self.sampled = any(True for _ in self.stmt.find_all(exp.TableSample))
         seen: set[int] = set()
         try:
             scopes = traverse_scope(self.stmt)
@@ -243,8 +254,23 @@ class _StatementAnalyser:
 
         mentioned: set[str] = set()
         star = False
+        # Constructs that use columns without naming them: COLUMNS(...), #n,
+        # PIVOT/UNPIVOT (the other columns group), DESCRIBE/SUMMARIZE, NATURAL joins.
+        implicit: tuple[type, ...] = (
+            exp.Columns,
+            exp.PositionalColumn,
+            exp.Pivot,
+            exp.Describe,
+            exp.Summarize,
+        )
         for node in self.stmt.walk():
-            if isinstance(node, exp.Column):
+            if isinstance(node, implicit) or (
+                isinstance(node, exp.Join)
+                and "NATURAL"
+                in (str(node.kind or "").upper(), str(node.args.get("method") or "").upper())
+            ):
+                star = True
+            elif isinstance(node, exp.Column):
                 if isinstance(node.this, exp.Star):
                     star = True
                 else:
@@ -274,7 +300,9 @@ class _StatementAnalyser:
                 if schema is not None:
                     cols = {f.name.lower(): f.type for f in schema}
                     src = _Source(alias.lower(), name.lower() if name else None, cols)
-                    src.blocked = bool(source.args.get("sample"))
+                    table_alias = source.args.get("alias")
+                    src.renamed = bool(table_alias is not None and table_alias.args.get("columns"))
+                    src.blocked = self.sampled or src.renamed
                     sources[alias.lower()] = src
                 else:
                     if name is not None and not qualified:
@@ -373,7 +401,7 @@ class _StatementAnalyser:
         schema = self.schema(src.relation)
         assert schema is not None
         columns: list[str] | None
-        if star or (src.alias in mentioned and src.alias not in src.columns):
+        if star or src.renamed or (src.alias in mentioned and src.alias not in src.columns):
             columns = None  # `*`, or the alias used as a value (a struct of the row)
         else:
             columns = [f.name for f in schema if f.name.lower() in mentioned]
@@ -680,8 +708,18 @@ def _compare(ctype: pa.DataType, op: str, value: Any) -> RangeSet:
         exact = _exact(ctype, value)
         return _ranges_for(op, candidates[0], candidates[-1], exact=exact)
     # integer column
-    ranges = _integer_ranges(op, value)
-    return ranges.intersect(RangeSet.of([Interval(*_int_range(ctype))]))
+    low, high = _int_range(ctype)
+    clipped = _integer_ranges(op, value).intersect(RangeSet.of([Interval(low, high)]))
+    # Bounds at the type's own limits are no bounds at all: show and prune them as open.
+    return RangeSet.of(
+        Interval(
+            None if iv.lo == low else iv.lo,
+            None if iv.hi == high else iv.hi,
+            iv.lo_inclusive,
+            iv.hi_inclusive,
+        )
+        for iv in clipped
+    )
 
 
 def _ranges_for(op: str, low: Any, high: Any, exact: bool) -> RangeSet:

@@ -226,7 +226,13 @@ class SQLEngine:
         analysis = self._analyse(text, params)
         self._check_writes(analysis)
         scans = self._scans(analysis)
-        result = self._run(text, params, analysis, scans)
+        try:
+            result = self._run(text, params, analysis, scans)
+        except _MissingColumn:
+            # The analysis left out a column the statement uses (a construct it
+            # does not know): run again reading every column.
+            scans = {k: RelationScan(s.relation, None, s.predicate) for k, s in scans.items()}
+            result = self._run(text, params, analysis, scans)
         self.last_scans = scans
         return result
 
@@ -358,7 +364,7 @@ class SQLEngine:
                     )
                     table = relation.to_arrow_table() if relation is not None else pa.table({})
                 except duckdb.Error as err:
-                    raise self._execution_error(text, err, analysis) from None
+                    raise self._execution_error(text, err, analysis, scans) from None
                 if (analysis.writes or not analysis.parsed) and have_store:
                     self._sync_tables(cursor)
             return Result(table)
@@ -374,7 +380,9 @@ class SQLEngine:
         ).fetchall()
         self.namespace.sync_tables({name: kind for name, kind in rows})
 
-    def _execution_error(self, text: str, err: Exception, analysis: Analysis) -> Exception:
+    def _execution_error(
+        self, text: str, err: Exception, analysis: Analysis, scans: dict[str, RelationScan]
+    ) -> Exception:
         import duckdb
 
         message = str(err)
@@ -392,9 +400,17 @@ class SQLEngine:
             return UnknownTableError(
                 f"unknown table {name!r}{hint}{_location(text, message)}", name, suggestions
             )
+        if isinstance(err, duckdb.BinderException) and any(
+            s.columns is not None for s in scans.values()
+        ):
+            return _MissingColumn(message)
         if "read-only" in message.lower():
             return ReadOnlyError(f"the database is open read-only: {_first_line(message)}")
         return SQLExecutionError(message)
+
+
+class _MissingColumn(SQLExecutionError):
+    """DuckDB could not bind a statement against the pruned columns: retry with all."""
 
 
 def _describe(relation: Relation, use: RelationUse) -> list[str]:

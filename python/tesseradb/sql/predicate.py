@@ -46,6 +46,13 @@ class Interval:
     lo_inclusive: bool = True
     hi_inclusive: bool = True
 
+    def __post_init__(self) -> None:
+        # An open end has no inclusivity: normalise so equal intervals compare equal.
+        if self.lo is None and not self.lo_inclusive:
+            object.__setattr__(self, "lo_inclusive", True)
+        if self.hi is None and not self.hi_inclusive:
+            object.__setattr__(self, "hi_inclusive", True)
+
     @classmethod
     def point(cls, value: Bound) -> Interval:
         return cls(value, value, True, True)
@@ -491,11 +498,15 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
 def _scalar(value: Bound, kind: str, arrow_type: Any) -> Any:
     import pyarrow as pa
 
-    if kind == "float":
+    # A bound of another class than the column (a string for a number, ...)
+    # raises TypeError, and the column then restricts nothing.
+    if kind == "float" and isinstance(value, (int, float)):
         return pa.scalar(float(value), pa.float64())
-    if kind == "int":
-        return pa.scalar(int(value), arrow_type)  # out of the type's range raises: no restriction
-    return pa.scalar(str(value), pa.string())
+    if kind == "int" and isinstance(value, int):
+        return pa.scalar(value, arrow_type)  # out of the type's range raises: no restriction
+    if kind == "string" and isinstance(value, str):
+        return pa.scalar(value, pa.string())
+    raise TypeError(f"a {type(value).__name__} bound cannot be compared with a {kind} column")
 
 
 def _ranges_mask(array: Any, ranges: RangeSet, kind: str) -> Any:
@@ -528,7 +539,7 @@ def _ranges_mask(array: Any, ranges: RangeSet, kind: str) -> Any:
             part = upper if part is None else pc.and_(part, upper)
         elif kind == "float" and part is not None:
             part = pc.or_(part, pc.is_nan(array))  # NaN sorts above everything
-        if part is None:
-            part = pc.is_valid(array)
+        if part is None:  # unbounded both ways: every non-NULL value, NULL stays NULL
+            part = pc.if_else(pc.is_valid(array), pa.scalar(True), pa.scalar(None, pa.bool_()))
         mask = part if mask is None else pc.or_(mask, part)
     return mask

@@ -1,0 +1,292 @@
+"""Running a benchmark: repeated timings, agreement checks, machine facts, JSON and markdown."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tesseradb.bench.registry import Benchmark, get_benchmark
+from tesseradb.errors import BenchmarkError
+
+__all__ = [
+    "BenchContext",
+    "BenchReport",
+    "Measurement",
+    "canonical",
+    "machine_info",
+    "run_benchmark",
+]
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Measurement:
+    """One result row: a system's timings of one case (``value`` is the median)."""
+
+    system: str
+    case: str
+    metric: str  # seconds | per_second | bytes
+    unit: str
+    value: float
+    runs: list[float]
+    min: float
+    max: float
+
+
+@dataclass
+class Check:
+    case: str
+    agree: bool
+    systems: list[str]
+    detail: str = ""
+
+
+@dataclass
+class BenchReport:
+    benchmark: str
+    scale: str
+    params: dict[str, Any]
+    machine: dict[str, Any]
+    results: list[Measurement] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def agree(self) -> bool:
+        return all(c.agree for c in self.checks)
+
+    def value(self, system: str, case: str) -> float:
+        for m in self.results:
+            if m.system == system and m.case == case:
+                return m.value
+        raise KeyError((system, case))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "scale": self.scale,
+            "params": self.params,
+            "machine": self.machine,
+            "results": [asdict(m) for m in self.results],
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+    def to_markdown(self) -> str:
+        lines = [
+            f"# Benchmark `{self.benchmark}` at scale `{self.scale}`",
+            "",
+            f"Machine: {self.machine.get('cpu', '?')}, {self.machine.get('cores', '?')} cores, "
+            f"{self.machine.get('memory_gib', '?')} GiB; Python {self.machine.get('python', '?')}.",
+            f"Parameters: {', '.join(f'{k}={v}' for k, v in self.params.items())}.",
+            "",
+            "| case | system | metric | median | min | max | runs | vs tessera |",
+            "|---|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for m in self.results:
+            ratio = ""
+            try:
+                base = self.value("tessera", m.case)
+                if m.system != "tessera" and base and m.value:
+                    # how many times better tessera is (above 1: tessera wins)
+                    better = m.value / base if m.metric in ("seconds", "bytes") else base / m.value
+                    ratio = f"{better:.2f}x"
+            except KeyError:
+                pass
+            lines.append(
+                f"| {m.case} | {m.system} | {m.metric} ({m.unit}) | {_fmt(m.value)} | {_fmt(m.min)} | "
+                f"{_fmt(m.max)} | {len(m.runs)} | {ratio} |"
+            )
+        lines += ["", "Agreement checks:", ""]
+        for c in self.checks:
+            mark = "agree" if c.agree else f"DISAGREE {c.detail}"
+            lines.append(f"- `{c.case}`: {mark} ({', '.join(c.systems)})")
+        lines.append("")
+        lines.append(
+            "The last column is the peer's figure over tessera's (seconds, bytes) or tessera's over the peer's (rates): above 1 means tessera is better."
+        )
+        return "\n".join(lines) + "\n"
+
+
+def _fmt(value: float) -> str:
+    if value == 0 or not math.isfinite(value):
+        return str(value)
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+class BenchContext:
+    """What a benchmark function gets: parameters, selected systems, and the measuring tools."""
+
+    def __init__(
+        self,
+        report: BenchReport,
+        systems: Sequence[str],
+        repeat: int,
+        warmup: int,
+        progress: Progress,
+    ) -> None:
+        self.report = report
+        self.params = report.params
+        self.scale = report.scale
+        self.systems = list(systems)
+        self.repeat = repeat
+        self.warmup = warmup
+        self.progress = progress
+        self.scratch: Path | None = None
+
+    def wants(self, system: str) -> bool:
+        return system in self.systems
+
+    def measure(
+        self,
+        system: str,
+        case: str,
+        fn: Callable[[], Any],
+        metric: str = "seconds",
+        unit: str = "s",
+        amount: float | None = None,
+        repeat: int | None = None,
+        warmup: int | None = None,
+    ) -> Any:
+        """Time ``fn`` ``repeat`` times after ``warmup`` runs; return its last answer.
+
+        For a ``per_second`` metric, ``amount`` (records, bytes, ...) is divided by each time.
+        """
+        self.progress(f"{case}: {system}")
+        answer = None
+        for _ in range(self.warmup if warmup is None else warmup):
+            answer = fn()
+        runs = []
+        for _ in range(self.repeat if repeat is None else repeat):
+            start = time.perf_counter()
+            answer = fn()
+            elapsed = time.perf_counter() - start
+            runs.append(
+                amount / elapsed if metric == "per_second" and amount is not None else elapsed
+            )
+        self.record(system, case, runs, metric, unit)
+        return answer
+
+    def record(
+        self, system: str, case: str, runs: list[float], metric: str = "seconds", unit: str = "s"
+    ) -> None:
+        if not runs:
+            raise BenchmarkError(f"case {case} for {system}: no runs")
+        self.report.results.append(
+            Measurement(
+                system, case, metric, unit, statistics.median(runs), runs, min(runs), max(runs)
+            )
+        )
+
+    def check(self, case: str, answers: dict[str, Any]) -> bool:
+        """Record whether every system's answer to ``case`` is the same (canonically)."""
+        canon = {system: canonical(answer) for system, answer in answers.items()}
+        values = list(canon.values())
+        agree = all(v == values[0] for v in values[1:])
+        detail = "" if agree else "; ".join(f"{s}: {str(v)[:200]}" for s, v in canon.items())
+        self.report.checks.append(Check(case, agree, sorted(answers), detail))
+        return agree
+
+
+def canonical(answer: Any, digits: int = 9) -> Any:
+    """A comparable form of an answer: rows sorted, floats rounded, NaN and -0.0 normalised."""
+    if hasattr(answer, "fetchall"):
+        answer = answer.fetchall()
+    if isinstance(answer, float):
+        if math.isnan(answer):
+            return "NaN"
+        return float(f"{answer:.{digits}g}") + 0.0
+    if isinstance(answer, (list, tuple)):
+        items = [canonical(a, digits) for a in answer]
+        if isinstance(answer, list) and all(isinstance(i, tuple) for i in items):
+            return sorted(items, key=repr)
+        return type(answer)(items) if isinstance(answer, tuple) else items
+    if isinstance(answer, dict):
+        return {k: canonical(v, digits) for k, v in sorted(answer.items())}
+    return answer
+
+
+def machine_info() -> dict[str, Any]:
+    import duckdb
+    import pyarrow
+
+    import tesseradb
+
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": memory,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tesseradb": tesseradb.__version__,
+        "duckdb": duckdb.__version__,
+        "pyarrow": pyarrow.__version__,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def run_benchmark(
+    name: str,
+    scale: str | None = None,
+    peers: Sequence[str] | None = None,
+    repeat: int = 5,
+    warmup: int = 1,
+    progress: Progress | None = None,
+    scratch: Path | None = None,
+) -> BenchReport:
+    """Run benchmark ``name`` at ``scale`` for tessera and ``peers`` (default: all its systems)."""
+    bench: Benchmark = get_benchmark(name)
+    scale = scale or bench.default_scale
+    if scale not in bench.scales:
+        raise BenchmarkError(
+            f"benchmark {name} has no scale {scale!r}; scales: {', '.join(bench.scales)}"
+        )
+    systems = (
+        ["tessera", *[p for p in bench.systems if p != "tessera"]]
+        if peers is None
+        else ["tessera", *peers]
+    )
+    unknown = [s for s in systems if s not in bench.systems]
+    if unknown:
+        raise BenchmarkError(
+            f"benchmark {name} has no system {', '.join(unknown)}; systems: {', '.join(bench.systems)}"
+        )
+    report = BenchReport(name, scale, dict(bench.scales[scale]), machine_info())
+    ctx = BenchContext(report, systems, repeat, warmup, progress or (lambda _msg: None))
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=f"tessera-bench-{name}-", dir=scratch) as tmp:
+        ctx.scratch = Path(tmp)
+        bench.run(ctx)
+    return report
+
+
+def write_report(report: BenchReport, json_path: Path | None, md_path: Path | None) -> None:
+    if json_path is not None:
+        json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    if md_path is not None:
+        md_path.write_text(report.to_markdown())

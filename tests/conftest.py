@@ -1,0 +1,28 @@
+"""Shared fixtures: a fresh database per test, and throwaway database servers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tesseradb
+from tests.servers import mariadb_server, postgres_server  # noqa: F401  (fixtures)
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[tesseradb.Database]:
+    """A new, empty database in a temporary directory."""
+    with tesseradb.connect(tmp_path / "test.tdb") as database:
+        yield database
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The project's sample data folder, ../shared/data (skips where it is absent)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"sample data folder {SHARED_DATA} is absent (a fresh clone has no shared/)")
+    return SHARED_DATA

@@ -1,0 +1,102 @@
+"""The predicate algebra against brute force: union, intersection, complement,
+pruning by min/max and the Arrow mask all agree with evaluating value by value."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate, RangeSet
+
+VALUES = [-math.inf, -3.0, -1.0, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, math.inf, math.nan]
+bounds = st.one_of(
+    st.none(), st.sampled_from([-3.0, -1.0, 0.0, 1.0, 2.0, 3.0, math.inf, -math.inf])
+)
+
+
+@st.composite
+def intervals(draw: st.DrawFn) -> Interval:
+    return Interval(draw(bounds), draw(bounds), draw(st.booleans()), draw(st.booleans()))
+
+
+range_sets = st.lists(intervals(), max_size=4).map(RangeSet.of)
+
+
+def members(rs: RangeSet) -> set[str]:
+    return {repr(v) for v in VALUES if rs.contains(v)}
+
+
+@settings(max_examples=300)
+@given(range_sets, range_sets)
+def test_union_intersection_complement_match_brute_force(a: RangeSet, b: RangeSet) -> None:
+    universe = {repr(v) for v in VALUES}
+    assert members(a.union(b)) == members(a) | members(b)
+    assert members(a.intersect(b)) == members(a) & members(b)
+    assert members(a.complement()) == universe - members(a)
+    assert members(a.complement().complement()) == members(a)
+
+
+@settings(max_examples=300)
+@given(
+    range_sets, st.lists(st.one_of(st.none(), st.sampled_from(VALUES)), max_size=12), st.booleans()
+)
+def test_mask_matches_row_by_row_evaluation(
+    ranges: RangeSet, column: list[float | None], nulls: bool
+) -> None:
+    pred = Predicate.on("x", ColumnDomain(ranges, nulls))
+    table = pa.table({"x": pa.array(column, pa.float64())})
+    mask = pred.mask(table)
+    got = [True] * len(column) if mask is None else mask.to_pylist()
+    assert got == [pred.matches({"x": v}) for v in column]
+
+
+@settings(max_examples=300)
+@given(range_sets, st.lists(st.sampled_from(VALUES), min_size=1, max_size=8), st.integers(0, 2))
+def test_min_max_pruning_never_drops_a_matching_block(
+    ranges: RangeSet, block: list[float], nulls: int
+) -> None:
+    pred = Predicate.on("x", ColumnDomain(ranges, False))
+    finite = [v for v in block if not math.isnan(v)]
+    lo = min(finite) if finite else math.inf
+    hi = math.nan if any(math.isnan(v) for v in block) else max(finite)
+    if any(pred.matches({"x": v}) for v in block):
+        assert pred.may_match("x", lo, hi, nulls)
+
+
+def test_nan_sorts_above_infinity_as_in_duckdb() -> None:
+    above = Predicate.on("x", ColumnDomain.values(RangeSet.of([Interval(math.inf, None, True)])))
+    assert above.matches({"x": math.nan}) and above.matches({"x": math.inf})
+    below = Predicate.on("x", ColumnDomain.values(RangeSet.of([Interval(None, math.inf)])))
+    assert not below.matches({"x": math.nan})
+    zero = Predicate.isin("x", [0.0])
+    assert zero.mask(pa.table({"x": [-0.0, 0.0, 1.0]})).to_pylist() == [True, True, False]
+
+
+def test_algebra_and_text() -> None:
+    a = Predicate.between("x", 1, 5)
+    b = Predicate.isin("y", ["p", "q"])
+    both = a.and_(b)
+    assert str(both) == "x >= 1 and <= 5 and y in ('p', 'q')"
+    assert a.or_(b).is_true  # different columns: nothing implied
+    assert a.and_(Predicate.between("x", 7, 9)).is_false
+    assert str(Predicate.false()) == "false" and Predicate.false().or_(a) == a
+    assert str(Predicate.on("x", ColumnDomain.is_null())) == "x is null"
+    assert Predicate().is_true and len(both) == 2 and set(both) == {"x", "y"}
+    assert both.domain("X") is not None  # columns match case-insensitively
+
+
+def test_mask_of_strings_bools_and_missing_columns() -> None:
+    table = pa.table({"s": ["a", "b", None, "é"], "b": [True, False, None, True]})
+    assert Predicate.between("s", "a", "b").mask(table).to_pylist() == [True, True, False, False]
+    assert Predicate.on("s", ColumnDomain.is_null()).mask(table).to_pylist() == [
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert Predicate.isin("b", [1]).mask(table).to_pylist() == [True, False, False, True]
+    assert Predicate.between("nope", 1, 2).mask(table) is None  # unknown column restricts nothing
+    assert Predicate.between("s", 1, 2).mask(table) is None  # incomparable bound restricts nothing

@@ -1,0 +1,209 @@
+"""The database directory, catalog, names, writer lock and format version."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import tesseradb
+from tesseradb.catalog import validate_name
+from tesseradb.errors import (
+    DatabaseClosedError,
+    DatabaseLockedError,
+    FormatVersionError,
+    InvalidNameError,
+    NotADatabaseError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    TesseraError,
+)
+
+
+def test_creates_and_reopens(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "db.tdb"
+    with tesseradb.connect(path) as db:
+        assert (path / "catalog.sqlite").exists()
+        assert db.format_version == 1
+        assert repr(db).endswith("read-write)")
+    with tesseradb.connect(path) as db:
+        assert db.info().objects == []
+    # the catalog is SQLite in WAL mode
+    con = sqlite3.connect(path / "catalog.sqlite")
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+
+
+def test_paths_that_are_not_databases(tmp_path: Path) -> None:
+    (tmp_path / "file.txt").write_text("hello")
+    with pytest.raises(NotADatabaseError, match="is a file"):
+        tesseradb.connect(tmp_path / "file.txt")
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "data.csv").write_text("a,b")
+    with pytest.raises(NotADatabaseError, match="not empty"):
+        tesseradb.connect(full)
+    assert sorted(p.name for p in full.iterdir()) == ["data.csv"]  # nothing was written
+    with pytest.raises(NotADatabaseError, match="does not exist"):
+        tesseradb.connect(tmp_path / "missing", read_only=True)
+    assert not (tmp_path / "missing").exists()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    sqlite3.connect(foreign / "catalog.sqlite").execute("CREATE TABLE x (y)").connection.close()
+    with pytest.raises(NotADatabaseError, match="not a TesseraDB catalog"):
+        tesseradb.connect(foreign)
+
+
+def test_future_format_version_fails_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    tesseradb.connect(path).close()
+    con = sqlite3.connect(path / "catalog.sqlite")
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'format_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(FormatVersionError, match="format version 99"):
+        tesseradb.connect(path)
+    with pytest.raises(FormatVersionError):
+        tesseradb.connect(path, read_only=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("1abc", "starts with a digit"),
+        ("a-b", "'-' at position 2"),
+        ("", "empty"),
+        ("select", "reserved"),
+        ("x" * 200, "at most 128"),
+        ("naïve", "'ï' at position 3"),
+    ],
+)
+def test_invalid_names(name: str, fragment: str) -> None:
+    with pytest.raises(InvalidNameError, match=fragment):
+        validate_name(name)
+
+
+def test_names_share_one_case_insensitive_namespace(db: tesseradb.Database) -> None:
+    db.sql("CREATE TABLE Stars (x INT)")
+    with pytest.raises(ObjectExistsError):
+        db.register("stars", pa.table({"x": [1]}))
+    with pytest.raises(ObjectExistsError):
+        db.catalog.create("STARS", "array", {})
+    with pytest.raises(InvalidNameError):
+        db.register("bad name", pa.table({"x": [1]}))
+    assert validate_name("ok_Name_2") == "ok_Name_2"
+
+
+def test_info_lists_kinds_and_sizes(db: tesseradb.Database) -> None:
+    db.sql("CREATE TABLE t AS SELECT * FROM range(100)")
+    db.register("mem", pa.table({"x": list(range(7))}))
+    info = db.info()
+    by_name = {o.name: o for o in info.objects}
+    assert by_name["t"].kind == "table" and by_name["t"].rows == 100
+    assert by_name["mem"].rows == 7 and by_name["mem"].bytes > 0
+    assert info.bytes > 0 and info.path == db.path
+
+
+def test_unknown_objects(db: tesseradb.Database) -> None:
+    db.sql("CREATE TABLE galaxies (x INT)")
+    with pytest.raises(ObjectNotFoundError, match="did you mean 'galaxies'"):
+        db.catalog.require("galaxy")
+    with pytest.raises(ObjectNotFoundError):
+        db.drop("nothing")
+    with pytest.raises(ObjectNotFoundError):
+        db.unregister("nothing")
+
+
+def test_closed_database(tmp_path: Path) -> None:
+    db = tesseradb.connect(tmp_path / "c")
+    db.close()
+    db.close()  # idempotent
+    with pytest.raises(DatabaseClosedError):
+        db.sql("SELECT 1")
+
+
+def _python(code: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_second_writer_process_gets_a_clear_error_and_readers_are_allowed(tmp_path: Path) -> None:
+    path = tmp_path / "locked"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE t AS SELECT 42 AS x")
+        other = _python(f"""
+            import tesseradb
+            try:
+                tesseradb.connect({str(path)!r})
+            except tesseradb.errors.DatabaseLockedError as err:
+                print("LOCKED", err)
+            with tesseradb.connect({str(path)!r}, read_only=True) as ro:
+                print("READ", ro.sql("SELECT x FROM t").scalar())
+        """)
+        out, err = other.communicate(timeout=60)
+        assert other.returncode == 0, err
+        assert "LOCKED database" in out and "is open for writing by process" in out
+        assert "READ 42" in out
+        # the same process opening a second writer also gets the error, naming itself
+        with pytest.raises(DatabaseLockedError, match="this process"):
+            tesseradb.connect(path)
+
+
+def test_lock_is_released_when_the_writer_is_killed(tmp_path: Path) -> None:
+    path = tmp_path / "killed"
+    writer = _python(f"""
+        import sys, time, tesseradb
+        db = tesseradb.connect({str(path)!r})
+        db.sql("CREATE TABLE t AS SELECT 1 AS x")
+        print("READY", flush=True)
+        time.sleep(60)
+    """)
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == "READY"
+    with pytest.raises(DatabaseLockedError):
+        tesseradb.connect(path)
+    writer.kill()  # SIGKILL: no cleanup runs
+    writer.wait()
+    time.sleep(0.1)
+    with tesseradb.connect(path) as db:
+        assert db.sql("SELECT x FROM t").scalar() == 1
+
+
+def test_errors_form_one_hierarchy() -> None:
+    from tesseradb import errors
+
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), TesseraError)
+    assert issubclass(errors.InvalidNameError, ValueError)
+    assert issubclass(errors.ObjectNotFoundError, LookupError)
+
+
+def test_import_is_lazy() -> None:
+    code = (
+        "import sys, tesseradb\n"
+        "heavy = [m for m in ('duckdb', 'pyarrow', 'sqlglot', 'numpy', 'zarr', 'icechunk', 'h5py', 'scipy', 'pandas') if m in sys.modules]\n"
+        "print(heavy)\n"
+        "tesseradb.connect\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_core_extension_is_loaded() -> None:
+    from tesseradb import _core
+
+    facts = _core.build_info()
+    assert facts["version"] == tesseradb.__version__
+    assert facts["threads"] >= 1 and facts["profile"] in ("release", "debug")
