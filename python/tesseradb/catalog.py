@@ -271,33 +271,36 @@ class Catalog:
             with self.transaction() as con:
                 delete(con)
 
-    def sync_kinds(self, kinds: tuple[str, ...], present: dict[str, str]) -> None:
-        """Make the objects of ``kinds`` exactly ``present`` (name -> kind), keeping the rest.
+    def sync_kinds(
+        self, kinds: tuple[str, ...], present: dict[str, tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Make the objects of ``kinds`` exactly ``present`` (name -> (kind, spec)), keeping the rest.
 
-        Plain tables are created and dropped by SQL in DuckDB's file; this
-        brings the catalog in line after such a statement.
+        Plain tables are created, altered and dropped by SQL in DuckDB's file;
+        this brings the catalog in line after such a statement.
         """
         now = _now()
         with self.transaction() as con:
             rows = con.execute(
-                f"SELECT name, kind FROM objects WHERE kind IN ({','.join('?' * len(kinds))})",
+                f"SELECT name, kind, spec FROM objects WHERE kind IN ({','.join('?' * len(kinds))})",
                 kinds,
             ).fetchall()
-            current = {name.lower(): (name, kind) for name, kind in rows}
-            wanted = {name.lower(): (name, kind) for name, kind in present.items()}
-            for key, (name, _kind) in current.items():
-                if key not in wanted:
+            current = {name.lower(): (name, kind, spec) for name, kind, spec in rows}
+            for key, (name, _kind, _spec) in current.items():
+                if key not in {n.lower() for n in present}:
                     con.execute("DELETE FROM objects WHERE name = ?", (name,))
-            for key, (name, kind) in wanted.items():
-                if key not in current:
+            for name, (kind, spec) in present.items():
+                text = json.dumps(spec, sort_keys=True)
+                old = current.get(name.lower())
+                if old is None:
                     con.execute(
-                        "INSERT OR IGNORE INTO objects VALUES (?, ?, '{}', ?, ?, ?)",
-                        (name, kind, now, now, FORMAT_VERSION),
+                        "INSERT OR IGNORE INTO objects VALUES (?, ?, ?, ?, ?, ?)",
+                        (name, kind, text, now, now, FORMAT_VERSION),
                     )
-                elif current[key][1] != kind:
+                elif old[1] != kind or old[2] != text:
                     con.execute(
-                        "UPDATE objects SET kind = ?, modified = ? WHERE name = ?",
-                        (kind, now, name),
+                        "UPDATE objects SET kind = ?, spec = ?, modified = ? WHERE name = ?",
+                        (kind, text, now, old[0]),
                     )
 
 

@@ -36,6 +36,8 @@ from tesseradb.sql.result import Result
 if TYPE_CHECKING:
     from types import TracebackType
 
+    import pyarrow as pa
+
 __all__ = ["Database", "DatabaseInfo", "ObjectInfo", "connect"]
 
 TABLE_STORE_FILE = "tables.duckdb"
@@ -61,6 +63,11 @@ class DatabaseInfo:
     read_only: bool
     objects: list[ObjectInfo]
     bytes: int  # the whole directory on disk
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier (embedded quotes doubled)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def connect(path: str | os.PathLike[str], read_only: bool = False) -> Database:
@@ -201,8 +208,16 @@ class Database:
             {o.name for o in self.catalog.objects()} | {r.name for r in self._registered.values()}
         )
 
-    def sync_tables(self, tables: dict[str, str]) -> None:
-        self.catalog.sync_kinds(PLAIN_KINDS, tables)
+    def columns_of(self, name: str) -> list[str] | None:
+        obj = self.catalog.get(name)
+        if obj is None or obj.kind not in PLAIN_KINDS or "columns" not in obj.spec:
+            return None
+        return list(obj.spec["columns"])
+
+    def sync_tables(self, tables: dict[str, tuple[str, list[str]]]) -> None:
+        self.catalog.sync_kinds(
+            PLAIN_KINDS, {n: (kind, {"columns": cols}) for n, (kind, cols) in tables.items()}
+        )
 
     def tables(self) -> list[str]:
         """Names of the plain tables and views (those created with SQL)."""
@@ -218,9 +233,20 @@ class Database:
         if self.read_only:
             raise ReadOnlyError(f"cannot drop {name!r}: the database is open read-only")
         if obj.kind in PLAIN_KINDS:
-            self.sql(f'DROP {obj.kind.upper()} "{obj.name}"')
+            self.sql(f"DROP {obj.kind.upper()} {quote_identifier(obj.name)}")
             return
         raise ObjectNotFoundError(f"{name!r} is a {obj.kind}; this version cannot drop that kind")
+
+    def schema(self, name: str) -> pa.Schema:
+        """The columns of the relation, table or view called ``name``."""
+        self._check_open()
+        relation = self.relation(name)
+        if relation is not None:
+            return relation.schema()
+        obj = self.catalog.require(name)
+        if obj.kind in PLAIN_KINDS:
+            return self.sql(f"SELECT * FROM {quote_identifier(obj.name)} LIMIT 0").arrow().schema
+        raise ObjectNotFoundError(f"{name!r} is a {obj.kind}, which this version cannot describe")
 
     # --- information ------------------------------------------------------------
     def info(self) -> DatabaseInfo:

@@ -277,3 +277,40 @@ def test_self_join_and_subqueries_equal_duckdb(
         f"WHERE c.j IN (SELECT j FROM t WHERE {w2})"
     )
     run_both(shared_db, reference, sql, p1 + p2, {"t": table})
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    table=tables(),
+    keys=st.lists(st.one_of(st.none(), st.integers(-3, 3)), max_size=6),
+    join=st.sampled_from(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]),
+    where=conditions(depth=2),
+)
+def test_join_with_plain_table_unqualified_columns(
+    shared_db: Any, reference: Any, table: pa.Table, keys: list[int | None], join: str, where: Any
+) -> None:
+    """Unqualified columns are attributed through the plain table's recorded columns."""
+    text, params = where
+    plain = pa.table(
+        {"pk": pa.array(keys, pa.int64()), "pv": pa.array([str(k) for k in keys], pa.string())}
+    )
+    shared_db.register("staging", plain)
+    shared_db.sql("CREATE OR REPLACE TABLE p AS SELECT * FROM staging")
+    shared_db.unregister("staging")
+    cur = reference.cursor()
+    try:
+        cur.register("staging", plain)
+        cur.execute("CREATE OR REPLACE TABLE p AS SELECT * FROM staging")
+    finally:
+        cur.close()
+    run_both(
+        shared_db,
+        reference,
+        f"SELECT * FROM t {join} p ON i = pk WHERE {text}",
+        params,
+        {"t": table},
+    )

@@ -258,3 +258,14 @@ def test_concurrent_statements_from_threads(people: tesseradb.Database) -> None:
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(query, range(40)))
     assert set(results) == {4}
+
+
+def test_unqualified_columns_next_to_plain_tables_are_pushed(people: tesseradb.Database) -> None:
+    explained = people.explain(
+        "SELECT name FROM people JOIN cities ON city = cid WHERE age > 40 AND cname = 'Lima'"
+    )
+    assert str(explained.relation("people").predicate) == "age >= 41"
+    people.sql("ALTER TABLE cities RENAME COLUMN cname TO age")  # now `age` is ambiguous
+    explained = people.explain("SELECT name FROM people JOIN cities ON city = cid WHERE age > 40")
+    assert explained.relation("people").predicate.is_true
+    assert people.catalog.get("cities").spec["columns"] == ["cid", "age"]

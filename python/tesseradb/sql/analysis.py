@@ -69,6 +69,7 @@ class Analysis:
 
 
 SchemaLookup = Callable[[str], "pa.Schema | None"]
+ColumnsLookup = Callable[[str], "list[str] | None"]
 
 
 def normalise_placeholders(text: str) -> str:
@@ -93,8 +94,14 @@ def normalise_placeholders(text: str) -> str:
     return "".join(out)
 
 
-def analyse(text: str, params: Any, schema_of: SchemaLookup) -> Analysis:
-    """Analyse ``text``; ``schema_of(name)`` gives a relation's schema or ``None``."""
+def analyse(
+    text: str, params: Any, schema_of: SchemaLookup, columns_of: ColumnsLookup | None = None
+) -> Analysis:
+    """Analyse ``text``.
+
+    ``schema_of(name)`` gives a relation's schema or ``None``; ``columns_of(name)``
+    the column names of any other table (a plain table), or ``None`` if unknown.
+    """
     from sqlglot.errors import SqlglotError
 
     try:
@@ -111,7 +118,7 @@ def analyse(text: str, params: Any, schema_of: SchemaLookup) -> Analysis:
     for stmt in statements:
         is_query = is_query and _is_query(stmt)
         writes.extend(_write_targets(stmt))
-        _StatementAnalyser(stmt, params, schema_of, relations, others).run()
+        _StatementAnalyser(stmt, params, schema_of, columns_of, relations, others).run()
     return Analysis(relations, others, writes, is_query=is_query, parsed=True)
 
 
@@ -183,12 +190,14 @@ class _StatementAnalyser:
         stmt: exp.Expression,
         params: Any,
         schema_of: SchemaLookup,
+        columns_of: ColumnsLookup | None,
         relations: dict[str, RelationUse],
         others: set[str],
     ) -> None:
         self.stmt = stmt
         self.params = params
         self.schema_of = schema_of
+        self.columns_of = columns_of
         self.relations = relations
         self.others = others
         self._schemas: dict[str, pa.Schema | None] = {}
@@ -305,9 +314,16 @@ class _StatementAnalyser:
                     src.blocked = self.sampled or src.renamed
                     sources[alias.lower()] = src
                 else:
+                    known = None
                     if name is not None and not qualified:
                         self.others.add(name.lower())
-                    sources[alias.lower()] = _Source(alias.lower(), None, None)
+                        names = self.columns_of(name) if self.columns_of is not None else None
+                        alias_node = source.args.get("alias")
+                        if names is not None and not (
+                            alias_node is not None and alias_node.args.get("columns")
+                        ):
+                            known = {c.lower(): None for c in names}
+                    sources[alias.lower()] = _Source(alias.lower(), None, known)  # type: ignore[arg-type]
             else:  # a derived table or CTE: its output names, if it has no star
                 named = None
                 inner = getattr(source, "expression", None)

@@ -57,8 +57,12 @@ class Namespace(Protocol):
         """Every name a statement may refer to, for suggestions."""
         ...
 
-    def sync_tables(self, tables: dict[str, str]) -> None:
-        """The store now holds exactly these plain tables/views (name -> kind)."""
+    def columns_of(self, name: str) -> list[str] | None:
+        """The column names of a plain table or view, or None if unknown."""
+        ...
+
+    def sync_tables(self, tables: dict[str, tuple[str, list[str]]]) -> None:
+        """The store now holds exactly these plain tables/views (name -> (kind, columns))."""
         ...
 
 
@@ -277,7 +281,7 @@ class SQLEngine:
             relation = self.namespace.relation(name)
             return relation.schema() if relation is not None else None
 
-        analysis = analyse(text, params, schema_of)
+        analysis = analyse(text, params, schema_of, self.namespace.columns_of)
         if analysis.parsed:
             return analysis
         # sqlglot does not know every DuckDB construct: if DuckDB parses the
@@ -373,12 +377,17 @@ class SQLEngine:
 
     def _sync_tables(self, cursor: duckdb.DuckDBPyConnection) -> None:
         rows = cursor.execute(
-            "SELECT table_name, 'table' FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' "
-            "UNION ALL SELECT view_name, 'view' FROM duckdb_views() "
-            "WHERE database_name = ? AND schema_name = 'main' AND NOT internal",
-            [STORE_ALIAS, STORE_ALIAS],
+            "WITH objects AS ("
+            "  SELECT table_name AS name, 'table' AS kind FROM duckdb_tables()"
+            "  WHERE database_name = $db AND schema_name = 'main'"
+            "  UNION ALL SELECT view_name, 'view' FROM duckdb_views()"
+            "  WHERE database_name = $db AND schema_name = 'main' AND NOT internal),"
+            " cols AS (SELECT table_name AS name, list(column_name ORDER BY column_index) AS columns"
+            "  FROM duckdb_columns() WHERE database_name = $db AND schema_name = 'main' GROUP BY table_name)"
+            " SELECT objects.name, kind, coalesce(columns, []) FROM objects LEFT JOIN cols USING (name)",
+            {"db": STORE_ALIAS},
         ).fetchall()
-        self.namespace.sync_tables({name: kind for name, kind in rows})
+        self.namespace.sync_tables({name: (kind, list(columns)) for name, kind, columns in rows})
 
     def _execution_error(
         self, text: str, err: Exception, analysis: Analysis, scans: dict[str, RelationScan]

@@ -1,0 +1,289 @@
+"""``tessera`` commands: init, sql, shell, info, bench. Heavy modules load inside commands."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    import tesseradb
+
+app = typer.Typer(
+    name="tessera",
+    help="TesseraDB: arrays, record streams, documents, associative arrays and attached HDF5 files under one SQL.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _fail(message: str) -> None:
+    _console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def _open(
+    path: Path, read_only: bool = False, fallback_read_only: bool = True
+) -> tesseradb.Database:
+    """Open a database; when another process writes it, fall back to reading."""
+    import tesseradb
+    from tesseradb.errors import DatabaseLockedError, TesseraError
+
+    try:
+        return tesseradb.connect(path, read_only=read_only)
+    except DatabaseLockedError as err:
+        if not fallback_read_only:
+            _fail(str(err))
+        _console(stderr=True).print(f"note: {err}; opened read-only")
+        return tesseradb.connect(path, read_only=True)
+    except TesseraError as err:
+        _fail(str(err))
+        raise  # unreachable: _fail exits
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tesseradb._core import __version__
+
+        typer.echo(f"tessera {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """TesseraDB's command line."""
+
+
+@app.command()
+def init(path: Annotated[Path, typer.Argument(help="Directory of the new database.")]) -> None:
+    """Create an empty database at PATH (an existing database is left as it is)."""
+    db = _open(path, fallback_read_only=False)
+    try:
+        typer.echo(f"database ready at {db.path} (format version {db.format_version})")
+    finally:
+        db.close()
+
+
+def _parse_params(values: list[str]) -> list[Any] | dict[str, Any] | None:
+    """``--param 5 --param abc`` binds ``?``s in order; ``--param name=value`` binds ``$name``."""
+    import json
+
+    if not values:
+        return None
+
+    def value_of(text: str) -> Any:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    named = [v for v in values if "=" in v and v.split("=", 1)[0].isidentifier()]
+    if named and len(named) == len(values):
+        return {k: value_of(v) for k, v in (item.split("=", 1) for item in values)}
+    return [value_of(v) for v in values]
+
+
+@app.command()
+def sql(
+    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    query: Annotated[
+        str,
+        typer.Argument(
+            help="SQL text (DuckDB dialect); several statements may be separated by ';'."
+        ),
+    ],
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="How to print the rows.")
+    ] = OutputFormat.table,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write rows to this file instead of standard output."),
+    ] = None,
+    param: Annotated[
+        list[str],
+        typer.Option(
+            "--param", "-p", help="A parameter: VALUE for ?, NAME=VALUE for $NAME (JSON values)."
+        ),
+    ] = [],  # noqa: B006
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Open the database read-only.")
+    ] = False,
+    max_rows: Annotated[int, typer.Option(help="Rows shown by --format table.")] = 100,
+) -> None:
+    """Run QUERY against the database at PATH and print the result."""
+    from tesseradb.cli.output import write_result
+    from tesseradb.errors import TesseraError
+
+    db = _open(path, read_only=read_only)
+    try:
+        with (
+            _console(stderr=True).status("running", spinner="dots")
+            if sys.stderr.isatty()
+            else _null()
+        ):
+            result = db.sql(query, _parse_params(param))
+        write_result(result, output_format.value, output, max_rows, _console())
+    except TesseraError as err:
+        _fail(str(err))
+    finally:
+        db.close()
+
+
+@app.command()
+def shell(
+    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Open the database read-only.")
+    ] = False,
+) -> None:
+    """An interactive SQL shell: statements end with ';'; type .help for the dot commands."""
+    from tesseradb.cli.shell import Shell
+
+    db = _open(path, read_only=read_only)
+    try:
+        Shell(db, _console()).run()
+    finally:
+        db.close()
+
+
+@app.command()
+def info(path: Annotated[Path, typer.Argument(help="The database directory.")]) -> None:
+    """List the objects of the database with their kinds and sizes."""
+    from rich.table import Table
+
+    from tesseradb.errors import TesseraError
+
+    db = _open(path, read_only=True)
+    try:
+        facts = db.info()
+    except TesseraError as err:
+        _fail(str(err))
+    finally:
+        db.close()
+    console = _console()
+    console.print(
+        f"database {facts.path}  (format version {facts.format_version}, {_size(facts.bytes)} on disk)"
+    )
+    table = Table("name", "kind", "rows", "size", "modified")
+    for obj in facts.objects:
+        table.add_row(
+            obj.name,
+            obj.kind,
+            "" if obj.rows is None else f"{obj.rows:,}",
+            "" if obj.bytes is None else _size(obj.bytes),
+            obj.modified or "",
+        )
+    if facts.objects:
+        console.print(table)
+    else:
+        console.print("no objects yet")
+
+
+@app.command()
+def bench(
+    name: Annotated[
+        str | None, typer.Argument(help="Benchmark to run (omit with --list).")
+    ] = None,
+    scale: Annotated[
+        str | None, typer.Option(help="Named scale (tiny, small, large, ...).")
+    ] = None,
+    peers: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated peer systems (default: all of the benchmark's)."),
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write results as JSON here.")
+    ] = None,
+    md_out: Annotated[
+        Path | None, typer.Option("--md", help="Write a markdown table here.")
+    ] = None,
+    repeat: Annotated[int, typer.Option(help="Timed runs per case (the median is reported).")] = 5,
+    warmup: Annotated[int, typer.Option(help="Untimed runs before the timed ones.")] = 1,
+    list_: Annotated[
+        bool, typer.Option("--list", help="List the benchmarks with their scales and systems.")
+    ] = False,
+) -> None:
+    """Run a benchmark against its peers in one run and report medians and agreement."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from tesseradb.bench.registry import available, get_benchmark
+    from tesseradb.bench.runner import run_benchmark, write_report
+    from tesseradb.errors import TesseraError
+
+    console = _console()
+    if list_ or name is None:
+        for bench_name in available():
+            spec = get_benchmark(bench_name)
+            console.print(f"[bold]{spec.name}[/]: {spec.description}")
+            console.print(f"  scales: {', '.join(spec.scales)}; systems: {', '.join(spec.systems)}")
+        return
+    peer_list = (
+        [p.strip() for p in peers.split(",") if p.strip() and p.strip() != "tessera"]
+        if peers
+        else None
+    )
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=_console(stderr=True), transient=True) as progress:
+            task = progress.add_task(f"bench {name}", total=None)
+            report = run_benchmark(
+                name,
+                scale,
+                peer_list,
+                repeat=repeat,
+                warmup=warmup,
+                progress=lambda msg: progress.update(task, description=f"bench {name}: {msg}"),
+            )
+    except TesseraError as err:
+        _fail(str(err))
+    write_report(report, json_out, md_out)
+    console.print(report.to_markdown(), markup=False)
+    if not report.agree:
+        _fail("the systems did not return the same answers (see the checks above)")
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *args: object) -> None:
+        return None
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,158 @@
+"""The interactive shell of ``tessera shell``: multi-line statements, history, dot commands."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    import tesseradb
+
+HELP = """\
+Statements end with ';' and may span lines. Dot commands:
+  .tables              list tables, relations and other objects
+  .schema NAME         the columns of NAME
+  .timer on|off        print how long each statement took
+  .explain on|off      print what each statement pushes down before running it
+  .explain SQL         print what SQL would push down, without running it
+  .help                this text
+  .quit / .exit        leave (so does end of input)"""
+
+HISTORY = Path("~/.tessera_history").expanduser()
+
+
+class Shell:
+    """Reads statements from ``read_line`` (``input`` by default) until end of input."""
+
+    def __init__(
+        self,
+        db: tesseradb.Database,
+        console: Console,
+        read_line: Callable[[str], str] | None = None,
+    ) -> None:
+        import sys
+
+        self.db = db
+        self.console = console
+        self.timer = False
+        self.explain = False
+        # Prompts, banner and history only for a person at a terminal; piped
+        # input (a script) gets just the results.
+        self.interactive = read_line is None and sys.stdin.isatty()
+        if read_line is not None:
+            self.read_line = read_line
+        elif self.interactive:
+            self.read_line = input
+        else:
+            self.read_line = _read_piped_line
+
+    def run(self) -> None:
+        readline = self._history() if self.interactive else None
+        if self.interactive:
+            self.console.print(
+                f"TesseraDB shell on {self.db.path}; statements end with ';', .help for help"
+            )
+        buffer: list[str] = []
+        try:
+            while True:
+                try:
+                    line = self.read_line("tessera> " if not buffer else "    ...> ")
+                except EOFError:
+                    break
+                except KeyboardInterrupt:
+                    buffer = []
+                    self.console.print()
+                    continue
+                if not buffer and line.strip().startswith("."):
+                    if not self.command(line.strip()):
+                        break
+                    continue
+                if not line.strip() and not buffer:
+                    continue
+                buffer.append(line)
+                if line.rstrip().endswith(";"):
+                    self.statement("\n".join(buffer))
+                    buffer = []
+            if buffer and "".join(buffer).strip():
+                self.statement("\n".join(buffer))
+        finally:
+            if readline is not None:
+                try:
+                    readline.write_history_file(HISTORY)
+                except OSError:
+                    pass
+
+    def _history(self) -> Any:
+        try:
+            import readline
+        except ImportError:
+            return None
+        try:
+            readline.read_history_file(HISTORY)
+        except OSError:
+            pass
+        return readline
+
+    def statement(self, text: str) -> None:
+        from tesseradb.cli.output import render_table
+        from tesseradb.errors import TesseraError
+
+        try:
+            if self.explain:
+                self.console.print(str(self.db.explain(text)), markup=False)
+            start = time.perf_counter()
+            result = self.db.sql(text)
+            elapsed = time.perf_counter() - start
+            render_table(result, 100, self.console)
+            if self.timer:
+                self.console.print(f"time: {elapsed * 1000:.1f} ms")
+        except TesseraError as err:
+            self.console.print(f"error: {err}", markup=False)
+
+    def command(self, line: str) -> bool:
+        """Run a dot command; return False to leave the shell."""
+        from tesseradb.errors import TesseraError
+
+        word, _, rest = line.partition(" ")
+        rest = rest.strip()
+        try:
+            if word in (".quit", ".exit"):
+                return False
+            if word == ".help":
+                self.console.print(HELP, markup=False)
+            elif word == ".tables":
+                for obj in self.db.info().objects:
+                    self.console.print(f"{obj.name}  ({obj.kind})", markup=False)
+            elif word == ".schema":
+                if not rest:
+                    self.console.print("usage: .schema NAME")
+                else:
+                    for field in self.db.schema(rest):
+                        self.console.print(f"{field.name}  {field.type}", markup=False)
+            elif word == ".timer":
+                self.timer = rest.lower() == "on"
+            elif word == ".explain":
+                if rest.lower() in ("on", "off"):
+                    self.explain = rest.lower() == "on"
+                elif rest:
+                    self.console.print(str(self.db.explain(rest.rstrip(";"))), markup=False)
+                else:
+                    self.console.print("usage: .explain on|off|SQL")
+            else:
+                self.console.print(f"unknown command {word}; .help lists them", markup=False)
+        except TesseraError as err:
+            self.console.print(f"error: {err}", markup=False)
+        return True
+
+
+def _read_piped_line(_prompt: str) -> str:
+    import sys
+
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")

@@ -1,0 +1,160 @@
+"""The ``tessera`` command line: every command, formats, parameters, errors, the shell."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import tesseradb
+from tesseradb.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def dbpath(tmp_path: Path) -> Path:
+    path = tmp_path / "cli.tdb"
+    result = runner.invoke(app, ["init", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "database ready" in result.output
+    runner.invoke(
+        app,
+        ["sql", str(path), "CREATE TABLE t AS SELECT range AS x, range % 3 AS g FROM range(10)"],
+    )
+    return path
+
+
+def test_version_and_help() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"tessera {tesseradb.__version__}"
+    result = runner.invoke(app, ["--help"])
+    for command in ("init", "sql", "shell", "info", "bench"):
+        assert command in result.output
+
+
+def test_sql_formats(dbpath: Path, tmp_path: Path) -> None:
+    query = "SELECT g, sum(x) AS s FROM t WHERE x > ? GROUP BY g ORDER BY g"
+    table = runner.invoke(app, ["sql", str(dbpath), query, "-p", "2"])
+    assert table.exit_code == 0 and "3 rows" in table.output
+    out = runner.invoke(app, ["sql", str(dbpath), query, "-p", "2", "--format", "json"])
+    assert [json.loads(line) for line in out.output.splitlines()] == [
+        {"g": 0, "s": 18},
+        {"g": 1, "s": 11},
+        {"g": 2, "s": 13},
+    ]
+    out = runner.invoke(
+        app,
+        ["sql", str(dbpath), "SELECT x FROM t WHERE x < $n ORDER BY x", "-p", "n=2", "-f", "csv"],
+    )
+    assert out.output.split() == ['"x"', "0", "1"]
+    target = tmp_path / "rows.parquet"
+    out = runner.invoke(
+        app, ["sql", str(dbpath), "SELECT * FROM t", "-f", "parquet", "-o", str(target)]
+    )
+    assert out.exit_code == 0 and pq.read_table(target).num_rows == 10
+    csv_file = tmp_path / "rows.csv"
+    runner.invoke(app, ["sql", str(dbpath), "SELECT * FROM t", "-f", "csv", "-o", str(csv_file)])
+    assert len(csv_file.read_text().splitlines()) == 11
+
+
+def test_sql_errors_exit_nonzero_with_a_message(dbpath: Path, tmp_path: Path) -> None:
+    out = runner.invoke(app, ["sql", str(dbpath), "SELECT * FROM tt"])
+    assert (
+        out.exit_code == 1
+        and "unknown table 'tt'" in out.output
+        and "did you mean 't'" in out.output
+    )
+    out = runner.invoke(app, ["sql", str(dbpath), "SELEC 1"])
+    assert out.exit_code == 1 and "line 1, column 1" in out.output
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "x.txt").write_text("x")
+    out = runner.invoke(app, ["sql", str(tmp_path / "plain"), "SELECT 1"])
+    assert out.exit_code == 1 and "not a TesseraDB database" in out.output
+
+
+def test_sql_on_a_locked_database_reads(dbpath: Path) -> None:
+    with tesseradb.connect(dbpath):
+        out = runner.invoke(app, ["sql", str(dbpath), "SELECT count(*) AS n FROM t", "-f", "json"])
+        assert out.exit_code == 0 and '{"n": 10}' in out.output
+        out = runner.invoke(app, ["sql", str(dbpath), "INSERT INTO t VALUES (1, 1)"])
+        assert out.exit_code == 1 and "read-only" in out.output
+
+
+def test_info(dbpath: Path) -> None:
+    out = runner.invoke(app, ["info", str(dbpath)])
+    assert out.exit_code == 0 and "t" in out.output and "table" in out.output and "10" in out.output
+
+
+def test_shell_statements_and_dot_commands(dbpath: Path) -> None:
+    script = "\n".join(
+        [
+            ".help",
+            ".tables",
+            ".schema t",
+            ".timer on",
+            "SELECT count(*) AS n",
+            "  FROM t WHERE x > 4;",
+            ".explain SELECT * FROM t",
+            ".explain on",
+            "SELECT 1 AS one;",
+            "SELECT * FROM nowhere;",
+            ".bogus",
+            ".quit",
+            "SELECT 'not reached';",
+        ]
+    )
+    out = runner.invoke(app, ["shell", str(dbpath)], input=script + "\n")
+    assert out.exit_code == 0, out.output
+    text = out.output
+    assert ".schema NAME" in text  # the help
+    assert "t  (table)" in text
+    assert "x  int64" in text
+    assert "│ 5 │" in text and "time:" in text
+    assert "no relations read" in text
+    assert "unknown table 'nowhere'" in text
+    assert "unknown command .bogus" in text
+    assert "not reached" not in text
+
+
+def test_the_installed_command_answers_help() -> None:
+    exe = Path(sys.executable).parent / "tessera"
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
+    assert "Usage" in out.stdout
+
+
+@pytest.mark.bench
+def test_bench_command_writes_agreeing_results(tmp_path: Path) -> None:
+    json_out, md_out = tmp_path / "out.json", tmp_path / "out.md"
+    out = runner.invoke(
+        app,
+        [
+            "bench",
+            "pushdown",
+            "--scale",
+            "tiny",
+            "--repeat",
+            "2",
+            "--json",
+            str(json_out),
+            "--md",
+            str(md_out),
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    report = json.loads(json_out.read_text())
+    assert report["benchmark"] == "pushdown" and report["scale"] == "tiny"
+    assert {r["system"] for r in report["results"]} == {"tessera", "duckdb"}
+    assert all(c["agree"] for c in report["checks"]) and report["checks"]
+    row = next(r for r in report["results"] if r["case"] == "selective_range")
+    assert row["metric"] == "seconds" and len(row["runs"]) == 2 and row["value"] > 0
+    assert "selective_range" in md_out.read_text()
+    listing = runner.invoke(app, ["bench", "--list"])
+    assert "pushdown" in listing.output
+    bad = runner.invoke(app, ["bench", "nosuch"])
+    assert bad.exit_code == 1 and "no benchmark named" in bad.output
