@@ -94,7 +94,7 @@ def run(rows: int, directory: Path) -> None:
         explained = db.explain(query, window)
     for line in str(explained).splitlines():
         print("               " + line)
-    scan = db._engine.last_scans["readings"].stats
+    scan = result.scan_stats["readings"]
     print(f"               the scan handed DuckDB {scan.rows:,} of {rows:,} rows")
 
     print("\n6. Pushdown only ever narrows the scan; DuckDB re-applies every filter, so answers")

@@ -143,12 +143,10 @@ def test_explain_reports_predicate_and_columns(people: tesseradb.Database) -> No
 
 def test_pushdown_filters_inside_the_scan(people: tesseradb.Database) -> None:
     db = people
-    assert db.sql("SELECT name FROM people WHERE age > 40 ORDER BY name").fetchall() == [
-        ("bob",),
-        (None,),
-    ]
-    stats = db._engine.last_scans["people"].stats
-    assert stats.rows == 2  # only the matching rows left the relation
+    result = db.sql("SELECT name FROM people WHERE age > 40 ORDER BY name")
+    assert result.fetchall() == [("bob",), (None,)]
+    assert result.scan_stats["people"].rows == 2  # only the matching rows left the relation
+    assert result.scan_stats["people"].scans == 1
 
 
 def test_outer_join_null_supplying_side_is_not_over_filtered(people: tesseradb.Database) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -23,7 +23,7 @@ app = typer.Typer(
 )
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"
@@ -207,9 +207,7 @@ def info(path: Annotated[Path, typer.Argument(help="The database directory.")]) 
 
 @app.command()
 def bench(
-    name: Annotated[
-        str | None, typer.Argument(help="Benchmark to run (omit with --list).")
-    ] = None,
+    name: Annotated[str | None, typer.Argument(help="Benchmark to run (omit with --list).")] = None,
     scale: Annotated[
         str | None, typer.Option(help="Named scale (tiny, small, large, ...).")
     ] = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,20 +82,16 @@ class Shell:
                 self.statement("\n".join(buffer))
         finally:
             if readline is not None:
-                try:
+                with contextlib.suppress(OSError):
                     readline.write_history_file(HISTORY)
-                except OSError:
-                    pass
 
     def _history(self) -> Any:
         try:
             import readline
         except ImportError:
             return None
-        try:
+        with contextlib.suppress(OSError):
             readline.read_history_file(HISTORY)
-        except OSError:
-            pass
         return readline
 
     def statement(self, text: str) -> None:

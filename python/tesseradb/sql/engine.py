@@ -208,7 +208,6 @@ class SQLEngine:
         self.store = TableStore(store_path, read_only)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_lock = threading.Lock()
-        self.last_scans: dict[str, RelationScan] = {}
 
     # --- lifecycle ----------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -237,7 +236,6 @@ class SQLEngine:
             # does not know): run again reading every column.
             scans = {k: RelationScan(s.relation, None, s.predicate) for k, s in scans.items()}
             result = self._run(text, params, analysis, scans)
-        self.last_scans = scans
         return result
 
     def explain(self, text: str, params: Any = None) -> Explain:
@@ -371,7 +369,7 @@ class SQLEngine:
                     raise self._execution_error(text, err, analysis, scans) from None
                 if (analysis.writes or not analysis.parsed) and have_store:
                     self._sync_tables(cursor)
-            return Result(table)
+            return Result(table, {scan.relation.name: scan.stats for scan in scans.values()})
         finally:
             cursor.close()
 

@@ -86,17 +86,22 @@ class RelationScan:
         return pa.schema([full.field(c) for c in self.columns])
 
     def reader(self) -> pa.RecordBatchReader:
+        """A stream whose scan starts only when its first batch is read.
+
+        DuckDB asks for the stream several times while binding and planning
+        a statement and reads one, so no relation work is done before then.
+        """
         import pyarrow as pa
 
+        schema = self.schema()
+        return pa.RecordBatchReader.from_batches(schema, self._batches(schema))
+
+    def _batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         source = self.relation.scan(
             self.columns, None if self.predicate.is_true else self.predicate
         )
-        schema = self.schema()
         with self._lock:
             self.stats.scans += 1
-        return pa.RecordBatchReader.from_batches(schema, self._counted(source, schema))
-
-    def _counted(self, source: pa.RecordBatchReader, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         for batch in source:
             if batch.schema != schema:
                 batch = batch.select(schema.names).cast(schema)  # tolerate metadata/ordering drift

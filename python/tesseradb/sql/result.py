@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from tesseradb.sql.relation import ScanStats
+
 __all__ = ["Result"]
 
 
@@ -19,8 +21,10 @@ class Result:
     Statements that return nothing (DDL) give an empty result with no columns.
     """
 
-    def __init__(self, table: pa.Table) -> None:
+    def __init__(self, table: pa.Table, scan_stats: dict[str, ScanStats] | None = None) -> None:
         self._table = table
+        self.scan_stats: dict[str, ScanStats] = scan_stats or {}
+        """Per relation read (by name): the scans, batches and rows it produced."""
 
     @property
     def columns(self) -> list[str]:
