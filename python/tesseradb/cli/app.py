@@ -261,7 +261,7 @@ def bench(
     except TesseraError as err:
         _fail(str(err))
     write_report(report, json_out, md_out)
-    console.print(report.to_markdown(), markup=False)
+    typer.echo(report.to_markdown())  # verbatim: rich would wrap the table
     if not report.agree:
         _fail("the systems did not return the same answers (see the checks above)")
 
