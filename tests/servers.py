@@ -59,6 +59,16 @@ def _wait_for_port(port: int, timeout: float = 30.0) -> bool:
     return False
 
 
+def _setup_step(args: list[str], root: Path, what: str, timeout: float = 180) -> None:
+    """Run one set-up command; if it fails, remove ``root`` and skip (or fail) saying why."""
+    try:
+        subprocess.run(args, check=True, capture_output=True, timeout=timeout)
+    except (subprocess.SubprocessError, OSError) as err:
+        detail = getattr(err, "stderr", b"") or b""
+        shutil.rmtree(root, ignore_errors=True)
+        _unavailable(f"could not {what}: {err} {detail.decode(errors='replace')[-300:]}")
+
+
 def _as_postgres_user(args: list[str]) -> list[str]:
     # PostgreSQL refuses to run as root: run it as the `postgres` account.
     if os.geteuid() == 0:
@@ -87,47 +97,21 @@ def postgres_server() -> Iterator[Server]:
             os.chown(path, pw.pw_uid, pw.pw_gid)
     port = _free_port()
     log = root / "server.log"
-    try:
-        subprocess.run(
-            _as_postgres_user(
-                [
-                    str(bindir / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    "tessera",
-                    "--auth=trust",
-                    "-E",
-                    "UTF8",
-                    "--no-sync",
-                ]
-            ),
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
-        subprocess.run(
-            _as_postgres_user(
-                [
-                    str(bindir / "pg_ctl"),
-                    "-D",
-                    str(data),
-                    "-l",
-                    str(log),
-                    "-o",
-                    options,
-                    "-w",
-                    "start",
-                ]
-            ),
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-    except (subprocess.SubprocessError, OSError) as err:
-        shutil.rmtree(root, ignore_errors=True)
-        _unavailable(f"could not start PostgreSQL: {err}")
+    initdb = [
+        str(bindir / "initdb"),
+        "-D",
+        str(data),
+        "-U",
+        "tessera",
+        "--auth=trust",
+        "-E",
+        "UTF8",
+        "--no-sync",
+    ]
+    _setup_step(_as_postgres_user(initdb), root, "initialise PostgreSQL")
+    options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
+    start = [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start"]
+    _setup_step(_as_postgres_user(start), root, "start PostgreSQL")
     try:
         yield Server("postgresql", "127.0.0.1", port, "tessera", "postgres")
     finally:
@@ -153,22 +137,13 @@ def mariadb_server() -> Iterator[Server]:
     data = root / "data"
     port = _free_port()
     user_args = ["--user=root"] if os.geteuid() == 0 else []
-    try:
-        subprocess.run(
-            [
-                install_db,
-                f"--datadir={data}",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-                *user_args,
-            ],
-            check=True,
-            capture_output=True,
-            timeout=180,
-        )
-    except (subprocess.SubprocessError, OSError) as err:
-        shutil.rmtree(root, ignore_errors=True)
-        _unavailable(f"could not initialise MariaDB: {err}")
+    install = [
+        install_db,
+        f"--datadir={data}",
+        "--auth-root-authentication-method=normal",
+        "--skip-test-db",
+    ]
+    _setup_step([*install, *user_args], root, "initialise MariaDB")
     process = subprocess.Popen(
         [
             mariadbd,

@@ -155,6 +155,10 @@ def test_bench_command_writes_agreeing_results(tmp_path: Path) -> None:
     assert row["metric"] == "seconds" and len(row["runs"]) == 2 and row["value"] > 0
     assert "selective_range" in md_out.read_text()
     listing = runner.invoke(app, ["bench", "--list"])
-    assert "pushdown" in listing.output
+    assert (
+        "pushdown" in listing.output
+        and "peer systems" in listing.output
+        and "postgresql" in listing.output
+    )
     bad = runner.invoke(app, ["bench", "nosuch"])
     assert bad.exit_code == 1 and "no benchmark named" in bad.output

@@ -8,15 +8,18 @@ a markdown table.
 
 from __future__ import annotations
 
+from tesseradb.bench.peers import PEERS, Peer
 from tesseradb.bench.registry import BENCHMARKS, Benchmark, get_benchmark, register
 from tesseradb.bench.runner import BenchContext, BenchReport, Measurement, run_benchmark
 
 __all__ = [
     "BENCHMARKS",
+    "PEERS",
     "BenchContext",
     "BenchReport",
     "Benchmark",
     "Measurement",
+    "Peer",
     "get_benchmark",
     "register",
     "run_benchmark",

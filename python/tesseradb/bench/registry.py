@@ -33,6 +33,10 @@ _MODULES = {"pushdown": "tesseradb.bench.pushdown"}
 
 
 def register(benchmark: Benchmark) -> Benchmark:
+    from tesseradb.bench.peers import peer
+
+    for system in benchmark.systems:
+        peer(system)  # every system a benchmark names is a registered peer
     BENCHMARKS[benchmark.name] = benchmark
     return benchmark
 

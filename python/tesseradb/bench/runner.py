@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tesseradb.bench.peers import peer
 from tesseradb.bench.registry import Benchmark, get_benchmark
 from tesseradb.errors import BenchmarkError
 
@@ -275,6 +276,10 @@ def run_benchmark(
         raise BenchmarkError(
             f"benchmark {name} has no system {', '.join(unknown)}; systems: {', '.join(bench.systems)}"
         )
+    for system in systems:
+        why = peer(system).unavailable()
+        if why:
+            raise BenchmarkError(f"system {system} cannot run here: {why}")
     report = BenchReport(name, scale, dict(bench.scales[scale]), machine_info())
     ctx = BenchContext(report, systems, repeat, warmup, progress or (lambda _msg: None))
     import tempfile

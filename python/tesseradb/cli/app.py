@@ -236,10 +236,22 @@ def bench(
 
     console = _console()
     if list_ or name is None:
+        from tesseradb.bench.peers import PEERS
+
+        console.print("[bold]benchmarks[/]")
         for bench_name in available():
             spec = get_benchmark(bench_name)
-            console.print(f"[bold]{spec.name}[/]: {spec.description}")
-            console.print(f"  scales: {', '.join(spec.scales)}; systems: {', '.join(spec.systems)}")
+            console.print(f"  [bold]{spec.name}[/]: {spec.description}")
+            console.print(
+                f"    scales: {', '.join(spec.scales)}; systems: {', '.join(spec.systems)}"
+            )
+        console.print("[bold]peer systems[/]")
+        for p in PEERS.values():
+            why = p.unavailable()
+            console.print(
+                f"  [bold]{p.name}[/]: {p.description}"
+                + (f" [red](unavailable: {why})[/]" if why else "")
+            )
         return
     peer_list = (
         [p.strip() for p in peers.split(",") if p.strip() and p.strip() != "tessera"]

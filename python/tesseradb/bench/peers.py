@@ -1,0 +1,71 @@
+"""The registry of peer systems benchmarks compare TesseraDB with.
+
+A peer says what it is and whether it can run on this machine; benchmarks
+name the peers they support, and ``tessera bench --list`` shows them.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["PEERS", "Peer", "peer"]
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    description: str
+    check: Callable[[], str | None]  # None if it can run here, else why not
+
+    def unavailable(self) -> str | None:
+        return self.check()
+
+
+def _module(name: str) -> Callable[[], str | None]:
+    return lambda: (
+        None if importlib.util.find_spec(name) else f"the Python package {name} is not installed"
+    )
+
+
+def _postgres() -> str | None:
+    if not glob.glob("/usr/lib/postgresql/*/bin/initdb") and not shutil.which("initdb"):
+        return "PostgreSQL is not installed (scripts/install-servers.sh installs it)"
+    return _module("psycopg")()
+
+
+def _mariadb() -> str | None:
+    if not shutil.which("mariadbd") and not glob.glob("/usr/sbin/mariadbd"):
+        return "MariaDB is not installed (scripts/install-servers.sh installs it)"
+    return _module("pymysql")()
+
+
+PEERS: dict[str, Peer] = {
+    p.name: p
+    for p in (
+        Peer("tessera", "TesseraDB itself", lambda: None),
+        Peer(
+            "duckdb", "DuckDB, in-process, vectorised (Arrow in, native tables)", _module("duckdb")
+        ),
+        Peer("sqlite", "SQLite through Python's sqlite3", _module("sqlite3")),
+        Peer(
+            "postgresql",
+            "PostgreSQL from Debian's packages, a throwaway server on loopback",
+            _postgres,
+        ),
+        Peer("mariadb", "MariaDB from Debian's packages, a throwaway server on loopback", _mariadb),
+        Peer("zarr", "plain zarr-python scripts", _module("zarr")),
+        Peer("h5py", "plain h5py and numpy scripts", _module("h5py")),
+    )
+}
+
+
+def peer(name: str) -> Peer:
+    from tesseradb.errors import BenchmarkError
+
+    if name not in PEERS:
+        raise BenchmarkError(f"no peer system named {name!r}; known: {', '.join(PEERS)}")
+    return PEERS[name]
