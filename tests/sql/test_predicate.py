@@ -29,7 +29,7 @@ def members(rs: RangeSet) -> set[str]:
     return {repr(v) for v in VALUES if rs.contains(v)}
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(range_sets, range_sets)
 def test_union_intersection_complement_match_brute_force(a: RangeSet, b: RangeSet) -> None:
     universe = {repr(v) for v in VALUES}
@@ -39,7 +39,7 @@ def test_union_intersection_complement_match_brute_force(a: RangeSet, b: RangeSe
     assert members(a.complement().complement()) == members(a)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     range_sets, st.lists(st.one_of(st.none(), st.sampled_from(VALUES)), max_size=12), st.booleans()
 )
@@ -53,7 +53,7 @@ def test_mask_matches_row_by_row_evaluation(
     assert got == [pred.matches({"x": v}) for v in column]
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(range_sets, st.lists(st.sampled_from(VALUES), min_size=1, max_size=8), st.integers(0, 2))
 def test_min_max_pruning_never_drops_a_matching_block(
     ranges: RangeSet, block: list[float], nulls: int
@@ -100,3 +100,37 @@ def test_mask_of_strings_bools_and_missing_columns() -> None:
     assert Predicate.isin("b", [1]).mask(table).to_pylist() == [True, False, False, True]
     assert Predicate.between("nope", 1, 2).mask(table) is None  # unknown column restricts nothing
     assert Predicate.between("s", 1, 2).mask(table) is None  # incomparable bound restricts nothing
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(-50, 50), min_size=0, max_size=200),
+    st.lists(st.one_of(st.none(), st.integers(-60, 60)), max_size=40),
+    bounds,
+    bounds,
+)
+def test_large_key_sets_match_brute_force(keys: list[int], column: list[int | None], lo: float | None, hi: float | None) -> None:
+    """Key sets (semi-join IN-sets) agree with membership, alone and intersected with ranges."""
+    keyed = Predicate.isin("x", keys)
+    ranged = Predicate.on("x", ColumnDomain.values(RangeSet.of([Interval(lo, hi)])))
+    for pred in (keyed, keyed.and_(ranged)):
+        table = pa.table({"x": pa.array(column, pa.int64())})
+        mask = pred.mask(table)
+        got = [True] * len(column) if mask is None else mask.to_pylist()
+        assert got == [pred.matches({"x": v}) for v in column]
+        assert got == [v is not None and v in set(keys) and (pred is keyed or ranged.matches({"x": v})) for v in column]
+        for a in range(-60, 61, 7):
+            if any(pred.matches({"x": v}) for v in range(a, a + 7)):
+                assert pred.may_match("x", a, a + 6)
+
+
+def test_key_sets_stay_numpy_and_print_short() -> None:
+    import numpy as np
+
+    pred = Predicate.isin("id", np.arange(1000, 0, -1))
+    dom = pred.domain("id")
+    assert dom is not None and dom.keys is not None and dom.keys[0] == 1 and len(dom.keys) == 1000
+    assert str(pred).startswith("id in (1, 2, 3") and "1000 values" in str(pred)
+    assert not pred.may_match("id", 2000, 3000) and pred.may_match("id", 500, 500)
+    both = pred.and_(Predicate.isin("id", np.arange(990, 1100)))
+    assert list(both.domain("id").keys) == list(range(990, 1001))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -240,12 +240,25 @@ def _short_list(values: list[Bound], limit: int = 8) -> str:
     return f"({shown}{more})"
 
 
-@dataclass(frozen=True)
-class ColumnDomain:
-    """The values one column may take: non-NULL values in ``ranges``, NULL if ``nulls``."""
+# IN-sets larger than this are kept as a sorted numpy array (``ColumnDomain.keys``)
+# rather than as one interval per value: semi-joins hand over 10^5 and more keys.
+LARGE_IN_SET = 64
 
-    ranges: RangeSet = field(default_factory=RangeSet.everything)
-    nulls: bool = True
+
+class ColumnDomain:
+    """The values one column may take: non-NULL values in ``ranges`` (and, if
+    ``keys`` is set, among ``keys``, a sorted array of distinct values), NULL if
+    ``nulls``.
+    """
+
+    __slots__ = ("keys", "nulls", "ranges")
+
+    def __init__(
+        self, ranges: RangeSet | None = None, nulls: bool = True, keys: Any = None
+    ) -> None:
+        self.ranges = RangeSet.everything() if ranges is None else ranges
+        self.nulls = nulls
+        self.keys = keys
 
     @classmethod
     def is_null(cls) -> ColumnDomain:
@@ -260,28 +273,119 @@ class ColumnDomain:
         """Values in ``ranges``; NULL excluded, as for any comparison."""
         return cls(ranges, False)
 
+    @classmethod
+    def key_set(cls, keys: Any) -> ColumnDomain:
+        """Values among ``keys`` (an array-like), NULL excluded: a large IN-set."""
+        import numpy as np
+
+        unique = np.unique(np.asarray(keys))
+        if len(unique) <= LARGE_IN_SET or unique.dtype.kind not in "iufUS":
+            return cls.values(RangeSet.points(unique.tolist()))
+        finite = unique[~np.isnan(unique)] if unique.dtype.kind == "f" else unique
+        hull = (
+            RangeSet.of(
+                [
+                    Interval(
+                        finite[0].item(), None if len(finite) < len(unique) else finite[-1].item()
+                    )
+                ]
+            )
+            if len(finite)
+            else RangeSet.everything()
+        )
+        return cls(hull, False, unique)
+
     @property
     def is_unrestricted(self) -> bool:
-        return self.nulls and self.ranges.is_everything
+        return self.nulls and self.ranges.is_everything and self.keys is None
 
     @property
     def is_empty(self) -> bool:
-        return not self.nulls and self.ranges.is_empty
+        return not self.nulls and (
+            self.ranges.is_empty or (self.keys is not None and len(self.keys) == 0)
+        )
 
     def intersect(self, other: ColumnDomain) -> ColumnDomain:
-        return ColumnDomain(self.ranges.intersect(other.ranges), self.nulls and other.nulls)
+        import numpy as np
+
+        if self.keys is not None and other.keys is not None:
+            keys = np.intersect1d(self.keys, other.keys)
+        else:
+            keys = self.keys if self.keys is not None else other.keys
+        return ColumnDomain(self.ranges.intersect(other.ranges), self.nulls and other.nulls, keys)
 
     def union(self, other: ColumnDomain) -> ColumnDomain:
-        return ColumnDomain(self.ranges.union(other.ranges), self.nulls or other.nulls)
+        """A domain holding both (with key sets, possibly more: unions only over-approximate)."""
+        import numpy as np
+
+        keys = None
+        if self.keys is not None and other.keys is not None:
+            keys = np.union1d(self.keys, other.keys)
+        elif self.keys is not None and other.ranges.is_empty:
+            keys = self.keys
+        elif other.keys is not None and self.ranges.is_empty:
+            keys = other.keys
+        return ColumnDomain(self.ranges.union(other.ranges), self.nulls or other.nulls, keys)
 
     def contains(self, value: Bound | None) -> bool:
-        return self.nulls if value is None else self.ranges.contains(value)
+        if value is None:
+            return self.nulls
+        if not self.ranges.contains(value):
+            return False
+        return self.keys is None or _in_keys(self.keys, value)
+
+    def overlaps(self, lo: Bound, hi: Bound) -> bool:
+        """Whether any non-NULL value in ``[lo, hi]`` can be in the domain."""
+        if not self.ranges.overlaps(lo, hi):
+            return False
+        if self.keys is None:
+            return True
+        import numpy as np
+
+        try:
+            first = np.searchsorted(self.keys, lo, side="left")
+        except TypeError:
+            return True
+        return bool(first < len(self.keys) and self.keys[first] <= hi)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ColumnDomain):
+            return NotImplemented
+        if (self.keys is None) != (other.keys is None):
+            return False
+        if self.keys is not None:
+            import numpy as np
+
+            if not np.array_equal(self.keys, other.keys):
+                return False
+        return self.ranges == other.ranges and self.nulls == other.nulls
+
+    def __hash__(self) -> int:
+        return hash((self.ranges, self.nulls, None if self.keys is None else len(self.keys)))
+
+    def __repr__(self) -> str:
+        return f"ColumnDomain({self})"
 
     def __str__(self) -> str:
-        if self.ranges.is_empty:
+        if self.keys is not None:
+            text = f"in {_short_list(self.keys.tolist())}"
+        elif self.ranges.is_empty:
             return "is null" if self.nulls else "none"
-        text = "is not null" if self.ranges.is_everything else str(self.ranges)
+        else:
+            text = "is not null" if self.ranges.is_everything else str(self.ranges)
         return f"({text} or is null)" if self.nulls else text
+
+
+def _in_keys(keys: Any, value: Bound) -> bool:
+    import numpy as np
+
+    if isinstance(value, float) and math.isnan(value):
+        return bool(keys.dtype.kind == "f" and np.isnan(keys).any())
+    try:
+        i = np.searchsorted(keys, value)
+    except TypeError:
+        return False
+    return bool(i < len(keys) and keys[i] == value)
 
 
 class Predicate(Mapping[str, ColumnDomain]):
@@ -320,6 +424,10 @@ class Predicate(Mapping[str, ColumnDomain]):
 
     @classmethod
     def isin(cls, column: str, values: Iterable[Bound]) -> Predicate:
+        """``column IN values``; large sets are kept as a sorted numpy array."""
+        values = list(values) if not hasattr(values, "__array__") else values
+        if len(values) > LARGE_IN_SET:  # type: ignore[arg-type]
+            return cls.on(column, ColumnDomain.key_set(values))
         return cls.on(column, ColumnDomain.values(RangeSet.points(values)))
 
     # --- Mapping ------------------------------------------------------------
@@ -397,9 +505,9 @@ class Predicate(Mapping[str, ColumnDomain]):
             return False
         if isinstance(hi, float) and math.isnan(hi):
             hi = math.inf  # a block holding NaN reaches above every finite bound
-            if any(iv.hi is None for iv in dom.ranges):
+            if any(iv.hi is None for iv in dom.ranges) and dom.keys is None:
                 return True
-        return dom.ranges.overlaps(lo, hi)
+        return dom.overlaps(lo, hi)
 
     def matches(self, row: Mapping[str, Any]) -> bool:
         """Evaluate on one row (a mapping of column to value): the plain, reference answer."""
@@ -476,6 +584,25 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
     kind = type_class(array.type)
     if kind is None:
         return None
+    if dom.keys is not None:
+        try:
+            mask = _keys_mask(array, dom.keys, kind)
+            if not dom.ranges.is_everything:
+                mask = pc.and_(
+                    mask,
+                    _ranges_mask(
+                        array if kind != "bool" else pc.cast(array, pa.int8()), dom.ranges, kind
+                    ),
+                )
+        except (
+            pa.ArrowInvalid,
+            pa.ArrowNotImplementedError,
+            pa.ArrowTypeError,
+            TypeError,
+            OverflowError,
+        ):
+            return None
+        return pc.fill_null(mask, dom.nulls)
     if dom.ranges.is_everything:
         return pc.is_valid(array) if not dom.nulls else None
     if dom.ranges.is_empty:  # only NULLs can pass, if any
@@ -493,6 +620,30 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
     ):
         return None  # a bound this column cannot compare with: do not restrict
     return pc.fill_null(mask, dom.nulls)
+
+
+def _keys_mask(array: Any, keys: Any, kind: str) -> Any:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if kind == "float":
+        array = pc.cast(array, pa.float64()) if array.type != pa.float64() else array
+        values = np.asarray(keys, dtype=np.float64)
+        nan = bool(np.isnan(values).any())
+        values = values[~np.isnan(values)]
+        if (values == 0).any():
+            values = np.concatenate([values, [0.0, -0.0]])  # hashing tells -0.0 from 0.0
+        mask = pc.is_in(array, value_set=pa.array(values))
+        mask = pc.if_else(pc.is_null(array), pa.scalar(None, pa.bool_()), mask)
+        return pc.or_(mask, pc.is_nan(array)) if nan else mask
+    if kind == "string" and keys.dtype.kind not in "US":
+        raise TypeError("numeric keys cannot match a string column")
+    if kind in ("int", "bool") and keys.dtype.kind not in "iub":
+        raise TypeError("these keys cannot match an integer column")
+    value_set = pa.array(keys) if kind == "string" else pa.array(keys).cast(array.type, safe=False)
+    mask = pc.is_in(array, value_set=value_set)
+    return pc.if_else(pc.is_null(array), pa.scalar(None, pa.bool_()), mask)
 
 
 def _scalar(value: Bound, kind: str, arrow_type: Any) -> Any:
