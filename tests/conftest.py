@@ -20,7 +20,7 @@ def db(tmp_path: Path) -> Iterator[tesseradb.Database]:
         yield database
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The project's sample data folder, ../shared/data (skips where it is absent)."""
     if not SHARED_DATA.is_dir():

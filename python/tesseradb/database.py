@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +35,17 @@ from tesseradb.sql.relation import ArrowRelation, Relation
 from tesseradb.sql.result import Result
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from types import TracebackType
 
     import pyarrow as pa
 
+    from tesseradb.attached import Attachment
+
 __all__ = ["Database", "DatabaseInfo", "ObjectInfo", "connect"]
 
 TABLE_STORE_FILE = "tables.duckdb"
+ATTACHED_KIND = "attached"
 PLAIN_KINDS = ("table", "view")
 
 
@@ -93,6 +98,7 @@ class Database:
             raise
         self._registered: dict[str, Relation] = {}
         self._registered_lock = threading.Lock()
+        self._attachments: dict[str, Any] = {}  # open Attachment objects by lower name
         self._engine = SQLEngine(self, self.path / TABLE_STORE_FILE, read_only)
         self._closed = False
 
@@ -121,6 +127,8 @@ class Database:
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        for attachment in self._attachments.values():
+            attachment.close()
         self._engine.close()
         self.catalog.close()
         if self._lock is not None:
@@ -194,19 +202,39 @@ class Database:
 
     # --- the namespace (also what the SQL engine asks) ---------------------------
     def relation(self, name: str) -> Relation | None:
-        """The relation called ``name`` (case-insensitive), or None if there is none."""
-        return self._registered.get(name.lower())
+        """The relation called ``name`` (case-insensitive), or None if there is none.
+
+        Dotted names are tables of an object that holds several
+        (``ptf.candidate`` of the attachment ``ptf``).
+        """
+        registered = self._registered.get(name.lower())
+        if registered is not None:
+            return registered
+        if "." in name:
+            owner, _, table = name.partition(".")
+            obj = self.catalog.get(owner)
+            if obj is not None and obj.kind == ATTACHED_KIND:
+                attachment = self.attached(obj.name)
+                lower = {t.lower(): t for t in attachment.tables()}
+                if table.lower() in lower:
+                    return attachment.table(lower[table.lower()])
+        return None
 
     def kind_of(self, name: str) -> str | None:
         if name.lower() in self._registered:
             return "relation"
         obj = self.catalog.get(name)
+        if obj is None and "." in name and self.relation(name) is not None:
+            return "attached table"
         return obj.kind if obj is not None else None
 
     def known_names(self) -> list[str]:
-        return sorted(
-            {o.name for o in self.catalog.objects()} | {r.name for r in self._registered.values()}
-        )
+        names = {o.name for o in self.catalog.objects()} | {
+            r.name for r in self._registered.values()
+        }
+        for obj in self.catalog.objects(ATTACHED_KIND):
+            names |= {f"{obj.name}.{t}" for t in obj.spec.get("tables", {})}
+        return sorted(names)
 
     def columns_of(self, name: str) -> list[str] | None:
         obj = self.catalog.get(name)
@@ -235,7 +263,138 @@ class Database:
         if obj.kind in PLAIN_KINDS:
             self.sql(f"DROP {obj.kind.upper()} {quote_identifier(obj.name)}")
             return
+        if obj.kind == ATTACHED_KIND:
+            self.detach(obj.name)
+            return
         raise ObjectNotFoundError(f"{name!r} is a {obj.kind}; this version cannot drop that kind")
+
+    # --- attached files -----------------------------------------------------------
+    def attach(
+        self,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        *,
+        threads: int | None = None,
+        batch_bytes: int | None = None,
+        stale_index: str = "rebuild",
+    ) -> Attachment:
+        """Attach HDF5 (or NetCDF4) files in place: every table in them becomes ``<name>.<table>``.
+
+        ``path`` is a file or a glob of files with the same layout (one table
+        over all of them, with a ``_file`` column). Nothing is copied and the
+        files are never written. ``threads`` and ``batch_bytes`` (about 32 MB)
+        shape scans; ``stale_index`` is ``rebuild`` or ``bypass``: what to do
+        with an index whose file changed since it was built.
+        """
+        from tesseradb.attached._attachment import attach_spec
+
+        self._check_open()
+        self._check_writable("attach files")
+        if stale_index not in ("rebuild", "bypass"):
+            raise ValueError(f"stale_index must be 'rebuild' or 'bypass', not {stale_index!r}")
+        text = os.fspath(path)
+        if name is None:
+            stem = Path(text).name.split(".")[0]
+            name = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "attached"
+            if name[0].isdigit():
+                name = f"f_{name}"
+        validate_name(name, "attachment")
+        options = {"threads": threads, "batch_bytes": batch_bytes, "stale_index": stale_index}
+        spec = attach_spec(text, options)
+        self.catalog.create(name, ATTACHED_KIND, spec)
+        return self.attached(name)
+
+    def attached(self, name: str) -> Attachment:
+        """The attachment called ``name``: its tables, indexes and slab reads."""
+        from tesseradb.attached._attachment import Attachment
+
+        self._check_open()
+        obj = self.catalog.require(name, ATTACHED_KIND)
+        key = obj.name.lower()
+        with self._registered_lock:
+            if key not in self._attachments:
+                self._attachments[key] = Attachment(
+                    obj.name, obj.spec, self.path / "attached" / obj.name, self.read_only
+                )
+            return self._attachments[key]
+
+    def detach(self, name: str) -> None:
+        """Forget an attachment and delete its sidecar indexes (the files are untouched)."""
+        import shutil
+
+        self._check_open()
+        self._check_writable(f"detach {name!r}")
+        obj = self.catalog.require(name, ATTACHED_KIND)
+        with self._registered_lock:
+            attachment = self._attachments.pop(obj.name.lower(), None)
+        if attachment is not None:
+            attachment.close()
+        self.catalog.drop(obj.name)
+        self._engine.forget_catalog(obj.name)
+        shutil.rmtree(self.path / "attached" / obj.name, ignore_errors=True)
+
+    def create_index(
+        self,
+        table: str,
+        columns: str | Sequence[str],
+        kind: str = "bitmap",
+        *,
+        edges: Sequence[float] | None = None,
+        count: int | None = None,
+        precision: int | None = None,
+        exact: bool = False,
+        encoding: str = "equality",
+        threads: int | None = None,
+    ) -> None:
+        """Build bitmap indexes on columns of an attached table (``db.create_index("ptf.candidate", ["mag"])``).
+
+        Bins come from explicit ``edges``, ``count`` equal-weight bins,
+        ``precision`` significant digits, or ``exact`` values; by default
+        exact for up to 100,000 distinct values, else 1,000 equal-weight bins.
+        ``encoding`` is ``equality`` or ``range``. Indexes are sidecar files
+        under the database directory; the attached files are never changed.
+        """
+        from tesseradb.attached._attachment import AttachError
+        from tesseradb.attached._bitmap import Binning
+
+        self._check_open()
+        self._check_writable("create an index")
+        if kind != "bitmap":
+            raise ValueError(f"unknown index kind {kind!r}: attached tables have bitmap indexes")
+        owner, _, part = table.partition(".")
+        if not part:
+            raise AttachError(
+                f"index {table!r}: name a table of an attachment, as in ptf.candidate"
+            )
+        chosen = [
+            k
+            for k, v in (
+                ("edges", edges),
+                ("count", count),
+                ("precision", precision),
+                ("exact", exact or None),
+            )
+            if v
+        ]
+        if len(chosen) > 1:
+            raise ValueError(f"choose one binning, not {' and '.join(chosen)}")
+        binning = Binning(
+            kind=chosen[0] if chosen else "auto",
+            edges=tuple(edges or ()),
+            count=count or 0,
+            precision=precision or 0,
+        )
+        attachment = self.attached(owner)
+        relation = attachment.table(part)  # validates the table name
+        names = [columns] if isinstance(columns, str) else list(columns)
+        specs = attachment.create_index(relation.layout.name, names, binning, encoding, threads)
+        obj = self.catalog.require(attachment.name, ATTACHED_KIND)
+        self.catalog.update_spec(obj.name, {**obj.spec, "indexes": specs})
+        attachment.spec["indexes"] = specs
+
+    def _check_writable(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"cannot {what}: the database is open read-only")
 
     def schema(self, name: str) -> pa.Schema:
         """The columns of the relation, table or view called ``name``."""
@@ -243,7 +402,7 @@ class Database:
         relation = self.relation(name)
         if relation is not None:
             return relation.schema()
-        obj = self.catalog.require(name)
+        obj = self.catalog.require(name.partition(".")[0] if "." in name else name)
         if obj.kind in PLAIN_KINDS:
             return self.sql(f"SELECT * FROM {quote_identifier(obj.name)} LIMIT 0").arrow().schema
         raise ObjectNotFoundError(f"{name!r} is a {obj.kind}, which this version cannot describe")
@@ -256,7 +415,20 @@ class Database:
         objects = []
         for obj in self.catalog.objects():
             rows = table_rows.get(obj.name.lower()) if obj.kind in PLAIN_KINDS else None
-            objects.append(ObjectInfo(obj.name, obj.kind, rows, None, obj.created, obj.modified))
+            size = None
+            if obj.kind == ATTACHED_KIND:
+                size = sum(i.get("size", 0) for i in obj.spec.get("identities", []))
+                objects.append(
+                    ObjectInfo(obj.name, obj.kind, None, size, obj.created, obj.modified)
+                )
+                for table, counts in obj.spec.get("rows", {}).items():
+                    objects.append(
+                        ObjectInfo(
+                            f"{obj.name}.{table}", "attached table", sum(counts), None, None, None
+                        )
+                    )
+                continue
+            objects.append(ObjectInfo(obj.name, obj.kind, rows, size, obj.created, obj.modified))
         for rel in self._registered.values():
             est = rel.estimate(None)
             objects.append(

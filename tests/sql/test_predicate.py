@@ -109,7 +109,9 @@ def test_mask_of_strings_bools_and_missing_columns() -> None:
     bounds,
     bounds,
 )
-def test_large_key_sets_match_brute_force(keys: list[int], column: list[int | None], lo: float | None, hi: float | None) -> None:
+def test_large_key_sets_match_brute_force(
+    keys: list[int], column: list[int | None], lo: float | None, hi: float | None
+) -> None:
     """Key sets (semi-join IN-sets) agree with membership, alone and intersected with ranges."""
     keyed = Predicate.isin("x", keys)
     ranged = Predicate.on("x", ColumnDomain.values(RangeSet.of([Interval(lo, hi)])))
@@ -118,7 +120,10 @@ def test_large_key_sets_match_brute_force(keys: list[int], column: list[int | No
         mask = pred.mask(table)
         got = [True] * len(column) if mask is None else mask.to_pylist()
         assert got == [pred.matches({"x": v}) for v in column]
-        assert got == [v is not None and v in set(keys) and (pred is keyed or ranged.matches({"x": v})) for v in column]
+        assert got == [
+            v is not None and v in set(keys) and (pred is keyed or ranged.matches({"x": v}))
+            for v in column
+        ]
         for a in range(-60, 61, 7):
             if any(pred.matches({"x": v}) for v in range(a, a + 7)):
                 assert pred.may_match("x", a, a + 6)

@@ -147,6 +147,15 @@ def _table_name(node: exp.Expression | None) -> str | None:
     return None
 
 
+def _source_name(table: exp.Table) -> str | None:
+    """The name a table reference resolves by: ``t``, or ``a.t`` for a table of object ``a``."""
+    name = _table_name(table)
+    if name is None or table.args.get("catalog"):
+        return None
+    db = table.args.get("db")
+    return f"{db.name}.{name}" if db is not None else name
+
+
 def _write_targets(stmt: exp.Expression) -> list[tuple[str, str]]:
     from sqlglot import exp
 
@@ -228,8 +237,8 @@ class _StatementAnalyser:
         for table in self.stmt.find_all(exp.Table):
             if id(table) in seen:
                 continue
-            name = _table_name(table)
-            if name is None or table.args.get("db") or table.args.get("catalog"):
+            name = _source_name(table)
+            if name is None:
                 continue
             if name.lower() in cte_names:
                 continue
@@ -303,9 +312,9 @@ class _StatementAnalyser:
         for alias, source in scope.sources.items():
             if isinstance(source, exp.Table):
                 seen.add(id(source))
-                name = _table_name(source)
-                qualified = source.args.get("db") or source.args.get("catalog")
-                schema = None if (name is None or qualified) else self.schema(name)
+                name = _source_name(source)
+                qualified = name is not None and "." in name
+                schema = None if name is None else self.schema(name)
                 if schema is not None:
                     cols = {f.name.lower(): f.type for f in schema}
                     src = _Source(alias.lower(), name.lower() if name else None, cols)

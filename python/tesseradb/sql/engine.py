@@ -208,6 +208,11 @@ class SQLEngine:
         self.store = TableStore(store_path, read_only)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_lock = threading.Lock()
+        # Dotted relations (`ptf.candidate`) resolve through a view in an
+        # in-memory catalog named after their owner; the view reads the
+        # statement's own scan, registered on its cursor. Views are made once.
+        self._views: dict[str, pa.Schema] = {}
+        self._view_lock = threading.Lock()
 
     # --- lifecycle ----------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -359,19 +364,68 @@ class SQLEngine:
                 if have_store:
                     cursor.execute(f"USE {STORE_ALIAS}")
                 for scan in scans.values():
-                    cursor.register(scan.relation.name, scan)
+                    cursor.register(self._registered_name(scan), scan)
                 try:
                     relation = (
                         cursor.sql(text, params=params) if params is not None else cursor.sql(text)
                     )
                     table = relation.to_arrow_table() if relation is not None else pa.table({})
                 except duckdb.Error as err:
+                    for scan in scans.values():
+                        if scan.error is not None:
+                            raise scan.error from None
                     raise self._execution_error(text, err, analysis, scans) from None
                 if (analysis.writes or not analysis.parsed) and have_store:
                     self._sync_tables(cursor)
             return Result(table, {scan.relation.name: scan.stats for scan in scans.values()})
         finally:
             cursor.close()
+
+    def _registered_name(self, scan: RelationScan) -> str:
+        """The name a scan is registered under on the statement's cursor."""
+        name = scan.relation.name
+        if "." not in name:
+            return name
+        hidden = f"__tessera_{name}"
+        schema = scan.relation.schema()
+        with self._view_lock:
+            if self._views.get(name.lower()) != schema:
+                self._make_view(name, hidden, schema)
+                self._views[name.lower()] = schema
+        return hidden
+
+    def _make_view(self, name: str, hidden: str, schema: pa.Schema) -> None:
+        owner, _, table = name.partition(".")
+        con = self.connection()
+        attached = {
+            row[0].lower()
+            for row in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
+        }
+        if owner.lower() not in attached:
+            con.execute(f"ATTACH ':memory:' AS {_quote(owner)}")
+        setup = con.cursor()
+        try:
+            setup.register(hidden, schema.empty_table())  # a stand-in to bind the view once
+            setup.execute(
+                f"CREATE OR REPLACE VIEW {_quote(owner)}.main.{_quote(table)} AS SELECT * FROM temp.main.{_quote(hidden)}"
+            )
+        finally:
+            setup.close()
+
+    def forget_catalog(self, owner: str) -> None:
+        """Drop the views of an object's dotted relations (the object is gone)."""
+        with self._view_lock:
+            for key in [k for k in self._views if k.startswith(owner.lower() + ".")]:
+                del self._views[key]
+            if self._con is not None:
+                attached = {
+                    row[0].lower()
+                    for row in self._con.execute(
+                        "SELECT database_name FROM duckdb_databases()"
+                    ).fetchall()
+                }
+                if owner.lower() in attached:
+                    self._con.execute(f"DETACH {_quote(owner)}")
 
     def _sync_tables(self, cursor: duckdb.DuckDBPyConnection) -> None:
         rows = cursor.execute(
@@ -414,6 +468,10 @@ class SQLEngine:
         if "read-only" in message.lower():
             return ReadOnlyError(f"the database is open read-only: {_first_line(message)}")
         return SQLExecutionError(message)
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
 
 
 class _MissingColumn(SQLExecutionError):

@@ -75,6 +75,7 @@ class RelationScan:
         self.columns = list(columns) if columns is not None else None
         self.predicate = predicate
         self.stats = ScanStats()
+        self.error: Exception | None = None
         self._lock = threading.Lock()
 
     def schema(self) -> pa.Schema:
@@ -97,18 +98,26 @@ class RelationScan:
         return pa.RecordBatchReader.from_batches(schema, self._batches(schema))
 
     def _batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-        source = self.relation.scan(
-            self.columns, None if self.predicate.is_true else self.predicate
-        )
-        with self._lock:
-            self.stats.scans += 1
-        for batch in source:
-            if batch.schema != schema:
-                batch = batch.select(schema.names).cast(schema)  # tolerate metadata/ordering drift
+        try:
+            source = self.relation.scan(
+                self.columns, None if self.predicate.is_true else self.predicate
+            )
             with self._lock:
-                self.stats.batches += 1
-                self.stats.rows += batch.num_rows
-            yield batch
+                self.stats.scans += 1
+            for batch in source:
+                if batch.schema != schema:
+                    batch = batch.select(schema.names).cast(
+                        schema
+                    )  # tolerate metadata/ordering drift
+                with self._lock:
+                    self.stats.batches += 1
+                    self.stats.rows += batch.num_rows
+                yield batch
+        except Exception as err:
+            # DuckDB reports a failing stream with its own error type; keep
+            # ours so that the engine can raise it as it was.
+            self.error = err
+            raise
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         return self.reader().__arrow_c_stream__(requested_schema)

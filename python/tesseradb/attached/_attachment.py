@@ -1,0 +1,645 @@
+"""An attachment: HDF5 files mapped to tables in place, their scans and their bitmap indexes.
+
+The catalog keeps what was attached (the files, their layout, the options);
+nothing is copied and the files are only ever opened read-only. Sidecar
+index files live under ``attached/<name>/`` in the database directory.
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import os
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.attached._bitmap import Binning, BitmapIndex, IndexFileError
+from tesseradb.attached._layout import TableLayout, discover, to_arrow_type
+from tesseradb.attached._reader import AttachedFileError, FileReader, to_arrow
+from tesseradb.errors import ObjectNotFoundError, TesseraError
+from tesseradb.sql.predicate import Predicate
+from tesseradb.sql.relation import Estimate
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+    from pyroaring import BitMap
+
+__all__ = ["AttachError", "AttachedTable", "Attachment", "attach_spec"]
+
+FILE_COLUMN = "_file"
+DEFAULT_BATCH_BYTES = 32 << 20  # the paper's finding: about 32 MB per read
+INDEX_SCAN_FRACTION = 0.25  # above this share of candidate rows, a full scan is cheaper
+
+
+class AttachError(TesseraError, ValueError):
+    """Files could not be attached (not HDF5, no tables, layouts that differ)."""
+
+
+def file_identity(path: str) -> dict[str, Any]:
+    """What identifies a file's current content: any write changes ctime."""
+    st = os.stat(path)
+    return {
+        "path": path,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "inode": st.st_ino,
+    }
+
+
+def attach_spec(pattern: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Inspect the files ``pattern`` names and describe them for the catalog."""
+    import h5py
+
+    is_glob = any(ch in pattern for ch in "*?[")
+    paths = (
+        sorted(globlib.glob(os.path.expanduser(pattern)))
+        if is_glob
+        else [os.path.expanduser(pattern)]
+    )
+    paths = [os.path.abspath(p) for p in paths]
+    if not paths:
+        raise AttachError(f"no files match {pattern!r}")
+    layouts: dict[str, TableLayout] | None = None
+    skipped: list[tuple[str, str]] = []
+    rows: dict[str, list[int]] = {}
+    for path in paths:
+        if not os.path.exists(path):
+            raise AttachError(f"cannot attach {path}: no such file")
+        if not h5py.is_hdf5(path):
+            raise AttachError(f"cannot attach {path}: not an HDF5 (or NetCDF4) file")
+        try:
+            with h5py.File(path, "r") as f:
+                found = discover(f)
+        except OSError as err:
+            raise AttachError(f"cannot attach {path}: {err}") from err
+        if layouts is None:
+            layouts = found.tables
+            skipped = found.skipped
+            if not layouts:
+                reasons = "; ".join(f"{p}: {r}" for p, r in skipped[:5]) or "it holds no datasets"
+                raise AttachError(f"cannot attach {path}: no table found ({reasons})")
+        else:
+            _same_layout(paths[0], layouts, path, found.tables)
+        for name, layout in found.tables.items():
+            rows.setdefault(name, []).append(layout.rows)
+    assert layouts is not None
+    return {
+        "pattern": pattern,
+        "glob": is_glob,
+        "files": paths,
+        "identities": [file_identity(p) for p in paths],
+        "tables": {name: t.to_spec() for name, t in layouts.items()},
+        "rows": rows,
+        "skipped": skipped,
+        "options": options,
+    }
+
+
+def _same_layout(
+    first: str, expected: dict[str, TableLayout], path: str, found: dict[str, TableLayout]
+) -> None:
+    if set(expected) != set(found):
+        raise AttachError(
+            f"cannot attach {path}: its tables {sorted(found)} differ from {first}'s {sorted(expected)}"
+        )
+    for name, layout in expected.items():
+        if layout.signature() != found[name].signature():
+            raise AttachError(
+                f"cannot attach {path}: table {name} has other columns or types than in {first}"
+            )
+
+
+@dataclass
+class _FileState:
+    identity: dict[str, Any]
+    reader: FileReader | None = None
+
+
+class Attachment:
+    """The files attached under one name, and their tables (``db.attached(name)``)."""
+
+    def __init__(self, name: str, spec: dict[str, Any], index_dir: Path, read_only: bool) -> None:
+        self.name = name
+        self.spec = spec
+        self.index_dir = index_dir
+        self.read_only = read_only
+        self.files: list[str] = list(spec["files"])
+        self.layouts = {n: TableLayout.from_spec(t) for n, t in spec["tables"].items()}
+        self.skipped = [tuple(s) for s in spec.get("skipped", [])]
+        options = spec.get("options", {})
+        self.threads = int(options.get("threads") or os.cpu_count() or 1)
+        self.batch_bytes = int(options.get("batch_bytes") or DEFAULT_BATCH_BYTES)
+        self.stale_index = options.get("stale_index", "rebuild")
+        self._states = [_FileState(dict(i)) for i in spec["identities"]]
+        self._tables: dict[str, AttachedTable] = {}
+        self._lock = threading.RLock()
+        self._indexes: dict[tuple[str, str, int], BitmapIndex] = {}
+        self.index_specs: dict[str, dict[str, Any]] = dict(spec.get("indexes", {}))
+
+    # --- files ------------------------------------------------------------------------
+    def reader(self, file_no: int) -> FileReader:
+        """The open reader of one file, reopened if the file changed since it was opened."""
+        with self._lock:
+            state = self._states[file_no]
+            path = self.files[file_no]
+            try:
+                current = file_identity(path)
+            except FileNotFoundError as err:
+                raise AttachedFileError(
+                    f"attached file {path} (of {self.name}) no longer exists"
+                ) from err
+            if state.reader is not None and current != state.identity:
+                state.reader.close()
+                state.reader = None
+            if state.reader is None:
+                reader = FileReader(path)
+                state.identity = current
+                state.reader = reader
+                self._check_layout(file_no, reader)
+            return state.reader
+
+    def _check_layout(self, file_no: int, reader: FileReader) -> None:
+        """A changed file must still hold the attached columns; row counts may change."""
+        for layout in self.layouts.values():
+            for col in layout.columns:
+                if col.dataset not in reader.h5:
+                    raise AttachedFileError(
+                        f"attached file {self.files[file_no]} no longer has {col.dataset} (table {self.name}.{layout.name})"
+                    )
+
+    def rows(self, table: str, file_no: int) -> int:
+        layout = self.layouts[table]
+        reader = self.reader(file_no)
+        if layout.kind == "array":
+            shape = reader.dataset(layout.path).shape
+            total = 1
+            for n in shape:
+                total *= n
+            return total
+        return reader.plan(layout.columns[0].dataset).length
+
+    def close(self) -> None:
+        with self._lock:
+            for state in self._states:
+                if state.reader is not None:
+                    state.reader.close()
+                    state.reader = None
+
+    # --- tables -----------------------------------------------------------------------
+    def table(self, name: str) -> AttachedTable:
+        if name not in self.layouts:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(self.layouts), n=3)
+            hint = (
+                f"; did you mean {', '.join(repr(f'{self.name}.{c}') for c in close)}?"
+                if close
+                else ""
+            )
+            raise ObjectNotFoundError(f"{self.name} has no table {name!r}{hint}", close)
+        with self._lock:
+            if name not in self._tables:
+                self._tables[name] = AttachedTable(self, self.layouts[name])
+            return self._tables[name]
+
+    def tables(self) -> list[str]:
+        return sorted(self.layouts)
+
+    def read(
+        self, path: str, box: Sequence[slice | int] | None = None, file: int = 0
+    ) -> np.ndarray:
+        """A slab of an N-D (or any) dataset as numpy: ``read('/grid/t', (slice(0, 10), 5))``."""
+        ds = self.reader(file).dataset(path)
+        return ds[tuple(box)] if box is not None else ds[()]
+
+    # --- indexes ----------------------------------------------------------------------
+    def index_path(self, table: str, column: str, file_no: int) -> Path:
+        return self.index_dir / f"{table}.{column}.{file_no}.bmi"
+
+    def create_index(
+        self,
+        table: str,
+        columns: Sequence[str],
+        binning: Binning,
+        encoding: str,
+        threads: int | None = None,
+    ) -> dict[str, dict[str, Any]]:
+        """Build bitmap indexes on ``columns`` of ``table``, one task per (column, file), in parallel."""
+        layout = self.layouts[table] if table in self.layouts else self.table(table).layout
+        if layout.kind == "array":
+            raise AttachError(
+                f"bitmap indexes are built on table columns; {self.name}.{table} is an N-D dataset"
+            )
+        sources = {c.name.lower(): c for c in layout.columns}
+        for column in columns:
+            if column.lower() not in sources:
+                raise ObjectNotFoundError(f"{self.name}.{table} has no column {column!r}")
+        tasks = [(sources[c.lower()].name, f) for c in columns for f in range(len(self.files))]
+        with ThreadPoolExecutor(max_workers=threads or self.threads) as pool:
+            list(
+                pool.map(
+                    lambda task: self._build_index(table, task[0], task[1], binning, encoding),
+                    tasks,
+                )
+            )
+        for column in columns:
+            name = sources[column.lower()].name
+            self.index_specs[f"{table}.{name}"] = {
+                "binning": binning.to_spec(),
+                "encoding": encoding,
+            }
+        return self.index_specs
+
+    def _build_index(
+        self, table: str, column: str, file_no: int, binning: Binning, encoding: str
+    ) -> BitmapIndex:
+        source = next(c for c in self.layouts[table].columns if c.name == column)
+        reader = self.reader(file_no)
+        plan = reader.plan(source.dataset)
+        values = reader.read_range(source.dataset, 0, plan.length)
+        if source.field:
+            values = values[source.field]
+        identity = self._index_identity(file_no, source.dataset)
+        index = BitmapIndex.build(column, values, binning, encoding, identity)
+        if not self.read_only:
+            index.save(self.index_path(table, column, file_no))
+        with self._lock:
+            self._indexes[(table, column, file_no)] = index
+        return index
+
+    def _index_identity(self, file_no: int, dataset: str) -> dict[str, Any]:
+        reader = self.reader(file_no)
+        plan = reader.plan(dataset)
+        with self._lock:
+            file_id = dict(self._states[file_no].identity)
+        storage: list[Any] = [plan.contiguous_offset]
+        if plan.chunk_rows:
+            storage = [
+                int(plan.chunk_offsets.sum()),
+                int(plan.chunk_sizes.sum()),
+                len(plan.chunk_starts),
+            ]
+        return {
+            "file": file_id,
+            "dataset": dataset,
+            "length": plan.length,
+            "dtype": str(plan.dtype),
+            "storage": storage,
+        }
+
+    def index(self, table: str, column: str, file_no: int) -> BitmapIndex | None:
+        """A fresh index for (table, column, file), or None (no index, or stale and bypassed).
+
+        A stale index (the file changed since it was built) is rebuilt, or
+        bypassed if the attachment says so; a corrupt or foreign sidecar is
+        rebuilt. An index is never used against data it was not built from.
+        """
+        key = f"{table}.{column}"
+        if key not in self.index_specs:
+            return None
+        source = next(c for c in self.layouts[table].columns if c.name == column)
+        current = self._index_identity(file_no, source.dataset)
+        with self._lock:
+            index = self._indexes.get((table, column, file_no))
+        if index is None:
+            path = self.index_path(table, column, file_no)
+            try:
+                index = BitmapIndex.load(path)
+            except (OSError, IndexFileError):
+                index = None  # missing, torn or foreign: rebuild below
+        if index is not None and index.identity == current and index.column == column:
+            with self._lock:
+                self._indexes[(table, column, file_no)] = index
+            return index
+        if index is not None and self.stale_index == "bypass":
+            return None
+        spec = self.index_specs[key]
+        binning = Binning(**{**spec["binning"], "edges": tuple(spec["binning"]["edges"])})
+        return self._build_index(table, column, file_no, binning, spec["encoding"])
+
+
+class AttachedTable:
+    """One table of an attachment, as a relation (``ptf.candidate``)."""
+
+    def __init__(self, attachment: Attachment, layout: TableLayout) -> None:
+        self.attachment = attachment
+        self.layout = layout
+        self.name = f"{attachment.name}.{layout.name}"
+        self.multi_file = attachment.spec.get("glob", False)
+
+    def schema(self) -> pa.Schema:
+        import pyarrow as pa
+
+        fields = [pa.field(c.name, to_arrow_type(c.arrow)) for c in self.layout.columns]
+        if self.multi_file:
+            fields.append(pa.field(FILE_COLUMN, pa.string()))
+        return pa.schema(fields)
+
+    # --- planning -----------------------------------------------------------------------
+    def _files(self, predicate: Predicate | None) -> list[int]:
+        files = list(range(len(self.attachment.files)))
+        if predicate is not None and self.multi_file:
+            dom = predicate.domain(FILE_COLUMN)
+            if dom is not None:
+                files = [
+                    f for f in files if dom.contains(os.path.basename(self.attachment.files[f]))
+                ]
+        return files
+
+    def candidates(
+        self, file_no: int, predicate: Predicate | None
+    ) -> tuple[BitMap | None, list[str]]:
+        """Rows of one file that may match, from the bitmap indexes (None: no index applies)."""
+        if predicate is None or self.layout.kind == "array":
+            return None, []
+        result = None
+        used = []
+        for col in self.layout.columns:
+            dom = predicate.domain(col.name)
+            if dom is None:
+                continue
+            index = self.attachment.index(self.layout.name, col.name, file_no)
+            if index is None:
+                continue
+            sure, maybe = index.lookup(dom)
+            rows = sure | maybe
+            result = rows if result is None else result & rows
+            used.append(col.name)
+        return result, used
+
+    def estimate(self, predicate: Predicate | None = None) -> Estimate:
+        if predicate is not None and predicate.is_false:
+            return Estimate(0, 0)
+        rows = 0
+        for f in self._files(predicate):
+            cand, _ = self.candidates(f, predicate)
+            rows += len(cand) if cand is not None else self.attachment.rows(self.layout.name, f)
+        width = sum(_width(c.dtype) for c in self.layout.columns)
+        return Estimate(rows, rows * width)
+
+    def describe_scan(
+        self, columns: Sequence[str] | None, predicate: Predicate | None
+    ) -> list[str]:
+        lines = []
+        files = self._files(predicate)
+        wanted = self._wanted(columns)
+        width = sum(_width(c.dtype) for c in self.layout.columns if c.name in wanted)
+        for f in files:
+            total = self.attachment.rows(self.layout.name, f)
+            cand, used = self.candidates(f, predicate)
+            if cand is not None and len(cand) <= INDEX_SCAN_FRACTION * total:
+                lines.append(
+                    f"file {os.path.basename(self.attachment.files[f])}: index read of {len(cand):,} of {total:,} rows "
+                    f"(bitmap indexes on {', '.join(used)}), about {len(cand) * width:,} bytes"
+                )
+            else:
+                why = (
+                    f" ({len(cand):,} candidate rows from the indexes is too many)"
+                    if cand is not None
+                    else ""
+                )
+                lines.append(
+                    f"file {os.path.basename(self.attachment.files[f])}: full scan of {total:,} rows{why}, "
+                    f"{len(wanted)} of {len(self.layout.columns)} columns, about {total * width:,} bytes, "
+                    f"{self.attachment.threads} threads"
+                )
+        return lines
+
+    def _wanted(self, columns: Sequence[str] | None) -> list[str]:
+        names = [c.name for c in self.layout.columns]
+        if columns is None:
+            return names + ([FILE_COLUMN] if self.multi_file else [])
+        lower = {n.lower(): n for n in [*names, FILE_COLUMN]}
+        return [lower[c.lower()] for c in columns]
+
+    # --- scanning -----------------------------------------------------------------------
+    def scan(
+        self, columns: Sequence[str] | None, predicate: Predicate | None
+    ) -> pa.RecordBatchReader:
+        import pyarrow as pa
+
+        wanted = self._wanted(columns)
+        schema = pa.schema([self.schema().field(c) for c in wanted])
+        if predicate is not None and predicate.is_false:
+            return pa.RecordBatchReader.from_batches(schema, iter(()))
+        tasks = self._tasks(wanted, predicate)
+        return pa.RecordBatchReader.from_batches(
+            schema, self._run(tasks, wanted, predicate, schema)
+        )
+
+    def _tasks(self, wanted: list[str], predicate: Predicate | None) -> Iterator[tuple[int, Any]]:
+        """Units of work: (file, (start, stop)) ranges, or (file, rows) from the indexes."""
+        import numpy as np
+
+        att = self.attachment
+        width = max(sum(_width(c.dtype) for c in self.layout.columns if c.name in wanted), 1)
+        for f in self._files(predicate):
+            total = att.rows(self.layout.name, f)
+            cand, _ = self.candidates(f, predicate)
+            if self.layout.kind == "array":
+                step = self._array_step(f, width)
+                for start in range(0, att.reader(f).dataset(self.layout.path).shape[0], step):
+                    yield f, ("slab", start, start + step)
+                continue
+            if cand is not None and len(cand) <= INDEX_SCAN_FRACTION * total:
+                rows = np.frombuffer(cand.to_array(), dtype=np.uint32).astype(np.int64)
+                per_batch = max(att.batch_bytes // width, 1024)
+                for a in range(0, len(rows), per_batch):
+                    yield f, rows[a : a + per_batch]
+                continue
+            chunk = self._chunk_rows(f)
+            per_batch = max(att.batch_bytes // width // chunk, 1) * chunk
+            # at least one batch per thread, so that every thread has work
+            per_batch = min(
+                per_batch, max(chunk, -(-total // max(att.threads, 1)) // chunk * chunk or chunk)
+            )
+            for start in range(0, total, per_batch):
+                yield f, (start, min(start + per_batch, total))
+
+    def _chunk_rows(self, file_no: int) -> int:
+        reader = self.attachment.reader(file_no)
+        plan = reader.plan(self.layout.columns[0].dataset)
+        return plan.chunk_rows or 65536
+
+    def _array_step(self, file_no: int, width: int) -> int:
+        ds = self.attachment.reader(file_no).dataset(self.layout.path)
+        per_row = 1
+        for n in ds.shape[1:]:
+            per_row *= n
+        return max(self.attachment.batch_bytes // max(per_row * width, 1), 1)
+
+    def _run(
+        self,
+        tasks: Iterator[tuple[int, Any]],
+        wanted: list[str],
+        predicate: Predicate | None,
+        schema: pa.Schema,
+    ) -> Iterator[pa.RecordBatch]:
+        threads = max(self.attachment.threads, 1)
+        if threads == 1:
+            for f, unit in tasks:
+                batch = self._task(f, unit, wanted, predicate, schema)
+                if batch is not None and batch.num_rows:
+                    yield batch
+            return
+        # Ordered results with a bounded window of work in flight.
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            pending: deque[Future[Any]] = deque()
+            for f, unit in tasks:
+                pending.append(pool.submit(self._task, f, unit, wanted, predicate, schema))
+                if len(pending) >= 2 * threads:
+                    batch = pending.popleft().result()
+                    if batch is not None and batch.num_rows:
+                        yield batch
+            while pending:
+                batch = pending.popleft().result()
+                if batch is not None and batch.num_rows:
+                    yield batch
+
+    def _task(
+        self,
+        file_no: int,
+        unit: Any,
+        wanted: list[str],
+        predicate: Predicate | None,
+        schema: pa.Schema,
+    ) -> pa.RecordBatch | None:
+        if isinstance(unit, tuple) and unit and unit[0] == "slab":
+            return self._array_task(file_no, unit[1], unit[2], wanted, predicate, schema)
+        import numpy as np
+        import pyarrow as pa
+
+        reader = self.attachment.reader(file_no)
+        sources = {c.name: c for c in self.layout.columns}
+        filter_cols = [
+            c for c in sources if predicate is not None and predicate.domain(c) is not None
+        ]
+        arrays: dict[str, pa.Array] = {}
+
+        def read(name: str, rows: np.ndarray | None) -> pa.Array:
+            src = sources[name]
+            if rows is None:
+                values = reader.read_range(src.dataset, unit[0], unit[1])
+            else:
+                values = reader.read_rows(src.dataset, rows)
+            if src.field:
+                values = values[src.field]
+            return to_arrow(values, src.arrow)
+
+        rows = None if isinstance(unit, tuple) else unit
+        n = (unit[1] - unit[0]) if rows is None else len(rows)
+        keep = None
+        if filter_cols:
+            for name in filter_cols:
+                arrays[name] = read(name, rows)
+            mask = predicate.mask(pa.table(arrays))  # type: ignore[union-attr]
+            if mask is not None:
+                keep = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+                if not keep.any():
+                    return None
+                offsets = np.flatnonzero(keep)
+                selected = (offsets + unit[0]) if rows is None else rows[offsets]
+                arrays = {k: v.filter(pa.array(keep)) for k, v in arrays.items()}
+                n = len(offsets)
+                # late materialisation: read the other columns for the matching rows only
+                if len(offsets) < 0.25 * len(keep):
+                    rows = selected
+                    keep = None
+        out = []
+        for name in wanted:
+            if name == FILE_COLUMN:
+                out.append(_constant_string(os.path.basename(self.attachment.files[file_no]), n))
+                continue
+            if name not in arrays:
+                array = read(name, rows)
+                if keep is not None:
+                    array = array.filter(pa.array(keep))
+                arrays[name] = array
+            out.append(arrays[name])
+        return pa.RecordBatch.from_arrays(out, schema=schema)
+
+    def _array_task(
+        self,
+        file_no: int,
+        start: int,
+        stop: int,
+        wanted: list[str],
+        predicate: Predicate | None,
+        schema: pa.Schema,
+    ) -> pa.RecordBatch | None:
+        """A slab of an N-D dataset along its first axis, with its dimension columns."""
+        import numpy as np
+        import pyarrow as pa
+
+        reader = self.attachment.reader(file_no)
+        ds = reader.dataset(self.layout.path)
+        stop = min(stop, ds.shape[0])
+        box: list[slice] = []
+        coords: list[np.ndarray] = []
+        for col in self.layout.columns[:-1]:
+            axis = col.dim or 0
+            lo, hi = (start, stop) if axis == 0 else (0, ds.shape[axis])
+            index = np.arange(lo, hi)
+            values = reader.dataset(col.scale)[lo:hi] if col.scale else index
+            dom = predicate.domain(col.name) if predicate is not None else None
+            if dom is not None:
+                inside = np.flatnonzero(
+                    np.asarray(
+                        predicate.mask(pa.table({col.name: values})).to_numpy(zero_copy_only=False),
+                        bool,
+                    )
+                )  # type: ignore[union-attr]
+                if not len(inside):
+                    return None
+                lo, hi = lo + int(inside[0]), lo + int(inside[-1]) + 1
+                values = values[inside[0] : inside[-1] + 1]
+            box.append(slice(lo, hi))
+            coords.append(np.asarray(values))
+        data = ds[tuple(box)]
+        grids = np.meshgrid(*coords, indexing="ij") if coords else []
+        columns = {c.name: g.ravel() for c, g in zip(self.layout.columns[:-1], grids, strict=True)}
+        columns[self.layout.columns[-1].name] = np.asarray(data).ravel()
+        table = pa.table(
+            {
+                k: to_arrow(v, next(c.arrow for c in self.layout.columns if c.name == k))
+                for k, v in columns.items()
+            }
+        )
+        if predicate is not None:
+            table = predicate.filter(table)
+        if not table.num_rows:
+            return None
+        out = [
+            table.column(n).combine_chunks()
+            if n != FILE_COLUMN
+            else _constant_string(os.path.basename(self.attachment.files[file_no]), table.num_rows)
+            for n in wanted
+        ]
+        return pa.RecordBatch.from_arrays(out, schema=schema)
+
+    def __repr__(self) -> str:
+        return f"AttachedTable({self.name!r}, {len(self.layout.columns)} columns, {len(self.attachment.files)} file(s))"
+
+
+def _width(dtype: str) -> int:
+    import numpy as np
+
+    try:
+        return int(np.dtype(dtype).itemsize) or 8
+    except TypeError:
+        return 16
+
+
+def _constant_string(value: str, n: int) -> pa.Array:
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(n, np.int32)), pa.array([value])
+    ).dictionary_decode()

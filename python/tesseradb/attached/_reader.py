@@ -1,0 +1,282 @@
+"""Reading rows of 1-D HDF5 datasets, in parallel, without h5py's global lock where possible.
+
+h5py serialises every call into the HDF5 library behind one lock, so threads
+reading through it take turns. For the common layouts — contiguous, or
+chunked with no filter, shuffle and/or deflate — this module reads the
+chunk bytes itself with ``os.pread`` and decodes them with ``zlib`` and
+numpy, all of which release the GIL, so a scan split over threads really
+runs in parallel. The chunk map comes from HDF5 itself (``chunk_iter``) once
+per file version. Any other layout (other filters, variable-length strings,
+fletcher32 checksums) is read through h5py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.errors import TesseraError
+
+if TYPE_CHECKING:
+    import h5py
+    import numpy as np
+    import pyarrow as pa
+
+__all__ = ["AttachedFileError", "DatasetPlan", "FileReader", "to_arrow"]
+
+_DEFLATE, _SHUFFLE = 1, 2
+
+
+class AttachedFileError(TesseraError, OSError):
+    """An attached file is missing, unreadable or no longer what was attached."""
+
+
+@dataclass
+class DatasetPlan:
+    """How to read one dataset of one file: its type, length and where its bytes are."""
+
+    path: str
+    dtype: Any  # numpy dtype as stored (compound for compound datasets)
+    length: int
+    native: bool
+    contiguous_offset: int | None = None  # contiguous layout (None: unallocated or chunked)
+    chunk_rows: int = 0
+    chunk_starts: Any = None  # numpy int64: first row of each stored chunk (sorted)
+    chunk_offsets: Any = None  # byte offset of each stored chunk
+    chunk_sizes: Any = None  # stored (filtered) size of each chunk
+    chunk_masks: Any = None  # HDF5 filter mask: bit i set = filter i skipped for that chunk
+    filters: tuple[int, ...] = ()
+    fill: Any = 0
+    vlen_string: bool = False
+
+    @property
+    def row_bytes(self) -> int:
+        return int(self.dtype.itemsize) if not self.vlen_string else 32
+
+
+class FileReader:
+    """One attached file, opened for reading (h5py for metadata, a raw fd for chunk bytes)."""
+
+    def __init__(self, path: str) -> None:
+        import h5py
+
+        self.path = path
+        try:
+            self.h5 = h5py.File(path, "r")
+        except FileNotFoundError as err:
+            raise AttachedFileError(f"attached file {path} no longer exists") from err
+        except OSError as err:
+            raise AttachedFileError(f"attached file {path} cannot be read as HDF5: {err}") from err
+        self.fd = os.open(path, os.O_RDONLY)
+        self._plans: dict[str, DatasetPlan] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.h5.close()
+        os.close(self.fd)
+
+    def dataset(self, path: str) -> h5py.Dataset:
+        try:
+            return self.h5[path]
+        except KeyError as err:
+            raise AttachedFileError(
+                f"attached file {self.path} has no dataset {path} any more"
+            ) from err
+
+    def plan(self, path: str) -> DatasetPlan:
+        with self._lock:
+            if path not in self._plans:
+                self._plans[path] = _make_plan(self.dataset(path))
+            return self._plans[path]
+
+    # --- reading --------------------------------------------------------------------
+    def read_range(self, path: str, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of a 1-D dataset, as stored."""
+        import numpy as np
+
+        plan = self.plan(path)
+        stop = min(stop, plan.length)
+        if stop <= start:
+            return np.empty(0, dtype=plan.dtype)
+        if not plan.native:
+            ds = self.dataset(path)
+            return ds.asstr()[start:stop] if plan.vlen_string else ds[start:stop]
+        if plan.chunk_rows == 0:
+            return self._read_contiguous(plan, start, stop)
+        first, last = start // plan.chunk_rows, (stop - 1) // plan.chunk_rows
+        parts = []
+        for c in range(first, last + 1):
+            chunk = self._chunk(plan, c)
+            base = c * plan.chunk_rows
+            parts.append(chunk[max(start - base, 0) : min(stop - base, plan.chunk_rows)])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def read_rows(self, path: str, rows: np.ndarray) -> np.ndarray:
+        """The given rows (sorted, ascending) of a 1-D dataset; only the chunks holding them are read."""
+        import numpy as np
+
+        plan = self.plan(path)
+        if len(rows) == 0:
+            return np.empty(0, dtype=plan.dtype if not plan.vlen_string else object)
+        if not plan.native or plan.chunk_rows == 0:
+            lo, hi = int(rows[0]), int(rows[-1]) + 1
+            if plan.native:  # contiguous: read the covering range once, then pick
+                return self._read_contiguous(plan, lo, hi)[rows - lo]
+            # through h5py, a run of nearby rows at a time
+            out = []
+            for a, b in _runs(rows, 4096):
+                block = self.read_range(path, int(rows[a]), int(rows[b - 1]) + 1)
+                out.append(block[rows[a:b] - rows[a]])
+            return np.concatenate(out)
+        chunk_ids = rows // plan.chunk_rows
+        boundaries = np.flatnonzero(np.diff(chunk_ids)) + 1
+        out = []
+        for part in np.split(np.arange(len(rows)), boundaries):
+            c = int(chunk_ids[part[0]])
+            out.append(self._chunk(plan, c)[rows[part] - c * plan.chunk_rows])
+        return np.concatenate(out)
+
+    def _read_contiguous(self, plan: DatasetPlan, start: int, stop: int) -> np.ndarray:
+        import numpy as np
+
+        n = stop - start
+        if plan.contiguous_offset is None:
+            return np.full(n, plan.fill, dtype=plan.dtype)
+        size = plan.dtype.itemsize
+        data = os.pread(self.fd, n * size, plan.contiguous_offset + start * size)
+        if len(data) != n * size:
+            raise AttachedFileError(
+                f"attached file {self.path} is truncated: {plan.path} ends early"
+            )
+        return np.frombuffer(data, dtype=plan.dtype)
+
+    def _chunk(self, plan: DatasetPlan, index: int) -> np.ndarray:
+        """Decoded rows of chunk ``index`` (the last one may hold fewer rows than chunk_rows)."""
+        import numpy as np
+
+        rows = plan.chunk_rows
+        base = index * rows
+        valid = min(rows, plan.length - base)
+        where = int(np.searchsorted(plan.chunk_starts, base))
+        if where >= len(plan.chunk_starts) or plan.chunk_starts[where] != base:
+            return np.full(valid, plan.fill, dtype=plan.dtype)  # never written: fill value
+        offset, size, mask = (
+            int(plan.chunk_offsets[where]),
+            int(plan.chunk_sizes[where]),
+            int(plan.chunk_masks[where]),
+        )
+        raw = os.pread(self.fd, size, offset)
+        if len(raw) != size:
+            raise AttachedFileError(
+                f"attached file {self.path} is truncated: a chunk of {plan.path} ends early"
+            )
+        itemsize = plan.dtype.itemsize
+        for position, code in reversed(list(enumerate(plan.filters))):
+            if mask & (1 << position):
+                continue
+            if code == _DEFLATE:
+                try:
+                    raw = zlib.decompress(raw)
+                except zlib.error as err:
+                    raise AttachedFileError(
+                        f"attached file {self.path}: a chunk of {plan.path} is corrupt ({err})"
+                    ) from err
+            elif code == _SHUFFLE:
+                raw = np.frombuffer(raw, dtype=np.uint8).reshape(itemsize, -1).T.tobytes()
+        values = np.frombuffer(raw, dtype=plan.dtype)
+        if len(values) < valid:
+            raise AttachedFileError(
+                f"attached file {self.path}: a chunk of {plan.path} decodes short"
+            )
+        return values[:valid]
+
+
+def _make_plan(ds: h5py.Dataset) -> DatasetPlan:
+    import h5py
+    import numpy as np
+
+    vlen = (
+        h5py.check_string_dtype(ds.dtype) is not None
+        and h5py.check_string_dtype(ds.dtype).length is None
+    )
+    plan = DatasetPlan(
+        ds.name, ds.dtype, int(ds.shape[0]) if ds.ndim else 1, native=False, vlen_string=vlen
+    )
+    if ds.ndim != 1 or vlen or ds.dtype.hasobject:
+        return plan
+    try:
+        plan.fill = ds.fillvalue
+    except Exception:  # odd fill values (compound): h5py reads it, we do not need it natively
+        return plan
+    dcpl = ds.id.get_create_plist()
+    filters = tuple(dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters()))
+    if any(code not in (_DEFLATE, _SHUFFLE) for code in filters):
+        return plan
+    if ds.chunks is None:
+        if filters or (ds.id.get_offset() is None and ds.id.get_storage_size() > 0):
+            return plan  # external or compact storage: leave it to HDF5
+        plan.contiguous_offset = ds.id.get_offset()
+        plan.native = True
+        return plan
+    starts, offsets, sizes, masks = [], [], [], []
+
+    def visit(info: Any) -> None:
+        starts.append(info.chunk_offset[0])
+        offsets.append(info.byte_offset)
+        sizes.append(info.size)
+        masks.append(info.filter_mask)
+
+    ds.id.chunk_iter(visit)
+    order = np.argsort(np.asarray(starts, dtype=np.int64), kind="stable")
+    plan.chunk_rows = int(ds.chunks[0])
+    plan.chunk_starts = np.asarray(starts, dtype=np.int64)[order]
+    plan.chunk_offsets = np.asarray(offsets, dtype=np.int64)[order]
+    plan.chunk_sizes = np.asarray(sizes, dtype=np.int64)[order]
+    plan.chunk_masks = np.asarray(masks, dtype=np.int64)[order]
+    plan.filters = filters
+    plan.native = True
+    return plan
+
+
+def _runs(rows: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """Index ranges of ``rows`` in which consecutive rows are less than ``gap`` apart."""
+    import numpy as np
+
+    cuts = np.flatnonzero(np.diff(rows) >= gap) + 1
+    bounds = [0, *cuts.tolist(), len(rows)]
+    return list(itertools.pairwise(bounds))
+
+
+def to_arrow(values: np.ndarray, arrow_name: str) -> pa.Array:
+    """Stored values (numpy) as an Arrow array of the column's type."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if arrow_name == "string":
+        if values.dtype.kind == "S":
+            binary = pa.array(values, type=pa.binary())
+            try:
+                return pc.cast(binary, pa.string())
+            except pa.ArrowInvalid:  # not UTF-8: decode what can be decoded
+                return pa.array(
+                    [v.decode("utf-8", "replace") for v in values.tolist()], pa.string()
+                )
+        return pa.array(
+            [v if isinstance(v, str) else v.decode("utf-8", "replace") for v in values.tolist()],
+            pa.string(),
+        )
+    if values.dtype.byteorder == ">" or (values.dtype.kind == "f" and values.dtype.itemsize == 2):
+        target = (
+            np.float32
+            if values.dtype.kind == "f" and values.dtype.itemsize == 2
+            else values.dtype.newbyteorder("=")
+        )
+        values = values.astype(target)
+    if not values.flags.c_contiguous:
+        values = np.ascontiguousarray(values)
+    return pa.array(values)
