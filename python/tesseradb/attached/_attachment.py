@@ -13,7 +13,8 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +120,7 @@ def _same_layout(
 class _FileState:
     identity: dict[str, Any]
     reader: FileReader | None = None
+    plans: dict[str, Any] = field(default_factory=dict)
 
 
 class Attachment:
@@ -139,14 +141,39 @@ class Attachment:
         self._states = [_FileState(dict(i)) for i in spec["identities"]]
         self._tables: dict[str, AttachedTable] = {}
         self._lock = threading.RLock()
+        self._holds = 0
         self._indexes: dict[tuple[str, str, int], BitmapIndex] = {}
         self.index_specs: dict[str, dict[str, Any]] = dict(spec.get("indexes", {}))
 
     # --- files ------------------------------------------------------------------------
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Keep the files open for the block (a statement, an index build).
+
+        Files are open only while something holds them: HDF5 will not let
+        anyone write a file another handle has open, and scientists append to
+        their files between queries. What is costly to learn about a file (its
+        chunk maps) is kept while the file is unchanged.
+        """
+        with self._lock:
+            self._holds += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holds -= 1
+                if self._holds == 0:
+                    for state in self._states:
+                        if state.reader is not None:
+                            state.reader.close()
+                            state.reader = None
+
     def reader(self, file_no: int) -> FileReader:
-        """The open reader of one file, reopened if the file changed since it was opened."""
+        """The open reader of one file; call it within :meth:`hold`."""
         with self._lock:
             state = self._states[file_no]
+            if state.reader is not None:
+                return state.reader  # unchanged for the whole hold: a consistent view
             path = self.files[file_no]
             try:
                 current = file_identity(path)
@@ -154,15 +181,17 @@ class Attachment:
                 raise AttachedFileError(
                     f"attached file {path} (of {self.name}) no longer exists"
                 ) from err
-            if state.reader is not None and current != state.identity:
-                state.reader.close()
-                state.reader = None
-            if state.reader is None:
-                reader = FileReader(path)
+            if current != state.identity:
+                state.plans = {}
                 state.identity = current
-                state.reader = reader
+            reader = FileReader(path, state.plans)
+            try:
                 self._check_layout(file_no, reader)
-            return state.reader
+            except BaseException:
+                reader.close()
+                raise
+            state.reader = reader
+            return reader
 
     def _check_layout(self, file_no: int, reader: FileReader) -> None:
         """A changed file must still hold the attached columns; row counts may change."""
@@ -174,6 +203,10 @@ class Attachment:
                     )
 
     def rows(self, table: str, file_no: int) -> int:
+        with self.hold():
+            return self._rows(table, file_no)
+
+    def _rows(self, table: str, file_no: int) -> int:
         layout = self.layouts[table]
         reader = self.reader(file_no)
         if layout.kind == "array":
@@ -215,8 +248,9 @@ class Attachment:
         self, path: str, box: Sequence[slice | int] | None = None, file: int = 0
     ) -> np.ndarray:
         """A slab of an N-D (or any) dataset as numpy: ``read('/grid/t', (slice(0, 10), 5))``."""
-        ds = self.reader(file).dataset(path)
-        return ds[tuple(box)] if box is not None else ds[()]
+        with self.hold():
+            ds = self.reader(file).dataset(path)
+            return ds[tuple(box)] if box is not None else ds[()]
 
     # --- indexes ----------------------------------------------------------------------
     def index_path(self, table: str, column: str, file_no: int) -> Path:
@@ -241,7 +275,7 @@ class Attachment:
             if column.lower() not in sources:
                 raise ObjectNotFoundError(f"{self.name}.{table} has no column {column!r}")
         tasks = [(sources[c.lower()].name, f) for c in columns for f in range(len(self.files))]
-        with ThreadPoolExecutor(max_workers=threads or self.threads) as pool:
+        with self.hold(), ThreadPoolExecutor(max_workers=threads or self.threads) as pool:
             list(
                 pool.map(
                     lambda task: self._build_index(table, task[0], task[1], binning, encoding),
@@ -303,6 +337,10 @@ class Attachment:
         key = f"{table}.{column}"
         if key not in self.index_specs:
             return None
+        with self.hold():
+            return self._fresh_index(table, column, file_no, key)
+
+    def _fresh_index(self, table: str, column: str, file_no: int, key: str) -> BitmapIndex | None:
         source = next(c for c in self.layouts[table].columns if c.name == column)
         current = self._index_identity(file_no, source.dataset)
         with self._lock:
@@ -376,6 +414,10 @@ class AttachedTable:
     def estimate(self, predicate: Predicate | None = None) -> Estimate:
         if predicate is not None and predicate.is_false:
             return Estimate(0, 0)
+        with self.attachment.hold():
+            return self._estimate(predicate)
+
+    def _estimate(self, predicate: Predicate | None) -> Estimate:
         rows = 0
         for f in self._files(predicate):
             cand, _ = self.candidates(f, predicate)
@@ -386,6 +428,10 @@ class AttachedTable:
     def describe_scan(
         self, columns: Sequence[str] | None, predicate: Predicate | None
     ) -> list[str]:
+        with self.attachment.hold():
+            return self._describe(columns, predicate)
+
+    def _describe(self, columns: Sequence[str] | None, predicate: Predicate | None) -> list[str]:
         lines = []
         files = self._files(predicate)
         wanted = self._wanted(columns)
@@ -428,10 +474,13 @@ class AttachedTable:
         schema = pa.schema([self.schema().field(c) for c in wanted])
         if predicate is not None and predicate.is_false:
             return pa.RecordBatchReader.from_batches(schema, iter(()))
-        tasks = self._tasks(wanted, predicate)
-        return pa.RecordBatchReader.from_batches(
-            schema, self._run(tasks, wanted, predicate, schema)
-        )
+        return pa.RecordBatchReader.from_batches(schema, self._held_run(wanted, predicate, schema))
+
+    def _held_run(
+        self, wanted: list[str], predicate: Predicate | None, schema: pa.Schema
+    ) -> Iterator[pa.RecordBatch]:
+        with self.attachment.hold():
+            yield from self._run(self._tasks(wanted, predicate), wanted, predicate, schema)
 
     def _tasks(self, wanted: list[str], predicate: Predicate | None) -> Iterator[tuple[int, Any]]:
         """Units of work: (file, (start, stop)) ranges, or (file, rows) from the indexes."""

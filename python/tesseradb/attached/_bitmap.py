@@ -182,7 +182,10 @@ class BitmapIndex:
         if kind == "edges":
             if not binning.edges:
                 raise ValueError("binning by edges needs at least one edge")
-            return "edges", np.unique(np.asarray(binning.edges, dtype=values.dtype))
+            if values.dtype.kind in "OUS":
+                return "edges", np.unique(np.asarray(binning.edges, dtype=str))
+            # float64 edges: a fractional or out-of-range edge is fine against any numbers
+            return "edges", np.unique(np.asarray(binning.edges, dtype=np.float64))
         if kind == "count":
             if binning.count < 1:
                 raise ValueError("binning by count needs count >= 1")
@@ -403,6 +406,8 @@ def _precision_edges(values: np.ndarray, digits: int) -> np.ndarray:
     finite = finite.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         magnitude = np.where(finite == 0, 0, np.floor(np.log10(np.abs(finite))))
-    scale = 10.0 ** (digits - 1 - magnitude)
-    rounded = np.unique(np.floor(finite * scale) / scale)
-    return rounded
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        scale = 10.0 ** (digits - 1 - magnitude)
+        rounded = np.floor(finite * scale) / scale
+    # values near the float limits overflow when scaled: they simply get no edge of their own
+    return np.unique(rounded[np.isfinite(rounded)])

@@ -61,7 +61,7 @@ class DatasetPlan:
 class FileReader:
     """One attached file, opened for reading (h5py for metadata, a raw fd for chunk bytes)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, plans: dict[str, DatasetPlan] | None = None) -> None:
         import h5py
 
         self.path = path
@@ -72,7 +72,8 @@ class FileReader:
         except OSError as err:
             raise AttachedFileError(f"attached file {path} cannot be read as HDF5: {err}") from err
         self.fd = os.open(path, os.O_RDONLY)
-        self._plans: dict[str, DatasetPlan] = {}
+        # Plans (chunk maps) outlive the open file: they hold as long as the file is unchanged.
+        self._plans: dict[str, DatasetPlan] = plans if plans is not None else {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
