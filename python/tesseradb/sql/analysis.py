@@ -58,6 +58,19 @@ class RelationUse:
     references: int = 0
 
 
+@dataclass(frozen=True)
+class EquiJoin:
+    """``left.left_column = right.right_column`` between two relations, and which side
+    may be narrowed to the other side's keys (a semi-join reduction)."""
+
+    left: str  # lower-case relation names
+    left_column: str
+    right: str
+    right_column: str
+    reduce_left: bool
+    reduce_right: bool
+
+
 @dataclass
 class Analysis:
     relations: dict[str, RelationUse]  # by lower-case relation name
@@ -66,6 +79,7 @@ class Analysis:
     is_query: bool  # every statement only reads
     parsed: bool  # sqlglot understood the text (otherwise no pushdown at all)
     parse_error: Exception | None = None
+    equijoins: list[EquiJoin] = field(default_factory=list)
 
 
 SchemaLookup = Callable[[str], "pa.Schema | None"]
@@ -114,12 +128,15 @@ def analyse(
     relations: dict[str, RelationUse] = {}
     others: set[str] = set()
     writes: list[tuple[str, str]] = []
+    equijoins: list[EquiJoin] = []
     is_query = True
     for stmt in statements:
         is_query = is_query and _is_query(stmt)
         writes.extend(_write_targets(stmt))
-        _StatementAnalyser(stmt, params, schema_of, columns_of, relations, others).run()
-    return Analysis(relations, others, writes, is_query=is_query, parsed=True)
+        analyser = _StatementAnalyser(stmt, params, schema_of, columns_of, relations, others)
+        analyser.run()
+        equijoins.extend(analyser.equijoins)
+    return Analysis(relations, others, writes, is_query=is_query, parsed=True, equijoins=equijoins)
 
 
 @functools.lru_cache(maxsize=256)
@@ -207,6 +224,7 @@ class _StatementAnalyser:
         self.params = params
         self.schema_of = schema_of
         self.columns_of = columns_of
+        self.equijoins: list[EquiJoin] = []
         self.relations = relations
         self.others = others
         self._schemas: dict[str, pa.Schema | None] = {}
@@ -358,6 +376,8 @@ class _StatementAnalyser:
         where = select.args.get("where")
         filters: list[exp.Expression] = [where.this] if where is not None else []
         on_pushed: dict[str, list[exp.Expression]] = {}
+        # ON clauses whose equalities may narrow only the given side (None: either)
+        equi_on: list[tuple[exp.Expression, str | None]] = []
         joins = select.args.get("joins") or []
         order = _source_order(select)  # aliases in FROM/JOIN order
         for join in joins:
@@ -391,6 +411,7 @@ class _StatementAnalyser:
                     sources[alias].null_supplying = True
                 if on is not None:
                     on_pushed.setdefault(alias, []).append(on)
+                    equi_on.append((on, alias))
             elif side == "RIGHT":
                 for a in earlier:
                     sources[a].null_supplying = True
@@ -401,8 +422,14 @@ class _StatementAnalyser:
             elif kind in ("SEMI", "ANTI"):
                 if on is not None:
                     on_pushed.setdefault(alias, []).append(on)
+                    equi_on.append((on, None if kind == "SEMI" else alias))
             elif on is not None:
                 filters.append(on)
+
+        for f in filters:
+            self._find_equijoins(f, sources, None)
+        for on, only in equi_on:
+            self._find_equijoins(on, sources, only)
 
         for src in relation_sources:
             if src.blocked:
@@ -418,6 +445,54 @@ class _StatementAnalyser:
             for f in on_pushed.get(src.alias, []):
                 pred = pred.and_(self._derive(f, src, sources, negate=False))
             self._merge(src, pred, mentioned, star, None)
+
+    def _find_equijoins(
+        self, node: exp.Expression, sources: dict[str, _Source], only: str | None
+    ) -> None:
+        """Record ``a.x = b.y`` conjuncts between two relations (semi-join candidates)."""
+        from sqlglot import exp
+
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And):
+            self._find_equijoins(node.this, sources, only)
+            self._find_equijoins(node.expression, sources, only)
+            return
+        if not isinstance(node, exp.EQ):
+            return
+        ends = []
+        for side in (node.this, node.expression):
+            owner = None
+            for src in sources.values():
+                if src.relation is None or src.blocked:
+                    continue
+                try:
+                    column, ctype = self._column_of(side, src, sources)
+                except _Unknown:
+                    continue
+                owner = (src, column, ctype)
+                break
+            if owner is None:
+                return
+            ends.append(owner)
+        (a, col_a, type_a), (b, col_b, type_b) = ends
+        if (
+            a.alias == b.alias
+            or type_class(type_a) != type_class(type_b)
+            or type_class(type_a) is None
+        ):
+            return
+        assert a.relation is not None and b.relation is not None
+        self.equijoins.append(
+            EquiJoin(
+                a.relation,
+                col_a,
+                b.relation,
+                col_b,
+                only in (None, a.alias),
+                only in (None, b.alias),
+            )
+        )
 
     def _merge(
         self, src: _Source, pred: Predicate, mentioned: set[str], star: bool, note: str | None

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 __all__ = ["Explain", "ExplainedRelation", "Namespace", "SQLEngine"]
 
 STORE_ALIAS = "tessera_store"
+# Semi-join reduction: a partner narrows a relation only if it is at least this many
+# times smaller (by estimate), and its keys are handed over up to this many.
+SEMIJOIN_SELECTIVITY = 4
+SEMIJOIN_MAX_KEYS = 1_000_000
 
 
 class Namespace(Protocol):
@@ -232,6 +236,7 @@ class SQLEngine:
     # --- public ---------------------------------------------------------------
     def execute(self, text: str, params: Any = None) -> Result:
         analysis = self._analyse(text, params)
+        self._reduce_semijoins(analysis)
         self._check_writes(analysis)
         scans = self._scans(analysis)
         try:
@@ -245,6 +250,7 @@ class SQLEngine:
 
     def explain(self, text: str, params: Any = None) -> Explain:
         analysis = self._analyse(text, params)
+        self._reduce_semijoins(analysis)
         relations = []
         for use in analysis.relations.values():
             relation = self.namespace.relation(use.name)
@@ -309,6 +315,106 @@ class SQLEngine:
         analysis.relations = relations
         analysis.table_names = names - set(relations)
         return analysis
+
+    def _reduce_semijoins(self, analysis: Analysis) -> None:
+        """Narrow relations to the join keys of selective partners (semi-join reduction).
+
+        For an equi-join ``a.x = b.y`` that lets ``a`` be narrowed (an inner
+        join, the right side of a LEFT or ANTI join), when ``b`` is selective
+        (its predicate or an earlier reduction leaves it far smaller than
+        ``a``), the distinct ``y`` of ``b``'s rows are read first and given to
+        ``a``'s scan as ``x IN (...)``: a relation with a bitmap index on ``x``
+        then reads only the rows that can join (SDS/Q's index semi-join).
+        Rows of ``a`` without a partner in ``b`` cannot be in the answer, and
+        ``b``'s keys come from a superset of its matching rows, so the scan
+        stays a superset. Each relation is narrowed at most once, the most
+        selective partner first, so reductions chain along the joins.
+        """
+        uses = analysis.relations
+        if len(uses) < 2 or not analysis.equijoins:
+            return
+        relations = {k: self.namespace.relation(u.name) for k, u in uses.items()}
+        estimates: dict[str, int | None] = {}
+
+        def rows(key: str) -> int | None:
+            if key not in estimates:
+                relation = relations.get(key)
+                pred = uses[key].predicate
+                estimates[key] = (
+                    None
+                    if relation is None
+                    else relation.estimate(None if pred.is_true else pred).rows
+                )
+            return estimates[key]
+
+        narrowed: set[str] = set()
+        for _ in range(len(uses)):
+            best: tuple[int, str, str, str, str] | None = None
+            for edge in analysis.equijoins:
+                for target, tcol, source, scol, allowed in (
+                    (edge.left, edge.left_column, edge.right, edge.right_column, edge.reduce_left),
+                    (edge.right, edge.right_column, edge.left, edge.left_column, edge.reduce_right),
+                ):
+                    if (
+                        not allowed
+                        or target in narrowed
+                        or target not in uses
+                        or source not in uses
+                    ):
+                        continue
+                    if (
+                        uses[target].references != 1
+                        or relations.get(target) is None
+                        or relations.get(source) is None
+                    ):
+                        continue
+                    if uses[source].predicate.is_true and source not in narrowed:
+                        continue  # an unfiltered partner narrows nothing
+                    src_rows, tgt_rows = rows(source), rows(target)
+                    if src_rows is None or tgt_rows is None or src_rows > SEMIJOIN_MAX_KEYS:
+                        continue
+                    if src_rows * SEMIJOIN_SELECTIVITY > tgt_rows:
+                        continue
+                    if best is None or src_rows < best[0]:
+                        best = (src_rows, target, tcol, source, scol)
+            if best is None:
+                return
+            _, target, tcol, source, scol = best
+            keys = self._distinct_keys(relations[source], scol, uses[source].predicate)  # type: ignore[arg-type]
+            narrowed.add(target)
+            if keys is None:
+                continue
+            uses[target].predicate = uses[target].predicate.and_(Predicate.isin(tcol, keys))
+            uses[target].notes.append(
+                f"semi-join: {tcol} in the {len(keys):,} distinct {scol} of {uses[source].name} "
+                f"(its predicate: {uses[source].predicate})"
+            )
+            estimates.pop(target, None)
+
+    @staticmethod
+    def _distinct_keys(relation: Relation, column: str, predicate: Predicate) -> Any:
+        """The distinct non-NULL values of ``column`` over the rows ``predicate`` allows."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        wanted = [
+            f.name
+            for f in relation.schema()
+            if f.name.lower() == column.lower() or predicate.domain(f.name) is not None
+        ]
+        table = relation.scan(wanted, None if predicate.is_true else predicate).read_all()
+        mask = predicate.mask(table)
+        if mask is not None:
+            table = table.filter(mask)
+        values = pc.unique(
+            table.column(wanted.index(next(w for w in wanted if w.lower() == column.lower())))
+        ).drop_null()
+        if len(values) > SEMIJOIN_MAX_KEYS:
+            return None
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            return np.asarray(values.to_pylist(), dtype=str)
+        return values.to_numpy(zero_copy_only=False)
 
     def _check_writes(self, analysis: Analysis) -> None:
         for kind, target in analysis.writes:

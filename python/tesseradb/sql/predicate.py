@@ -428,6 +428,8 @@ class Predicate(Mapping[str, ColumnDomain]):
         values = list(values) if not hasattr(values, "__array__") else values
         if len(values) > LARGE_IN_SET:  # type: ignore[arg-type]
             return cls.on(column, ColumnDomain.key_set(values))
+        if hasattr(values, "tolist"):
+            values = values.tolist()  # numpy scalars become Python values
         return cls.on(column, ColumnDomain.values(RangeSet.points(values)))
 
     # --- Mapping ------------------------------------------------------------

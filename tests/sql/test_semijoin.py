@@ -1,0 +1,116 @@
+"""Semi-join reduction: narrowing a relation to a selective partner's join keys never changes answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tesseradb
+from tesseradb.sql import engine
+from tests.sql.test_pushdown_property import conditions, run_both, tables
+
+
+@pytest.fixture
+def always_reduce(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tiny tables never look selective by estimate: reduce whenever a partner is filtered.
+    monkeypatch.setattr(engine, "SEMIJOIN_SELECTIVITY", 0)
+
+
+@pytest.fixture(scope="module")
+def shared_db(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with tesseradb.connect(tmp_path_factory.mktemp("semi") / "db") as database:
+        yield database
+
+
+@pytest.fixture(scope="module")
+def reference() -> Any:
+    import duckdb
+
+    con = duckdb.connect()
+    yield con
+    con.close()
+
+
+JOINS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "SEMI JOIN", "ANTI JOIN", ", "]
+
+
+@settings(
+    max_examples=250,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    left=tables(),
+    middle=tables(),
+    right=tables(),
+    join=st.sampled_from(JOINS),
+    key=st.sampled_from([("i", "i"), ("s", "s"), ("j", "j"), ("i", "j")]),
+    where_left=conditions(depth=1, qualifier="t"),
+    where_right=conditions(depth=1, qualifier="u"),
+)
+def test_reduced_joins_equal_duckdb(
+    always_reduce: None,
+    shared_db: Any,
+    reference: Any,
+    left: pa.Table,
+    middle: pa.Table,
+    right: pa.Table,
+    join: str,
+    key: tuple[str, str],
+    where_left: Any,
+    where_right: Any,
+) -> None:
+    lk, rk = key
+    semi = join in ("SEMI JOIN", "ANTI JOIN")
+    if join == ", ":
+        sql = f"SELECT t.*, u.* FROM t, u WHERE t.{lk} = u.{rk} AND ({where_left[0]}) AND ({where_right[0]})"
+        params = where_left[1] + where_right[1]
+    else:
+        select = "t.*" if semi else "t.*, u.*"
+        where = f"({where_left[0]})" + ("" if semi else f" AND ({where_right[0]})")
+        sql = f"SELECT {select} FROM t {join} u ON t.{lk} = u.{rk} AND ({where_right[0]}) WHERE {where}"
+        params = where_right[1] + where_left[1] + ([] if semi else where_right[1])
+    run_both(shared_db, reference, sql, params, {"t": left, "u": right})
+    # a chain of three, the middle one narrowed by one side and narrowing the other
+    chain = (
+        f"SELECT t.i, m.j, u.s FROM t JOIN m ON t.{lk} = m.{lk} JOIN u ON m.{rk} = u.{rk} "
+        f"WHERE ({where_left[0]}) AND ({where_right[0]})"
+    )
+    run_both(
+        shared_db,
+        reference,
+        chain,
+        where_left[1] + where_right[1],
+        {"t": left, "m": middle, "u": right},
+    )
+
+
+def test_explain_shows_the_reduction_and_the_scan_shrinks(db: tesseradb.Database) -> None:
+    db.register(
+        "obs",
+        pa.table({"sub_id": np.arange(200_000) % 10_000, "mag": np.arange(200_000) % 7 * 1.0}),
+    )
+    db.register("subs", pa.table({"id": np.arange(10_000), "night": np.arange(10_000) // 100}))
+    sql = "SELECT count(*), avg(mag) FROM obs JOIN subs ON obs.sub_id = subs.id WHERE night = 3"
+    explained = db.explain(sql)
+    obs = explained.relation("obs")
+    assert any("semi-join: sub_id in the 100 distinct id of subs" in n for n in obs.notes)
+    assert "sub_id in (0, 1, 2" not in str(obs.predicate) and "100 values" in str(obs.predicate)
+    result = db.sql(sql)
+    assert result.fetchall()[0][0] == 2000
+    assert result.scan_stats["obs"].rows == 2000  # not 200,000
+    # a self-join is read by two references: it is not narrowed
+    self_join = db.explain(
+        "SELECT count(*) FROM obs a JOIN obs b ON a.sub_id = b.sub_id WHERE a.mag = 1"
+    )
+    assert not any("semi-join" in n for n in self_join.relation("obs").notes)
+    # the preserved side of a LEFT JOIN is never narrowed
+    left = db.explain(
+        "SELECT count(*) FROM obs LEFT JOIN subs ON obs.sub_id = subs.id AND night = 3"
+    )
+    assert not any("semi-join" in n for n in left.relation("obs").notes)
