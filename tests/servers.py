@@ -1,177 +1,41 @@
-"""Throwaway PostgreSQL and MariaDB servers for tests marked ``server``.
+"""Session fixtures with throwaway PostgreSQL and MariaDB servers (``tesseradb.bench.servers``).
 
-Each is initialised in a temporary folder from Debian's packages, listens on
-a free loopback port, and is stopped and removed at the end of the session.
 Where a server cannot be had, its tests skip with the reason, unless
 ``TESSERA_REQUIRE_SERVERS=1`` (as in CI), where they fail.
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from contextlib import AbstractContextManager
 
 import pytest
 
+from tesseradb.bench import servers
+from tesseradb.bench.servers import Server, ServerUnavailable
 
-@dataclass(frozen=True)
-class Server:
-    kind: str
-    host: str
-    port: int
-    user: str
-    database: str
-
-    @property
-    def url(self) -> str:
-        scheme = {"postgresql": "postgresql", "mariadb": "mysql"}[self.kind]
-        return f"{scheme}://{self.user}@{self.host}:{self.port}/{self.database}"
+__all__ = ["Server", "mariadb_server", "postgres_server"]
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("TESSERA_REQUIRE_SERVERS") == "1":
-        pytest.fail(f"TESSERA_REQUIRE_SERVERS=1 but {reason}")
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_for_port(port: int, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.1)
-    return False
-
-
-def _setup_step(args: list[str], root: Path, what: str, timeout: float = 180) -> None:
-    """Run one set-up command; if it fails, remove ``root`` and skip (or fail) saying why."""
+def _serve(start: AbstractContextManager[Server]) -> Iterator[Server]:
     try:
-        subprocess.run(args, check=True, capture_output=True, timeout=timeout)
-    except (subprocess.SubprocessError, OSError) as err:
-        detail = getattr(err, "stderr", b"") or b""
-        shutil.rmtree(root, ignore_errors=True)
-        _unavailable(f"could not {what}: {err} {detail.decode(errors='replace')[-300:]}")
-
-
-def _as_postgres_user(args: list[str]) -> list[str]:
-    # PostgreSQL refuses to run as root: run it as the `postgres` account.
-    if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *args]
-    return args
+        server = start.__enter__()
+    except ServerUnavailable as err:
+        if os.environ.get("TESSERA_REQUIRE_SERVERS") == "1":
+            pytest.fail(f"TESSERA_REQUIRE_SERVERS=1 but {err}")
+        pytest.skip(str(err))
+    try:
+        yield server
+    finally:
+        start.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[Server]:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if not found:
-        _unavailable(
-            "PostgreSQL is not installed (make test installs it as root: scripts/install-servers.sh)"
-        )
-    bindir = Path(found[-1]).parent
-    if os.geteuid() == 0:
-        try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            _unavailable("running as root and there is no `postgres` account to run PostgreSQL as")
-    root = Path(tempfile.mkdtemp(prefix="tessera-pg-"))
-    data, sockets = root / "data", root / "sock"
-    sockets.mkdir()
-    if os.geteuid() == 0:
-        for path in (root, sockets):
-            os.chown(path, pw.pw_uid, pw.pw_gid)
-    port = _free_port()
-    log = root / "server.log"
-    initdb = [
-        str(bindir / "initdb"),
-        "-D",
-        str(data),
-        "-U",
-        "tessera",
-        "--auth=trust",
-        "-E",
-        "UTF8",
-        "--no-sync",
-    ]
-    _setup_step(_as_postgres_user(initdb), root, "initialise PostgreSQL")
-    options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
-    start = [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start"]
-    _setup_step(_as_postgres_user(start), root, "start PostgreSQL")
-    try:
-        yield Server("postgresql", "127.0.0.1", port, "tessera", "postgres")
-    finally:
-        subprocess.run(
-            _as_postgres_user([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-            capture_output=True,
-            timeout=60,
-        )
-        shutil.rmtree(root, ignore_errors=True)
+    yield from _serve(servers.postgres_server())
 
 
 @pytest.fixture(scope="session")
 def mariadb_server() -> Iterator[Server]:
-    mariadbd = shutil.which("mariadbd") or (
-        "/usr/sbin/mariadbd" if os.path.exists("/usr/sbin/mariadbd") else None
-    )
-    install_db = shutil.which("mariadb-install-db")
-    if not mariadbd or not install_db:
-        _unavailable(
-            "MariaDB is not installed (make test installs it as root: scripts/install-servers.sh)"
-        )
-    root = Path(tempfile.mkdtemp(prefix="tessera-mariadb-"))
-    data = root / "data"
-    port = _free_port()
-    user_args = ["--user=root"] if os.geteuid() == 0 else []
-    install = [
-        install_db,
-        f"--datadir={data}",
-        "--auth-root-authentication-method=normal",
-        "--skip-test-db",
-    ]
-    _setup_step([*install, *user_args], root, "initialise MariaDB")
-    process = subprocess.Popen(
-        [
-            mariadbd,
-            "--no-defaults",
-            f"--datadir={data}",
-            f"--port={port}",
-            "--bind-address=127.0.0.1",
-            f"--socket={root / 'mysqld.sock'}",
-            f"--pid-file={root / 'mysqld.pid'}",
-            "--skip-grant-tables",
-            "--innodb-flush-log-at-trx-commit=2",
-            f"--log-error={root / 'error.log'}",
-            *user_args,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    if not _wait_for_port(port, timeout=60):
-        process.kill()
-        detail = (root / "error.log").read_text()[-500:] if (root / "error.log").exists() else ""
-        shutil.rmtree(root, ignore_errors=True)
-        _unavailable(f"MariaDB did not start listening on port {port}: {detail}")
-    try:
-        yield Server("mariadb", "127.0.0.1", port, "root", "mysql")
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        shutil.rmtree(root, ignore_errors=True)
+    yield from _serve(servers.mariadb_server())

@@ -35,6 +35,9 @@ __all__ = ["AttachError", "AttachedTable", "Attachment", "attach_spec"]
 FILE_COLUMN = "_file"
 DEFAULT_BATCH_BYTES = 32 << 20  # the paper's finding: about 32 MB per read
 INDEX_SCAN_FRACTION = 0.25  # above this share of candidate rows, a full scan is cheaper
+# Once an index has narrowed the rows, one whose bins hold more than this share of
+# the file is not worth its bitmap work: the raw values of the few rows read are checked.
+INDEX_SKIP_FRACTION = 0.05
 
 
 class AttachError(TesseraError, ValueError):
@@ -121,6 +124,9 @@ class _FileState:
     identity: dict[str, Any]
     reader: FileReader | None = None
     plans: dict[str, Any] = field(default_factory=dict)
+    # per file version: index identities by dataset, and index candidates by (table, predicate)
+    index_ids: dict[str, Any] = field(default_factory=dict)
+    candidates: dict[Any, Any] = field(default_factory=dict)
 
 
 class Attachment:
@@ -142,6 +148,7 @@ class Attachment:
         self._tables: dict[str, AttachedTable] = {}
         self._lock = threading.RLock()
         self._holds = 0
+        self._bytes_read = 0
         self._indexes: dict[tuple[str, str, int], BitmapIndex] = {}
         self.index_specs: dict[str, dict[str, Any]] = dict(spec.get("indexes", {}))
 
@@ -165,8 +172,22 @@ class Attachment:
                 if self._holds == 0:
                     for state in self._states:
                         if state.reader is not None:
+                            self._bytes_read += state.reader.bytes_read
                             state.reader.close()
                             state.reader = None
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read from the attached files since the attachment was opened."""
+        with self._lock:
+            return self._bytes_read + sum(
+                s.reader.bytes_read for s in self._states if s.reader is not None
+            )
+
+    @property
+    def file_bytes(self) -> int:
+        """The attached files' total size."""
+        return sum(os.stat(p).st_size for p in self.files)
 
     def reader(self, file_no: int) -> FileReader:
         """The open reader of one file; call it within :meth:`hold`."""
@@ -181,15 +202,17 @@ class Attachment:
                 raise AttachedFileError(
                     f"attached file {path} (of {self.name}) no longer exists"
                 ) from err
+            changed = current != state.identity or not state.plans
             if current != state.identity:
-                state.plans = {}
+                state.plans, state.index_ids, state.candidates = {}, {}, {}
                 state.identity = current
             reader = FileReader(path, state.plans)
-            try:
-                self._check_layout(file_no, reader)
-            except BaseException:
-                reader.close()
-                raise
+            if changed:  # a new version of the file: it must still hold what was attached
+                try:
+                    self._check_layout(file_no, reader)
+                except BaseException:
+                    reader.close()
+                    raise
             state.reader = reader
             return reader
 
@@ -288,6 +311,8 @@ class Attachment:
                 "binning": binning.to_spec(),
                 "encoding": encoding,
             }
+        for state in self._states:
+            state.candidates = {}  # answers computed without these indexes
         return self.index_specs
 
     def _build_index(
@@ -309,6 +334,10 @@ class Attachment:
 
     def _index_identity(self, file_no: int, dataset: str) -> dict[str, Any]:
         reader = self.reader(file_no)
+        state = self._states[file_no]
+        cached = state.index_ids.get(dataset)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
         plan = reader.plan(dataset)
         with self._lock:
             file_id = dict(self._states[file_no].identity)
@@ -319,13 +348,15 @@ class Attachment:
                 int(plan.chunk_sizes.sum()),
                 len(plan.chunk_starts),
             ]
-        return {
+        identity = {
             "file": file_id,
             "dataset": dataset,
             "length": plan.length,
             "dtype": str(plan.dtype),
             "storage": storage,
         }
+        state.index_ids[dataset] = identity
+        return identity
 
     def index(self, table: str, column: str, file_no: int) -> BitmapIndex | None:
         """A fresh index for (table, column, file), or None (no index, or stale and bypassed).
@@ -393,23 +424,44 @@ class AttachedTable:
     def candidates(
         self, file_no: int, predicate: Predicate | None
     ) -> tuple[BitMap | None, list[str]]:
-        """Rows of one file that may match, from the bitmap indexes (None: no index applies)."""
+        """Rows of one file that may match, from the bitmap indexes (None: scan the whole file).
+
+        The indexes of the predicate's columns are consulted from the most
+        selective (by their bins' sizes, no bitmap work) on; a column whose
+        bins hold many rows is left to the check of the raw values on the
+        few rows read. Answers are kept for the file's current version.
+        """
         if predicate is None or self.layout.kind == "array":
             return None, []
-        result = None
-        used = []
-        for col in self.layout.columns:
-            dom = predicate.domain(col.name)
-            if dom is None:
-                continue
-            index = self.attachment.index(self.layout.name, col.name, file_no)
-            if index is None:
-                continue
-            sure, maybe = index.lookup(dom)
-            rows = sure | maybe
-            result = rows if result is None else result & rows
-            used.append(col.name)
-        return result, used
+        att = self.attachment
+        with att.hold():
+            att.reader(file_no)  # brings the file's state up to date (a change drops the cache)
+            cache = att._states[file_no].candidates
+            key = (self.layout.name, predicate)
+            if key in cache:
+                return cache[key]  # type: ignore[no-any-return]
+            found = []
+            for col in self.layout.columns:
+                dom = predicate.domain(col.name)
+                if dom is None:
+                    continue
+                index = att.index(self.layout.name, col.name, file_no)
+                if index is not None:
+                    found.append((index.estimate(dom), col.name, index, dom))
+            found.sort(key=lambda item: item[0])
+            result, used = None, []
+            if found and found[0][0] <= INDEX_SCAN_FRACTION * found[0][2].rows:
+                for estimate, name, index, dom in found:
+                    if result is not None and estimate > INDEX_SKIP_FRACTION * index.rows:
+                        break
+                    sure, maybe = index.lookup(dom)
+                    rows = sure | maybe
+                    result = rows if result is None else result & rows
+                    used.append(name)
+            if len(cache) > 256:
+                cache.clear()
+            cache[key] = (result, used)
+            return result, used
 
     def estimate(self, predicate: Predicate | None = None) -> Estimate:
         if predicate is not None and predicate.is_false:

@@ -87,6 +87,7 @@ class BitmapIndex:
         self.encoding = encoding
         self.identity = identity
         self.binning = binning
+        self._counts: Any = None  # running row counts per bin, for estimates
 
     # --- building -------------------------------------------------------------------
     @classmethod
@@ -174,8 +175,14 @@ class BitmapIndex:
 
         kind = binning.kind
         if kind == "auto":
-            distinct = len(np.unique(values)) if len(values) <= 50_000_000 else EXACT_LIMIT + 1
-            kind = "exact" if distinct <= EXACT_LIMIT or values.dtype.kind in "OUS" else "count"
+            # exact for keys, codes and strings; floats get equal-weight bins
+            if values.dtype.kind in "OUS":
+                kind = "exact"
+            elif values.dtype.kind in "iub":
+                distinct = len(np.unique(values)) if len(values) <= 50_000_000 else EXACT_LIMIT + 1
+                kind = "exact" if distinct <= EXACT_LIMIT else "count"
+            else:
+                kind = "count"
             binning = Binning(kind=kind, count=binning.count or 1000)
         if kind == "exact":
             return "exact", np.empty(0)
@@ -220,6 +227,38 @@ class BitmapIndex:
             sure |= self.nan
         maybe -= sure
         return sure, maybe if maybe else BitMap()
+
+    def estimate(self, domain: ColumnDomain) -> int:
+        """An upper bound of the matching rows, from the bins' sizes alone (no bitmap work)."""
+        import numpy as np
+
+        if self._counts is None:
+            sizes = [len(bm) for bm in self.bitmaps]
+            if self.encoding == "range":  # bitmap j holds bins 0..j
+                sizes = [b - a for a, b in zip([0, *sizes[:-1]], sizes, strict=True)]
+            self._counts = np.concatenate([[0], np.cumsum(sizes)])
+        total = len(self.nan) if self._nan_matches(domain) else 0
+        if domain.keys is not None:
+            try:
+                where = np.unique(np.searchsorted(self.bin_max, domain.keys, side="left"))
+            except TypeError:
+                return self.rows
+            where = where[where < len(self.bin_min)]
+            sizes = np.diff(self._counts)
+            return int(total + sizes[where].sum())
+        for iv in domain.ranges:
+            try:
+                a = 0 if iv.lo is None else int(np.searchsorted(self.bin_max, iv.lo, side="left"))
+                b = (
+                    len(self.bin_min)
+                    if iv.hi is None
+                    else int(np.searchsorted(self.bin_min, iv.hi, side="right"))
+                )
+            except TypeError:
+                return self.rows
+            if b > a:
+                total += int(self._counts[b] - self._counts[a])
+        return total
 
     def count(self, domain: ColumnDomain) -> tuple[int, int]:
         """Lower and upper bounds of the number of matching rows (equal when the bins settle it)."""

@@ -74,11 +74,19 @@ class FileReader:
         self.fd = os.open(path, os.O_RDONLY)
         # Plans (chunk maps) outlive the open file: they hold as long as the file is unchanged.
         self._plans: dict[str, DatasetPlan] = plans if plans is not None else {}
+        self.bytes_read = 0  # bytes read from the file (native reads and h5py reads alike)
         self._lock = threading.Lock()
 
     def close(self) -> None:
         self.h5.close()
         os.close(self.fd)
+
+    def _pread(self, size: int, offset: int) -> bytes:
+        data = os.pread(self.fd, size, offset)
+        self.bytes_read += len(
+            data
+        )  # a counter for reports: a lost update under a race is harmless
+        return data
 
     def dataset(self, path: str) -> h5py.Dataset:
         try:
@@ -105,7 +113,9 @@ class FileReader:
             return np.empty(0, dtype=plan.dtype)
         if not plan.native:
             ds = self.dataset(path)
-            return ds.asstr()[start:stop] if plan.vlen_string else ds[start:stop]
+            values = ds.asstr()[start:stop] if plan.vlen_string else ds[start:stop]
+            self.bytes_read += (stop - start) * plan.row_bytes
+            return values
         if plan.chunk_rows == 0:
             return self._read_contiguous(plan, start, stop)
         first, last = start // plan.chunk_rows, (stop - 1) // plan.chunk_rows
@@ -148,7 +158,7 @@ class FileReader:
         if plan.contiguous_offset is None:
             return np.full(n, plan.fill, dtype=plan.dtype)
         size = plan.dtype.itemsize
-        data = os.pread(self.fd, n * size, plan.contiguous_offset + start * size)
+        data = self._pread(n * size, plan.contiguous_offset + start * size)
         if len(data) != n * size:
             raise AttachedFileError(
                 f"attached file {self.path} is truncated: {plan.path} ends early"
@@ -170,7 +180,7 @@ class FileReader:
             int(plan.chunk_sizes[where]),
             int(plan.chunk_masks[where]),
         )
-        raw = os.pread(self.fd, size, offset)
+        raw = self._pread(size, offset)
         if len(raw) != size:
             raise AttachedFileError(
                 f"attached file {self.path} is truncated: a chunk of {plan.path} ends early"

@@ -29,7 +29,7 @@ class Benchmark:
 BENCHMARKS: dict[str, Benchmark] = {}
 
 # Benchmark modules register themselves on import; they load only when asked for.
-_MODULES = {"pushdown": "tesseradb.bench.pushdown"}
+_MODULES = {"pushdown": "tesseradb.bench.pushdown", "ptf": "tesseradb.bench.ptf"}
 
 
 def register(benchmark: Benchmark) -> Benchmark:

@@ -10,6 +10,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -188,14 +189,53 @@ class BenchContext:
             )
         )
 
-    def check(self, case: str, answers: dict[str, Any]) -> bool:
-        """Record whether every system's answer to ``case`` is the same (canonically)."""
-        canon = {system: canonical(answer) for system, answer in answers.items()}
-        values = list(canon.values())
-        agree = all(v == values[0] for v in values[1:])
-        detail = "" if agree else "; ".join(f"{s}: {str(v)[:200]}" for s, v in canon.items())
+    def check(self, case: str, answers: dict[str, Any], digits: int = 9) -> bool:
+        """Record whether every system's answer to ``case`` is the same.
+
+        Rows are compared as sets (sorted); floats agree within a relative
+        ``10**-digits`` (use 6 where the data is single precision: a server
+        may print a float4 with fewer digits than it holds).
+        """
+        rows = {system: canonical(answer, digits) for system, answer in answers.items()}
+        exact = {system: _in_order(_normal(answer)) for system, answer in answers.items()}
+        first = next(iter(exact))
+        agree = all(_close(exact[s], exact[first], 10.0**-digits) for s in exact)
+        detail = "" if agree else "; ".join(f"{s}: {str(v)[:200]}" for s, v in rows.items())
         self.report.checks.append(Check(case, agree, sorted(answers), detail))
         return agree
+
+
+def _normal(answer: Any) -> Any:
+    """Like :func:`canonical` but with floats unrounded and rows in their given order."""
+    if hasattr(answer, "fetchall"):
+        answer = answer.fetchall()
+    if isinstance(answer, Decimal):
+        return int(answer) if answer == answer.to_integral_value() else float(answer)
+    if isinstance(answer, float) and math.isnan(answer):
+        return "NaN"
+    if isinstance(answer, (list, tuple)):
+        return type(answer)(_normal(a) for a in answer)
+    return answer
+
+
+def _in_order(exact: Any) -> Any:
+    """A list of rows sorted by their rounded forms, so that equal answers line up."""
+    if isinstance(exact, list) and all(isinstance(r, tuple) for r in exact):
+        return sorted(exact, key=lambda row: repr(canonical(row)))
+    return exact
+
+
+def _close(a: Any, b: Any, tolerance: float) -> bool:
+    numbers = (float, int)
+    if (
+        (isinstance(a, float) or isinstance(b, float))
+        and isinstance(a, numbers)
+        and isinstance(b, numbers)
+    ):
+        return math.isclose(float(a), float(b), rel_tol=tolerance, abs_tol=1e-12)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_close(x, y, tolerance) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def canonical(answer: Any, digits: int = 9) -> Any:
@@ -206,6 +246,12 @@ def canonical(answer: Any, digits: int = 9) -> Any:
         if math.isnan(answer):
             return "NaN"
         return float(f"{answer:.{digits}g}") + 0.0
+    if isinstance(answer, Decimal):
+        return (
+            int(answer)
+            if answer == answer.to_integral_value()
+            else canonical(float(answer), digits)
+        )
     if isinstance(answer, (list, tuple)):
         items = [canonical(a, digits) for a in answer]
         if isinstance(answer, list) and all(isinstance(i, tuple) for i in items):

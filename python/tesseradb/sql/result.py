@@ -47,12 +47,12 @@ class Result:
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         """The rows as a list of tuples, like a DB-API cursor."""
-        columns = [c.to_pylist() for c in self._table.columns]
+        columns = [_python_values(c) for c in self._table.columns]
         return list(zip(*columns, strict=True)) if columns else []
 
     def fetchone(self) -> tuple[Any, ...] | None:
         rows = self._table.slice(0, 1)
-        return tuple(c[0].as_py() for c in rows.columns) if rows.num_rows else None
+        return tuple(_python_values(c)[0] for c in rows.columns) if rows.num_rows else None
 
     def scalar(self) -> Any:
         """The first column of the first row (``None`` if there are no rows)."""
@@ -75,10 +75,21 @@ class Result:
 
     def to_pylist(self) -> list[dict[str, Any]]:
         """The rows as a list of dicts."""
-        return self._table.to_pylist()
+        names = self._table.column_names
+        return [dict(zip(names, row, strict=True)) for row in self.fetchall()]
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.fetchall())
 
     def __repr__(self) -> str:
         return f"Result({self._table.num_rows} rows: {', '.join(self.columns)})"
+
+
+def _python_values(column: Any) -> list[Any]:
+    """A column as Python values; integral decimals (DuckDB's HUGEINT sums) as ints, as DuckDB gives them."""
+    import pyarrow as pa
+
+    values = column.to_pylist()
+    if pa.types.is_decimal(column.type) and column.type.scale == 0:
+        return [None if v is None else int(v) for v in values]
+    return values

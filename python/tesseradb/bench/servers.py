@@ -1,0 +1,176 @@
+"""Throwaway PostgreSQL and MariaDB servers, for benchmark peers and the test suite.
+
+Each is initialised in a temporary folder from Debian's packages, listens on
+a free loopback port, and is stopped and removed when the ``with`` block
+ends. Where a server cannot be had, :class:`ServerUnavailable` says why.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Server", "ServerUnavailable", "mariadb_server", "postgres_server"]
+
+
+class ServerUnavailable(RuntimeError):
+    """The server is not installed or would not start; the message says which."""
+
+
+@dataclass(frozen=True)
+class Server:
+    kind: str
+    host: str
+    port: int
+    user: str
+    database: str
+
+    @property
+    def url(self) -> str:
+        scheme = {"postgresql": "postgresql", "mariadb": "mysql"}[self.kind]
+        return f"{scheme}://{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def _step(args: list[str], root: Path, what: str, timeout: float = 180) -> None:
+    """Run one set-up command; if it fails, remove ``root`` and say why."""
+    try:
+        subprocess.run(args, check=True, capture_output=True, timeout=timeout)
+    except (subprocess.SubprocessError, OSError) as err:
+        detail = getattr(err, "stderr", b"") or b""
+        shutil.rmtree(root, ignore_errors=True)
+        raise ServerUnavailable(
+            f"could not {what}: {err} {detail.decode(errors='replace')[-300:]}"
+        ) from err
+
+
+def _as_postgres_user(args: list[str]) -> list[str]:
+    # PostgreSQL refuses to run as root: run it as the `postgres` account.
+    return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
+
+
+@contextmanager
+def postgres_server(fsync: bool = False) -> Iterator[Server]:
+    """A PostgreSQL server for the block (``fsync`` off unless asked: it is a benchmark peer's choice)."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not found:
+        raise ServerUnavailable(
+            "PostgreSQL is not installed (scripts/install-servers.sh installs it)"
+        )
+    bindir = Path(found[-1]).parent
+    root = Path(tempfile.mkdtemp(prefix="tessera-pg-"))
+    data, sockets, log = root / "data", root / "sock", root / "server.log"
+    sockets.mkdir()
+    if os.geteuid() == 0:
+        import pwd
+
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError as err:
+            shutil.rmtree(root, ignore_errors=True)
+            raise ServerUnavailable(
+                "running as root and there is no `postgres` account to run PostgreSQL as"
+            ) from err
+        for path in (root, sockets):
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+    port = _free_port()
+    initdb = [
+        str(bindir / "initdb"),
+        "-D",
+        str(data),
+        "-U",
+        "tessera",
+        "--auth=trust",
+        "-E",
+        "UTF8",
+        "--no-sync",
+    ]
+    _step(_as_postgres_user(initdb), root, "initialise PostgreSQL")
+    options = (
+        f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync={'on' if fsync else 'off'}"
+    )
+    start = [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start"]
+    _step(_as_postgres_user(start), root, "start PostgreSQL")
+    try:
+        yield Server("postgresql", "127.0.0.1", port, "tessera", "postgres")
+    finally:
+        stop = [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
+        subprocess.run(_as_postgres_user(stop), capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def mariadb_server() -> Iterator[Server]:
+    """A MariaDB server for the block."""
+    mariadbd = shutil.which("mariadbd") or (
+        "/usr/sbin/mariadbd" if os.path.exists("/usr/sbin/mariadbd") else None
+    )
+    install_db = shutil.which("mariadb-install-db")
+    if not mariadbd or not install_db:
+        raise ServerUnavailable("MariaDB is not installed (scripts/install-servers.sh installs it)")
+    root = Path(tempfile.mkdtemp(prefix="tessera-mariadb-"))
+    data = root / "data"
+    port = _free_port()
+    user_args = ["--user=root"] if os.geteuid() == 0 else []
+    install = [
+        install_db,
+        f"--datadir={data}",
+        "--auth-root-authentication-method=normal",
+        "--skip-test-db",
+    ]
+    _step([*install, *user_args], root, "initialise MariaDB")
+    process = subprocess.Popen(
+        [
+            mariadbd,
+            "--no-defaults",
+            f"--datadir={data}",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={root / 'mysqld.sock'}",
+            f"--pid-file={root / 'mysqld.pid'}",
+            "--skip-grant-tables",
+            "--innodb-flush-log-at-trx-commit=2",
+            f"--log-error={root / 'error.log'}",
+            *user_args,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    if not _wait_for_port(port, timeout=60):
+        process.kill()
+        detail = (root / "error.log").read_text()[-500:] if (root / "error.log").exists() else ""
+        shutil.rmtree(root, ignore_errors=True)
+        raise ServerUnavailable(f"MariaDB did not start listening on port {port}: {detail}")
+    try:
+        yield Server("mariadb", "127.0.0.1", port, "root", "mysql")
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree(root, ignore_errors=True)
