@@ -212,9 +212,13 @@ class Database:
             return registered
         if "." in name:
             owner, _, table = name.partition(".")
-            obj = self.catalog.get(owner)
-            if obj is not None and obj.kind == ATTACHED_KIND:
+            attachment = self._attachments.get(owner.lower())  # open already: no catalog read
+            if attachment is None:
+                obj = self.catalog.get(owner)
+                if obj is None or obj.kind != ATTACHED_KIND:
+                    return None
                 attachment = self.attached(obj.name)
+            if attachment is not None:
                 lower = {t.lower(): t for t in attachment.tables()}
                 if table.lower() in lower:
                     return attachment.table(lower[table.lower()])

@@ -162,3 +162,30 @@ def test_bench_command_writes_agreeing_results(tmp_path: Path) -> None:
     )
     bad = runner.invoke(app, ["bench", "nosuch"])
     assert bad.exit_code == 1 and "no benchmark named" in bad.output
+
+
+def test_attach_index_query_and_detach(tmp_path: Path) -> None:
+    import h5py
+    import numpy as np
+
+    data = tmp_path / "obs.h5"
+    with h5py.File(data, "w") as f:
+        f["cand/mag"] = np.linspace(15, 25, 1000)
+        f["cand/sub_id"] = np.arange(1000) // 10
+        f["bad/a"], f["bad/b"] = np.arange(2), np.arange(3)
+    db = tmp_path / "db"
+    out = runner.invoke(app, ["attach", str(db), str(data), "--name", "obs"])
+    assert out.exit_code == 0, out.output
+    assert "obs.cand: 2 columns" in out.output and "skipped /bad" in out.output
+    out = runner.invoke(app, ["index", str(db), "obs.cand", "mag", "sub_id", "--count", "20"])
+    assert out.exit_code == 0 and "indexed obs.cand on mag, sub_id" in out.output
+    out = runner.invoke(
+        app, ["sql", str(db), "SELECT count(*) AS n FROM obs.cand WHERE mag < 16", "-f", "json"]
+    )
+    assert '{"n": 100}' in out.output
+    out = runner.invoke(app, ["index", str(db), "obs.cand", "nope"])
+    assert out.exit_code == 1 and "no column 'nope'" in out.output
+    out = runner.invoke(app, ["attach", str(db), str(tmp_path / "missing.h5")])
+    assert out.exit_code == 1 and "no such file" in out.output
+    out = runner.invoke(app, ["detach", str(db), "obs"])
+    assert out.exit_code == 0 and "detached obs" in out.output

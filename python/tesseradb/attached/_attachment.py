@@ -8,6 +8,7 @@ index files live under ``attached/<name>/`` in the database directory.
 from __future__ import annotations
 
 import glob as globlib
+import itertools
 import os
 import threading
 from collections import deque
@@ -401,8 +402,18 @@ class AttachedTable:
         self.layout = layout
         self.name = f"{attachment.name}.{layout.name}"
         self.multi_file = attachment.spec.get("glob", False)
+        self._schema: pa.Schema | None = None
+
+    def session(self) -> Any:
+        """Held by the SQL engine for a whole statement: the files stay open."""
+        return self.attachment.hold()
 
     def schema(self) -> pa.Schema:
+        if self._schema is None:
+            self._schema = self._make_schema()
+        return self._schema
+
+    def _make_schema(self) -> pa.Schema:
         import pyarrow as pa
 
         fields = [pa.field(c.name, to_arrow_type(c.arrow)) for c in self.layout.columns]
@@ -583,7 +594,9 @@ class AttachedTable:
         schema: pa.Schema,
     ) -> Iterator[pa.RecordBatch]:
         threads = max(self.attachment.threads, 1)
-        if threads == 1:
+        first = list(itertools.islice(tasks, 2))
+        tasks = itertools.chain(first, tasks)
+        if threads == 1 or len(first) < 2:  # one unit of work: a pool would only add its cost
             for f, unit in tasks:
                 batch = self._task(f, unit, wanted, predicate, schema)
                 if batch is not None and batch.num_rows:

@@ -206,6 +206,96 @@ def info(path: Annotated[Path, typer.Argument(help="The database directory.")]) 
 
 
 @app.command()
+def attach(
+    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    files: Annotated[
+        str, typer.Argument(help="An HDF5/NetCDF4 file, or a glob of files with the same layout.")
+    ],
+    name: Annotated[
+        str | None, typer.Option(help="Name of the attachment (default: from the file name).")
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="Threads per scan (default: all cores).")
+    ] = None,
+) -> None:
+    """Attach HDF5 files in place: each table in them becomes NAME.TABLE."""
+    from tesseradb.errors import TesseraError
+
+    db = _open(path, fallback_read_only=False)
+    try:
+        attached = db.attach(files, name=name, threads=threads)
+        console = _console()
+        console.print(f"attached {len(attached.files)} file(s) as {attached.name}:")
+        for table in attached.tables():
+            console.print(
+                f"  {attached.name}.{table}: {len(db.schema(f'{attached.name}.{table}'))} columns"
+            )
+        for where, why in attached.skipped:
+            console.print(f"  skipped {where}: {why}", markup=False)
+    except TesseraError as err:
+        _fail(str(err))
+    finally:
+        db.close()
+
+
+@app.command()
+def detach(
+    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    name: Annotated[
+        str, typer.Argument(help="The attachment to forget (its files are untouched).")
+    ],
+) -> None:
+    """Forget an attachment and delete its sidecar indexes."""
+    from tesseradb.errors import TesseraError
+
+    db = _open(path, fallback_read_only=False)
+    try:
+        db.detach(name)
+        typer.echo(f"detached {name}")
+    except TesseraError as err:
+        _fail(str(err))
+    finally:
+        db.close()
+
+
+@app.command()
+def index(
+    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    table: Annotated[str, typer.Argument(help="An attached table, as NAME.TABLE.")],
+    columns: Annotated[list[str], typer.Argument(help="Columns to index.")],
+    count: Annotated[int | None, typer.Option(help="Equal-weight bins.")] = None,
+    precision: Annotated[
+        int | None, typer.Option(help="Bins at this many significant digits.")
+    ] = None,
+    exact: Annotated[bool, typer.Option(help="One bin per distinct value.")] = False,
+    encoding: Annotated[str, typer.Option(help="equality or range.")] = "equality",
+) -> None:
+    """Build bitmap indexes on columns of an attached table (sidecar files; the HDF5 file is untouched)."""
+    import time
+
+    from tesseradb.errors import TesseraError
+
+    db = _open(path, fallback_read_only=False)
+    try:
+        start = time.perf_counter()
+        with (
+            _console(stderr=True).status("building indexes", spinner="dots")
+            if sys.stderr.isatty()
+            else _null()
+        ):
+            db.create_index(
+                table, columns, count=count, precision=precision, exact=exact, encoding=encoding
+            )
+        typer.echo(
+            f"indexed {table} on {', '.join(columns)} in {time.perf_counter() - start:.2f} s"
+        )
+    except (TesseraError, ValueError) as err:
+        _fail(str(err))
+    finally:
+        db.close()
+
+
+@app.command()
 def bench(
     name: Annotated[str | None, typer.Argument(help="Benchmark to run (omit with --list).")] = None,
     scale: Annotated[

@@ -80,6 +80,8 @@ class Analysis:
     parsed: bool  # sqlglot understood the text (otherwise no pushdown at all)
     parse_error: Exception | None = None
     equijoins: list[EquiJoin] = field(default_factory=list)
+    # rows already read from a relation (semi-join keys), by relation: (predicate, table)
+    prefetched: dict[str, tuple[Predicate, Any]] = field(default_factory=dict)
 
 
 SchemaLookup = Callable[[str], "pa.Schema | None"]

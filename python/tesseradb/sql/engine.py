@@ -15,7 +15,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -42,7 +42,7 @@ __all__ = ["Explain", "ExplainedRelation", "Namespace", "SQLEngine"]
 STORE_ALIAS = "tessera_store"
 # Semi-join reduction: a partner narrows a relation only if it is at least this many
 # times smaller (by estimate), and its keys are handed over up to this many.
-SEMIJOIN_SELECTIVITY = 4
+SEMIJOIN_SELECTIVITY = 2
 SEMIJOIN_MAX_KEYS = 1_000_000
 
 
@@ -236,6 +236,27 @@ class SQLEngine:
     # --- public ---------------------------------------------------------------
     def execute(self, text: str, params: Any = None) -> Result:
         analysis = self._analyse(text, params)
+        with self._sessions(analysis):
+            return self._execute(text, params, analysis)
+
+    def _sessions(self, analysis: Analysis) -> ExitStack:
+        """Enter each relation's ``session()`` (if it has one) for the whole statement.
+
+        An attached table keeps its files open for the statement instead of
+        reopening them for the semi-join key reads and each scan.
+        """
+        stack = ExitStack()
+        seen: set[int] = set()
+        for use in analysis.relations.values():
+            relation = self.namespace.relation(use.name)
+            session = getattr(relation, "session", None)
+            if session is None or id(relation) in seen:
+                continue
+            seen.add(id(relation))
+            stack.enter_context(session())
+        return stack
+
+    def _execute(self, text: str, params: Any, analysis: Analysis) -> Result:
         self._reduce_semijoins(analysis)
         self._check_writes(analysis)
         scans = self._scans(analysis)
@@ -250,6 +271,10 @@ class SQLEngine:
 
     def explain(self, text: str, params: Any = None) -> Explain:
         analysis = self._analyse(text, params)
+        with self._sessions(analysis):
+            return self._explain(text, analysis)
+
+    def _explain(self, text: str, analysis: Analysis) -> Explain:
         self._reduce_semijoins(analysis)
         relations = []
         for use in analysis.relations.values():
@@ -380,7 +405,9 @@ class SQLEngine:
             if best is None:
                 return
             _, target, tcol, source, scol = best
-            keys = self._distinct_keys(relations[source], scol, uses[source].predicate)  # type: ignore[arg-type]
+            keys, rows_read = self._distinct_keys(relations[source], scol, uses[source])  # type: ignore[arg-type]
+            if rows_read is not None:
+                analysis.prefetched[source] = (uses[source].predicate, rows_read)
             narrowed.add(target)
             if keys is None:
                 continue
@@ -392,29 +419,37 @@ class SQLEngine:
             estimates.pop(target, None)
 
     @staticmethod
-    def _distinct_keys(relation: Relation, column: str, predicate: Predicate) -> Any:
-        """The distinct non-NULL values of ``column`` over the rows ``predicate`` allows."""
+    def _distinct_keys(relation: Relation, column: str, use: RelationUse) -> tuple[Any, Any]:
+        """The distinct non-NULL values of ``column`` over the rows ``use.predicate`` allows.
+
+        Also returns what was read, when it holds every column the statement
+        needs from the relation: its scan for DuckDB then reuses it.
+        """
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        predicate = use.predicate
+        needed = None if use.columns is None else {c.lower() for c in use.columns}
         wanted = [
             f.name
             for f in relation.schema()
-            if f.name.lower() == column.lower() or predicate.domain(f.name) is not None
+            if needed is None
+            or f.name.lower() in needed
+            or f.name.lower() == column.lower()
+            or predicate.domain(f.name) is not None
         ]
-        table = relation.scan(wanted, None if predicate.is_true else predicate).read_all()
-        mask = predicate.mask(table)
-        if mask is not None:
-            table = table.filter(mask)
+        read = relation.scan(wanted, None if predicate.is_true else predicate).read_all()
+        mask = predicate.mask(read)
+        table = read.filter(mask) if mask is not None else read
         values = pc.unique(
-            table.column(wanted.index(next(w for w in wanted if w.lower() == column.lower())))
+            table.column(next(w for w in wanted if w.lower() == column.lower()))
         ).drop_null()
         if len(values) > SEMIJOIN_MAX_KEYS:
-            return None
+            return None, read
         if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-            return np.asarray(values.to_pylist(), dtype=str)
-        return values.to_numpy(zero_copy_only=False)
+            return np.asarray(values.to_pylist(), dtype=str), read
+        return values.to_numpy(zero_copy_only=False), read
 
     def _check_writes(self, analysis: Analysis) -> None:
         for kind, target in analysis.writes:
@@ -447,7 +482,13 @@ class SQLEngine:
             columns = use.columns
             if columns is not None and not columns:
                 columns = [relation.schema().names[0]]  # keep the row count, read the least
-            scans[key] = RelationScan(relation, columns, use.predicate)
+            scan = RelationScan(relation, columns, use.predicate)
+            prefetched = analysis.prefetched.get(key)
+            if prefetched is not None and prefetched[0] == use.predicate:
+                scan.prefetched = prefetched[
+                    1
+                ]  # read for the semi-join keys, under the same predicate
+            scans[key] = scan
         return scans
 
     def _needs_store(self, analysis: Analysis) -> bool:

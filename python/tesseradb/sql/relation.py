@@ -76,6 +76,8 @@ class RelationScan:
         self.predicate = predicate
         self.stats = ScanStats()
         self.error: Exception | None = None
+        # rows read already under this predicate (with at least these columns), to serve scans from
+        self.prefetched: pa.Table | None = None
         self._lock = threading.Lock()
 
     def schema(self) -> pa.Schema:
@@ -99,9 +101,12 @@ class RelationScan:
 
     def _batches(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         try:
-            source = self.relation.scan(
-                self.columns, None if self.predicate.is_true else self.predicate
-            )
+            if self.prefetched is not None:
+                source = self.prefetched.select(schema.names).to_reader()
+            else:
+                source = self.relation.scan(
+                    self.columns, None if self.predicate.is_true else self.predicate
+                )
             with self._lock:
                 self.stats.scans += 1
             for batch in source:
