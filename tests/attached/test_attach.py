@@ -177,3 +177,37 @@ def test_detach_persistence_and_read_only(survey: Path, tmp_path: Path) -> None:
         db.attach(survey, name="s")  # the name is free again
         db.drop("s")
         assert db.info().objects == []
+
+
+def test_counts_the_bins_settle_are_answered_without_reading(tmp_path: Path) -> None:
+    path = tmp_path / "counts.h5"
+    with h5py.File(path, "w") as f:
+        f["t/code"] = np.arange(10_000) % 7
+        f["t/mag"] = np.linspace(10, 30, 10_000)
+    with tesseradb.connect(tmp_path / "db") as db:
+        att = db.attach(path, name="c")
+        db.create_index("c.t", ["code"], exact=True)
+        db.create_index("c.t", ["mag"], edges=[15, 20, 25])
+        before = att.bytes_read
+        result = db.sql(
+            "SELECT count(*) AS n FROM c.t WHERE code IN (1, 3) AND mag >= 15 AND mag < 25"
+        )
+        code, mag = np.arange(10_000) % 7, np.linspace(10, 30, 10_000)
+        expected = int((np.isin(code, [1, 3]) & (mag >= 15) & (mag < 25)).sum())
+        assert result.fetchall() == [(expected,)] and result.columns == ["n"]
+        assert result.scan_stats["c.t"].rows == 0
+        assert att.bytes_read == before  # settled by the bins: no data read
+        assert db.sql("SELECT count(*) FROM c.t").scalar() == 10_000
+        # edge bins cut by the range: the scan checks the raw values and the answer is the same
+        edge = db.sql("SELECT count(*) FROM c.t WHERE code = 2 AND mag < 17.5")
+        assert edge.scalar() == int(
+            ((np.arange(10_000) % 7 == 2) & (np.linspace(10, 30, 10_000) < 17.5)).sum()
+        )
+        assert edge.scan_stats["c.t"].rows > 0
+        # an unindexed column, or a WHERE that is not exactly a predicate, is never counted from bins
+        assert (
+            db.sql("SELECT count(*) FROM c.t WHERE code = 1 AND mag * 2 > 40")
+            .scan_stats["c.t"]
+            .rows
+            > 0
+        )

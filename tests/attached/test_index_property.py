@@ -165,6 +165,10 @@ def test_indexed_scan_equals_plain_read(
             sure, maybe = index.lookup(domain)
             wanted = expected_ids(values, domain)
             assert set(sure) <= set(wanted) <= set(sure) | set(maybe)
+            counted = table.count(pred)
+            assert counted is None or counted == len(
+                wanted
+            )  # settled by the bins, or left to the scan
             indexed = table.scan(["id", "v"], pred).read_all()
             for scanned in (plain, indexed):
                 # the scan may return more rows (a superset); the exact filter is the reference one

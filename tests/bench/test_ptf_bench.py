@@ -23,6 +23,8 @@ def test_ptf_tiny_runs_and_agrees(postgres_server: object) -> None:
         "q3_warm",
         "scan_1t",
         "scan_2t",
+        "scan_operator_1t",
+        "scan_operator_2t",
         "bytes_read_q1",
     ):
         assert ("tessera", case) in cases

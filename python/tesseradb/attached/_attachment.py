@@ -474,6 +474,44 @@ class AttachedTable:
             cache[key] = (result, used)
             return result, used
 
+    def count(self, predicate: Predicate | None) -> int | None:
+        """The number of rows matching ``predicate`` if the indexes settle it, else None.
+
+        Settled means: every column the predicate names has a fresh index on
+        every file, and the rows the indexes leave are all sure (no edge-bin
+        rows that would need their raw values checked). No data is read.
+        """
+        if self.layout.kind == "array":
+            return None
+        if predicate is None or predicate.is_true:
+            return sum(self.attachment.rows(self.layout.name, f) for f in self._files(None))
+        if predicate.is_false:
+            return 0
+        columns = {c.name.lower(): c.name for c in self.layout.columns}
+        if any(name.lower() not in columns and name.lower() != FILE_COLUMN for name in predicate):
+            return None
+        total = 0
+        with self.attachment.hold():
+            for f in self._files(predicate):
+                sure_rows = maybe_rows = None
+                for name in predicate:
+                    if name.lower() == FILE_COLUMN:
+                        continue  # settled by the choice of files
+                    index = self.attachment.index(self.layout.name, columns[name.lower()], f)
+                    if index is None:
+                        return None
+                    sure, maybe = index.lookup(predicate[name])
+                    both = sure | maybe
+                    sure_rows = sure if sure_rows is None else sure_rows & sure
+                    maybe_rows = both if maybe_rows is None else maybe_rows & both
+                if sure_rows is None or maybe_rows is None:
+                    total += self.attachment.rows(self.layout.name, f)
+                    continue
+                if len(maybe_rows) != len(sure_rows):
+                    return None  # some rows need their values checked: let the scan do it
+                total += len(sure_rows)
+        return total
+
     def estimate(self, predicate: Predicate | None = None) -> Estimate:
         if predicate is not None and predicate.is_false:
             return Estimate(0, 0)
@@ -657,6 +695,10 @@ class AttachedTable:
                 keep = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
                 if not keep.any():
                     return None
+                if keep.all():
+                    keep = None  # every row passes: nothing to filter
+                    mask = None
+            if mask is not None and keep is not None:
                 offsets = np.flatnonzero(keep)
                 selected = (offsets + unit[0]) if rows is None else rows[offsets]
                 arrays = {k: v.filter(pa.array(keep)) for k, v in arrays.items()}

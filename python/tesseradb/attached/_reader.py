@@ -50,6 +50,9 @@ class DatasetPlan:
     chunk_sizes: Any = None  # stored (filtered) size of each chunk
     chunk_masks: Any = None  # HDF5 filter mask: bit i set = filter i skipped for that chunk
     filters: tuple[int, ...] = ()
+    chunk_position: Any = (
+        None  # for chunk i (by row), its index in chunk_starts, or -1 if not stored
+    )
     fill: Any = 0
     vlen_string: bool = False
 
@@ -119,12 +122,60 @@ class FileReader:
         if plan.chunk_rows == 0:
             return self._read_contiguous(plan, start, stop)
         first, last = start // plan.chunk_rows, (stop - 1) // plan.chunk_rows
-        parts = []
-        for c in range(first, last + 1):
-            chunk = self._chunk(plan, c)
+        if first == last:
+            base = first * plan.chunk_rows
+            return self._chunk(plan, first)[start - base : stop - base]
+        out = np.empty(stop - start, dtype=plan.dtype)
+        c = first
+        while c <= last:
+            run = self._contiguous_run(plan, c, last, start, stop) if not plan.filters else 0
+            if run:
+                # whole unfiltered chunks adjacent in the file: one read, straight into place
+                lo = c * plan.chunk_rows
+                hi = min((c + run) * plan.chunk_rows, plan.length)
+                self._read_into(out[lo - start : hi - start], self._chunk_offset(plan, c), plan)
+                c += run
+                continue
             base = c * plan.chunk_rows
-            parts.append(chunk[max(start - base, 0) : min(stop - base, plan.chunk_rows)])
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+            lo, hi = max(start, base), min(stop, base + plan.chunk_rows)
+            out[lo - start : hi - start] = self._chunk(plan, c)[lo - base : hi - base]
+            c += 1
+        return out
+
+    @staticmethod
+    def _chunk_offset(plan: DatasetPlan, index: int) -> int:
+        return int(plan.chunk_offsets[plan.chunk_position[index]])
+
+    def _contiguous_run(
+        self, plan: DatasetPlan, first: int, last: int, start: int, stop: int
+    ) -> int:
+        """How many chunks from ``first`` are whole, stored, and one after another in the file."""
+        if plan.chunk_position is None:
+            plan.chunk_position = _positions(plan)
+        rows, pos = plan.chunk_rows, plan.chunk_position
+        itemsize = plan.dtype.itemsize
+        n = 0
+        while first + n <= last:
+            c = first + n
+            base = c * rows
+            whole = base >= start and min(base + rows, plan.length) <= stop
+            if not whole or pos[c] < 0:
+                break
+            if (
+                n
+                and self._chunk_offset(plan, c) != self._chunk_offset(plan, c - 1) + rows * itemsize
+            ):
+                break
+            n += 1
+        return n
+
+    def _read_into(self, target: np.ndarray, offset: int, plan: DatasetPlan) -> None:
+        got = os.preadv(self.fd, [memoryview(target).cast("B")], offset)
+        if got != target.nbytes:
+            raise AttachedFileError(
+                f"attached file {self.path} is truncated: {plan.path} ends early"
+            )
+        self.bytes_read += got
 
     def read_rows(self, path: str, rows: np.ndarray) -> np.ndarray:
         """The given rows (sorted, ascending) of a 1-D dataset; only the chunks holding them are read."""
@@ -251,6 +302,17 @@ def _make_plan(ds: h5py.Dataset) -> DatasetPlan:
     plan.filters = filters
     plan.native = True
     return plan
+
+
+def _positions(plan: DatasetPlan) -> Any:
+    import numpy as np
+
+    count = -(-plan.length // plan.chunk_rows) if plan.chunk_rows else 0
+    positions = np.full(count, -1, dtype=np.int64)
+    index = plan.chunk_starts // plan.chunk_rows
+    inside = index < count
+    positions[index[inside]] = np.flatnonzero(inside)
+    return positions
 
 
 def _runs(rows: np.ndarray, gap: int) -> list[tuple[int, int]]:

@@ -82,6 +82,8 @@ class Analysis:
     equijoins: list[EquiJoin] = field(default_factory=list)
     # rows already read from a relation (semi-join keys), by relation: (predicate, table)
     prefetched: dict[str, tuple[Predicate, Any]] = field(default_factory=dict)
+    # `SELECT count(*) FROM rel [WHERE w]` with w exactly a Predicate: (relation, column name, predicate)
+    count_only: tuple[str, str, Predicate] | None = None
 
 
 SchemaLookup = Callable[[str], "pa.Schema | None"]
@@ -138,7 +140,16 @@ def analyse(
         analyser = _StatementAnalyser(stmt, params, schema_of, columns_of, relations, others)
         analyser.run()
         equijoins.extend(analyser.equijoins)
-    return Analysis(relations, others, writes, is_query=is_query, parsed=True, equijoins=equijoins)
+    count_only = analyser.count_only if len(statements) == 1 else None
+    return Analysis(
+        relations,
+        others,
+        writes,
+        is_query=is_query,
+        parsed=True,
+        equijoins=equijoins,
+        count_only=count_only,
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -227,6 +238,7 @@ class _StatementAnalyser:
         self.schema_of = schema_of
         self.columns_of = columns_of
         self.equijoins: list[EquiJoin] = []
+        self.count_only: tuple[str, str, Predicate] | None = None
         self.relations = relations
         self.others = others
         self._schemas: dict[str, pa.Schema | None] = {}
@@ -374,6 +386,7 @@ class _StatementAnalyser:
         if select.args.get("sample"):
             for src in sources.values():
                 src.blocked = True
+        self._count_only(select, sources)
 
         where = select.args.get("where")
         filters: list[exp.Expression] = [where.this] if where is not None else []
@@ -447,6 +460,110 @@ class _StatementAnalyser:
             for f in on_pushed.get(src.alias, []):
                 pred = pred.and_(self._derive(f, src, sources, negate=False))
             self._merge(src, pred, mentioned, star, None)
+
+    def _count_only(self, select: exp.Select, sources: dict[str, _Source]) -> None:
+        """Recognise ``SELECT count(*) FROM rel [WHERE w]`` with ``w`` exactly a Predicate.
+
+        Such a count may be answered by the relation itself (an attached table
+        from its bitmap indexes) when that is exact; see the engine.
+        """
+        from sqlglot import exp
+
+        if select is not self.stmt or len(sources) != 1 or len(select.expressions) != 1:
+            return
+        src = next(iter(sources.values()))
+        if src.relation is None or src.blocked or src.renamed:
+            return
+        if any(
+            select.args.get(k)
+            for k in (
+                "joins",
+                "group",
+                "having",
+                "qualify",
+                "distinct",
+                "limit",
+                "offset",
+                "with",
+                "order",
+                "laterals",
+            )
+        ):
+            return
+        item = select.expressions[0]
+        name = item.alias if isinstance(item, exp.Alias) else "count_star()"
+        count = item.this if isinstance(item, exp.Alias) else item
+        if not (
+            isinstance(count, exp.Count) and isinstance(count.this, exp.Star)
+        ) or count.args.get("distinct"):
+            return
+        where = select.args.get("where")
+        pred = (
+            Predicate()
+            if where is None
+            else self._derive_exact(where.this, src, sources, negate=False)
+        )
+        if pred is not None:
+            self.count_only = (src.relation, name, pred)
+
+    def _derive_exact(
+        self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
+    ) -> Predicate | None:
+        """The predicate of ``node`` if it says exactly the same as ``node``, else None."""
+        from sqlglot import exp
+
+        if isinstance(node, exp.Paren):
+            return self._derive_exact(node.this, src, sources, negate)
+        if isinstance(node, exp.Not):
+            return self._derive_exact(node.this, src, sources, not negate)
+        if isinstance(node, (exp.And, exp.Or)):
+            left = self._derive_exact(node.this, src, sources, negate)
+            right = self._derive_exact(node.expression, src, sources, negate)
+            if left is None or right is None:
+                return None
+            if isinstance(node, exp.And) != negate:
+                return left.and_(right)
+            # a union is exact on one column, or when a side matches nothing
+            if left.is_false or right.is_false or (len(left) == 1 and set(left) == set(right)):
+                return left.or_(right)
+            return None
+        if isinstance(node, exp.Boolean):
+            return Predicate() if bool(node.this) != negate else _FALSE
+        try:
+            pred = self._atom(node, src, sources, negate)
+        except _Unknown:
+            return None
+        return pred if self._atom_is_exact(node, src, sources) else None
+
+    def _atom_is_exact(
+        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
+    ) -> bool:
+        from sqlglot import exp
+
+        try:
+            if isinstance(node, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
+                try:
+                    _, ctype = self._column_of(node.this, src, sources)
+                    value = self._literal(node.expression)
+                except _Unknown:
+                    _, ctype = self._column_of(node.expression, src, sources)
+                    value = self._literal(node.this)
+                return _exact(ctype, value)
+            if isinstance(node, exp.Between):
+                _, ctype = self._column_of(node.this, src, sources)
+                return _exact(ctype, self._literal(node.args["low"])) and _exact(
+                    ctype, self._literal(node.args["high"])
+                )
+            if isinstance(node, exp.In):
+                _, ctype = self._column_of(node.this, src, sources)
+                values = [self._literal(e, allow_null=True) for e in node.expressions]
+                return all(v is None or _exact(ctype, v) for v in values)
+            if isinstance(node, exp.Like):
+                pattern = self._literal(node.expression)
+                return isinstance(pattern, str) and not any(ch in pattern for ch in "%_\\")
+        except _Unknown:
+            return False
+        return isinstance(node, (exp.Is, exp.Column))
 
     def _find_equijoins(
         self, node: exp.Expression, sources: dict[str, _Source], only: str | None

@@ -257,6 +257,9 @@ class SQLEngine:
         return stack
 
     def _execute(self, text: str, params: Any, analysis: Analysis) -> Result:
+        counted = self._count_without_scan(analysis)
+        if counted is not None:
+            return counted
         self._reduce_semijoins(analysis)
         self._check_writes(analysis)
         scans = self._scans(analysis)
@@ -340,6 +343,27 @@ class SQLEngine:
         analysis.relations = relations
         analysis.table_names = names - set(relations)
         return analysis
+
+    def _count_without_scan(self, analysis: Analysis) -> Result | None:
+        """``SELECT count(*) FROM rel [WHERE ...]`` answered by the relation, when it can say exactly.
+
+        Only when the WHERE clause is exactly the derived predicate (the
+        analysis checks) and the relation knows the count without reading
+        rows (an attached table whose bitmap indexes settle it).
+        """
+        import pyarrow as pa
+
+        if analysis.count_only is None:
+            return None
+        key, name, predicate = analysis.count_only
+        relation = self.namespace.relation(key)
+        count = getattr(relation, "count", None)
+        if relation is None or count is None:
+            return None
+        rows = count(predicate)
+        if rows is None:
+            return None
+        return Result(pa.table({name: pa.array([rows], pa.int64())}), {relation.name: ScanStats()})
 
     def _reduce_semijoins(self, analysis: Analysis) -> None:
         """Narrow relations to the join keys of selective partners (semi-join reduction).
