@@ -39,6 +39,9 @@ INDEX_SCAN_FRACTION = 0.25  # above this share of candidate rows, a full scan is
 # Once an index has narrowed the rows, one whose bins hold more than this share of
 # the file is not worth its bitmap work: the raw values of the few rows read are checked.
 INDEX_SKIP_FRACTION = 0.05
+# Candidate rows that fill at least this share of the span they lie in are read as that span.
+DENSE_SPAN = 0.5
+DENSE_MIN_ROWS = 1 << 16  # below this, reading the rows chunk by chunk costs as little
 
 
 class AttachError(TesseraError, ValueError):
@@ -600,6 +603,14 @@ class AttachedTable:
             if cand is not None and len(cand) <= INDEX_SCAN_FRACTION * total:
                 rows = np.frombuffer(cand.to_array(), dtype=np.uint32).astype(np.int64)
                 per_batch = max(att.batch_bytes // width, 1024)
+                lo, hi = (int(rows[0]), int(rows[-1]) + 1) if len(rows) else (0, 0)
+                if len(rows) >= DENSE_MIN_ROWS and len(rows) >= DENSE_SPAN * (hi - lo):
+                    # the candidates fill most of their span (ids that grow with time):
+                    # read the span in whole runs and let the predicate filter it
+                    step = min(per_batch, max(-(-(hi - lo) // max(att.threads, 1)), 1))
+                    for a in range(lo, hi, step):
+                        yield f, (a, min(a + step, hi))
+                    continue
                 for a in range(0, len(rows), per_batch):
                     yield f, rows[a : a + per_batch]
                 continue

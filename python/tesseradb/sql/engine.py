@@ -435,7 +435,9 @@ class SQLEngine:
             narrowed.add(target)
             if keys is None:
                 continue
-            uses[target].predicate = uses[target].predicate.and_(Predicate.isin(tcol, keys))
+            uses[target].predicate = uses[target].predicate.and_(
+                Predicate.isin(tcol, keys, distinct=True)
+            )
             uses[target].notes.append(
                 f"semi-join: {tcol} in the {len(keys):,} distinct {scol} of {uses[source].name} "
                 f"(its predicate: {uses[source].predicate})"

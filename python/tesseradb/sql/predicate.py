@@ -274,11 +274,14 @@ class ColumnDomain:
         return cls(ranges, False)
 
     @classmethod
-    def key_set(cls, keys: Any) -> ColumnDomain:
-        """Values among ``keys`` (an array-like), NULL excluded: a large IN-set."""
+    def key_set(cls, keys: Any, distinct: bool = False) -> ColumnDomain:
+        """Values among ``keys`` (an array-like), NULL excluded: a large IN-set.
+
+        ``distinct`` says the keys have no duplicates already (a sort then suffices).
+        """
         import numpy as np
 
-        unique = np.unique(np.asarray(keys))
+        unique = np.sort(np.asarray(keys)) if distinct else np.unique(np.asarray(keys))
         if len(unique) <= LARGE_IN_SET or unique.dtype.kind not in "iufUS":
             return cls.values(RangeSet.points(unique.tolist()))
         finite = unique[~np.isnan(unique)] if unique.dtype.kind == "f" else unique
@@ -423,11 +426,14 @@ class Predicate(Mapping[str, ColumnDomain]):
         return cls.on(column, ColumnDomain.values(RangeSet.of([Interval(lo, hi)])))
 
     @classmethod
-    def isin(cls, column: str, values: Iterable[Bound]) -> Predicate:
-        """``column IN values``; large sets are kept as a sorted numpy array."""
+    def isin(cls, column: str, values: Iterable[Bound], distinct: bool = False) -> Predicate:
+        """``column IN values``; large sets are kept as a sorted numpy array.
+
+        ``distinct`` says the values have no duplicates already.
+        """
         values = list(values) if not hasattr(values, "__array__") else values
         if len(values) > LARGE_IN_SET:  # type: ignore[arg-type]
-            return cls.on(column, ColumnDomain.key_set(values))
+            return cls.on(column, ColumnDomain.key_set(values, distinct))
         if hasattr(values, "tolist"):
             values = values.tolist()  # numpy scalars become Python values
         return cls.on(column, ColumnDomain.values(RangeSet.points(values)))
