@@ -267,3 +267,35 @@ def test_unqualified_columns_next_to_plain_tables_are_pushed(people: tesseradb.D
     explained = people.explain("SELECT name FROM people JOIN cities ON city = cid WHERE age > 40")
     assert explained.relation("people").predicate.is_true
     assert people.catalog.get("cities").spec["columns"] == ["cid", "age"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "params"),
+    [
+        (
+            "SELECT name FROM people WHERE name BETWEEN $lo AND ''",
+            {"lo": ""},
+        ),  # sqlglot cannot tokenize `$lo ... ''`
+        ("SELECT name FROM people WHERE age > $1 AND name <> ''", [40]),
+        (
+            "SELECT name FROM people WHERE name = 'é' OR age > ?",
+            [40],
+        ),  # multi-byte text before a placeholder
+        ("SELECT '?' AS q, name FROM people WHERE age > ? -- a ? in a comment", [40]),
+        ("SELECT $$ ? $$ AS d, name FROM people WHERE age > ?", [40]),
+    ],
+)
+def test_placeholders_everywhere_are_bound_and_pushed(
+    people: tesseradb.Database, sql: str, params: object
+) -> None:
+    import duckdb
+
+    reference = duckdb.connect()
+    try:
+        reference.register("people", people.relation("people").table)  # type: ignore[union-attr]
+        expected = sorted(reference.execute(sql, params).fetchall(), key=repr)
+    finally:
+        reference.close()
+    assert sorted(people.sql(sql, params).fetchall(), key=repr) == expected
+    explained = people.explain(sql, params)
+    assert explained.pushdown  # understood, not the no-pushdown fallback

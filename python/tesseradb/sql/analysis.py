@@ -43,6 +43,7 @@ __all__ = ["Analysis", "RelationUse", "analyse", "normalise_placeholders"]
 # Positional `?` placeholders are renamed to this prefix plus their index, so
 # that every placeholder in the parsed tree knows which parameter it is.
 _POSITIONAL = "__tessera_p"
+_NUMBERED = "__tessera_d"  # $1, $2, ...: 1-based positions
 _MAX_EXACT_FLOAT_INT = 2**53
 
 
@@ -91,25 +92,43 @@ ColumnsLookup = Callable[[str], "list[str] | None"]
 
 
 def normalise_placeholders(text: str) -> str:
-    """Rename each positional ``?`` to a named placeholder carrying its index.
+    """Rename every placeholder to the ``:name`` form, which sqlglot parses reliably.
 
-    Only the tokens are touched (a ``?`` inside a string or comment stays).
+    ``?`` becomes ``:__tessera_p<i>`` (its position), ``$1`` becomes
+    ``:__tessera_d1`` and ``$name`` becomes ``:name``. (sqlglot's tokenizer
+    fails on a ``$name`` followed later by an empty string ``''``.) Tokens
+    come from DuckDB's own tokenizer, so a ``?`` or ``$`` inside a string, a
+    dollar-quoted string or a comment stays as it is.
     """
-    from sqlglot.dialects.dialect import Dialect
-    from sqlglot.tokens import TokenType
-
-    if "?" not in text:
+    if "?" not in text and "$" not in text:
         return text
-    tokens = Dialect.get_or_raise("duckdb").tokenize(text)
-    out, pos, index = [], 0, 0
-    for tok in tokens:
-        if tok.token_type == TokenType.PLACEHOLDER and tok.text == "?":
-            out.append(text[pos : tok.start])
-            out.append(f"${_POSITIONAL}{index}")
-            pos = tok.end + 1
-            index += 1
-    out.append(text[pos:])
-    return "".join(out)
+    import duckdb
+
+    tokens = duckdb.tokenize(text)
+    data = text.encode()  # DuckDB's token positions are byte offsets into the UTF-8 text
+    out: list[bytes] = []
+    pos = index = 0
+    for i, (start, kind) in enumerate(tokens):
+        if not str(kind).endswith("operator"):
+            continue
+        if data[start : start + 1] == b"?":
+            out.append(data[pos:start])
+            out.append(f":{_POSITIONAL}{index}".encode())
+            pos, index = start + 1, index + 1
+        elif (
+            data[start : start + 1] == b"$"
+            and i + 1 < len(tokens)
+            and tokens[i + 1][0] == start + 1
+        ):
+            name = re.match(rb"[A-Za-z0-9_]+", data[start + 1 :])
+            if name is None:
+                continue
+            word = name.group(0).decode()
+            out.append(data[pos:start])
+            out.append((f":{_NUMBERED}{word}" if word.isdigit() else f":{word}").encode())
+            pos = start + 1 + len(word)
+    out.append(data[pos:])
+    return b"".join(out).decode()
 
 
 def analyse(
@@ -806,8 +825,8 @@ class _StatementAnalyser:
         try:
             if name.startswith(_POSITIONAL):
                 value = params[int(name[len(_POSITIONAL) :])]
-            elif name.isdigit():
-                value = params[int(name) - 1]
+            elif name.startswith(_NUMBERED):
+                value = params[int(name[len(_NUMBERED) :]) - 1]
             elif isinstance(params, Mapping):
                 value = params[name]
             else:

@@ -329,7 +329,7 @@ class SQLEngine:
             self.connection().extract_statements(text)
         except duckdb.Error as err:
             raise _syntax_error(text, analysis.parse_error, err) from None
-        names = {n.lower() for n in duckdb.get_table_names(text)}
+        names = _referenced_names(text)
         relations = {}
         for name in names:
             relation = self.namespace.relation(name)
@@ -641,6 +641,25 @@ class SQLEngine:
         if "read-only" in message.lower():
             return ReadOnlyError(f"the database is open read-only: {_first_line(message)}")
         return SQLExecutionError(message)
+
+
+def _referenced_names(text: str) -> set[str]:
+    """Table names a statement may read, when sqlglot could not parse it (lower case).
+
+    DuckDB's own answer where it can give one; otherwise (it refuses texts
+    with parameters) every identifier and dotted pair in the text: reading a
+    relation that is not used costs time, never answers.
+    """
+    import duckdb
+
+    try:
+        return {n.lower() for n in duckdb.get_table_names(text)}
+    except duckdb.Error:
+        pass
+    words = re.findall(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_]*)', text)
+    names = [quoted.replace('""', '"') or plain for quoted, plain in words]
+    dotted = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)", text)
+    return {n.lower() for n in names} | {f"{a}.{b}".lower() for a, b in dotted}
 
 
 def _quote(identifier: str) -> str:
