@@ -169,19 +169,6 @@ def canonical(rows: list[tuple[Any, ...]]) -> list[str]:
     return sorted(repr(tuple(norm(v) for v in row)) for row in rows)
 
 
-@pytest.fixture(scope="module")
-def shared_db(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with tesseradb.connect(tmp_path_factory.mktemp("prop") / "db.tdb") as database:
-        yield database
-
-
-@pytest.fixture(scope="module")
-def reference() -> Any:
-    con = duckdb.connect()
-    yield con
-    con.close()
-
-
 def run_both(
     db: tesseradb.Database,
     reference: duckdb.DuckDBPyConnection,

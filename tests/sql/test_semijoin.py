@@ -21,21 +21,6 @@ def always_reduce(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "SEMIJOIN_SELECTIVITY", 0)
 
 
-@pytest.fixture(scope="module")
-def shared_db(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with tesseradb.connect(tmp_path_factory.mktemp("semi") / "db") as database:
-        yield database
-
-
-@pytest.fixture(scope="module")
-def reference() -> Any:
-    import duckdb
-
-    con = duckdb.connect()
-    yield con
-    con.close()
-
-
 JOINS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "SEMI JOIN", "ANTI JOIN", ", "]
 
 

@@ -473,11 +473,11 @@ class _StatementAnalyser:
                 continue
             pred = Predicate()
             for f in filters:
-                pred = pred.and_(self._derive(f, src, sources, negate=False))
+                pred = pred.and_(self._derive(f, src, sources, negate=False)[0])
             if src.null_supplying and not _rejects_nulls(pred):
                 pred = Predicate()
             for f in on_pushed.get(src.alias, []):
-                pred = pred.and_(self._derive(f, src, sources, negate=False))
+                pred = pred.and_(self._derive(f, src, sources, negate=False)[0])
             self._merge(src, pred, mentioned, star, None)
 
     def _count_only(self, select: exp.Select, sources: dict[str, _Source]) -> None:
@@ -517,42 +517,13 @@ class _StatementAnalyser:
         ) or count.args.get("distinct"):
             return
         where = select.args.get("where")
-        pred = (
-            Predicate()
+        pred, exact = (
+            (Predicate(), True)
             if where is None
-            else self._derive_exact(where.this, src, sources, negate=False)
+            else self._derive(where.this, src, sources, negate=False)
         )
-        if pred is not None:
+        if exact:
             self.count_only = (src.relation, name, pred)
-
-    def _derive_exact(
-        self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
-    ) -> Predicate | None:
-        """The predicate of ``node`` if it says exactly the same as ``node``, else None."""
-        from sqlglot import exp
-
-        if isinstance(node, exp.Paren):
-            return self._derive_exact(node.this, src, sources, negate)
-        if isinstance(node, exp.Not):
-            return self._derive_exact(node.this, src, sources, not negate)
-        if isinstance(node, (exp.And, exp.Or)):
-            left = self._derive_exact(node.this, src, sources, negate)
-            right = self._derive_exact(node.expression, src, sources, negate)
-            if left is None or right is None:
-                return None
-            if isinstance(node, exp.And) != negate:
-                return left.and_(right)
-            # a union is exact on one column, or when a side matches nothing
-            if left.is_false or right.is_false or (len(left) == 1 and set(left) == set(right)):
-                return left.or_(right)
-            return None
-        if isinstance(node, exp.Boolean):
-            return Predicate() if bool(node.this) != negate else _FALSE
-        try:
-            pred = self._atom(node, src, sources, negate)
-        except _Unknown:
-            return None
-        return pred if self._atom_is_exact(node, src, sources) else None
 
     def _atom_is_exact(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
@@ -651,7 +622,8 @@ class _StatementAnalyser:
     # --- predicate derivation ---------------------------------------------
     def _derive(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
-    ) -> Predicate:
+    ) -> tuple[Predicate, bool]:
+        """A predicate implied by ``node`` for ``src``'s rows, and whether it says exactly as much."""
         from sqlglot import exp
 
         if isinstance(node, exp.Paren):
@@ -659,16 +631,20 @@ class _StatementAnalyser:
         if isinstance(node, exp.Not):
             return self._derive(node.this, src, sources, not negate)
         if isinstance(node, (exp.And, exp.Or)):
-            left = self._derive(node.this, src, sources, negate)
-            right = self._derive(node.expression, src, sources, negate)
-            conjunctive = isinstance(node, exp.And) != negate
-            return left.and_(right) if conjunctive else left.or_(right)
+            left, left_exact = self._derive(node.this, src, sources, negate)
+            right, right_exact = self._derive(node.expression, src, sources, negate)
+            if isinstance(node, exp.And) != negate:
+                return left.and_(right), left_exact and right_exact
+            # a union is exact on one column, or when one side matches nothing
+            same_column = len(left) == 1 and set(left) == set(right)
+            exact = left_exact and right_exact and (left.is_false or right.is_false or same_column)
+            return left.or_(right), exact
         if isinstance(node, exp.Boolean):
-            return Predicate() if bool(node.this) != negate else _FALSE
+            return (Predicate() if bool(node.this) != negate else _FALSE), True
         try:
-            return self._atom(node, src, sources, negate)
+            return self._atom(node, src, sources, negate), self._atom_is_exact(node, src, sources)
         except _Unknown:
-            return Predicate()
+            return Predicate(), False
 
     def _column_of(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source]

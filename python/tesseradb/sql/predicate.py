@@ -589,6 +589,15 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    # the errors of comparing a column with a bound it cannot be compared with
+    incomparable = (
+        pa.ArrowInvalid,
+        pa.ArrowNotImplementedError,
+        pa.ArrowTypeError,
+        TypeError,
+        OverflowError,
+    )
+
     kind = type_class(array.type)
     if kind is None:
         return None
@@ -602,13 +611,7 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
                         array if kind != "bool" else pc.cast(array, pa.int8()), dom.ranges, kind
                     ),
                 )
-        except (
-            pa.ArrowInvalid,
-            pa.ArrowNotImplementedError,
-            pa.ArrowTypeError,
-            TypeError,
-            OverflowError,
-        ):
+        except incomparable:
             return None
         return pc.fill_null(mask, dom.nulls)
     if dom.ranges.is_everything:
@@ -619,13 +622,7 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
         array = pc.cast(array, pa.int8())  # False < True, compared as 0 < 1
     try:
         mask = _ranges_mask(array, dom.ranges, kind)
-    except (
-        pa.ArrowInvalid,
-        pa.ArrowNotImplementedError,
-        pa.ArrowTypeError,
-        TypeError,
-        OverflowError,
-    ):
+    except incomparable:
         return None  # a bound this column cannot compare with: do not restrict
     return pc.fill_null(mask, dom.nulls)
 
