@@ -6,7 +6,10 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+pub mod bindings;
 pub mod info;
+pub mod kdtree;
+pub mod rtree;
 
 /// Facts about this build of the extension: crate version, Rust profile,
 /// target and the size of the rayon thread pool kernels run on.
@@ -26,5 +29,9 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::kdtree_build, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::kdtree_search, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::box_scan, m)?)?;
+    m.add_class::<bindings::PySegmentTree>()?;
     Ok(())
 }

@@ -1,0 +1,118 @@
+"""The record engine's Rust kernels against numpy: packed kd-trees and the segment R*-tree."""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tesseradb import _core
+
+VALUES = [math.nan, math.inf, -math.inf, -0.0, 0.0, 1.0, -1.0, 2.5, 1e300, -1e300]
+values = st.one_of(st.sampled_from(VALUES), st.integers(-5, 5).map(float))
+lower = st.one_of(st.just(-math.inf), values.filter(lambda v: not math.isnan(v)))
+upper = st.one_of(st.just(math.nan), values.filter(lambda v: not math.isnan(v)))
+
+
+def order_key(x: float) -> tuple[int, float]:
+    """DuckDB's order: -0.0 is 0.0, NaN above every other value."""
+    return (1, 0.0) if math.isnan(x) else (0, x + 0.0)
+
+
+def reference(coords: np.ndarray, lo: list[float], hi: list[float]) -> list[int]:
+    return [
+        i
+        for i, row in enumerate(coords.tolist())
+        if all(order_key(lo[d]) <= order_key(v) <= order_key(hi[d]) for d, v in enumerate(row))
+    ]
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> tuple[np.ndarray, list[float], list[float], int]:
+    dims = draw(st.integers(1, 9))
+    n = draw(st.integers(0, 120))
+    coords = np.array(
+        draw(st.lists(st.lists(values, min_size=dims, max_size=dims), min_size=n, max_size=n)),
+        dtype=np.float64,
+    ).reshape(n, dims)
+    lo = draw(st.lists(lower, min_size=dims, max_size=dims))
+    hi = draw(st.lists(upper, min_size=dims, max_size=dims))
+    return coords, lo, hi, draw(st.integers(0, 20))
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems())
+def test_kdtree_search_and_scan_equal_numpy(
+    problem: tuple[np.ndarray, list[float], list[float], int],
+) -> None:
+    coords, lo, hi, first = problem
+    records, left, right = _core.kdtree_build(coords, first)
+    assert sorted(records.tolist()) == list(range(len(coords)))  # every record is a node once
+    expected = reference(coords, lo, hi)
+    assert _core.kdtree_search(coords, records, left, right, first, lo, hi).tolist() == expected
+    assert _core.box_scan(coords, lo, hi).tolist() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 9), st.lists(st.tuples(values, values), min_size=1, max_size=400), st.data())
+def test_segment_tree_finds_every_overlapping_box(
+    dims: int, pairs: list[tuple[float, float]], data: st.DataObject
+) -> None:
+    tree = _core.SegmentTree(dims)
+    boxes = {}
+    for i in range(0, len(pairs) - dims + 1, dims):
+        corners = pairs[i : i + dims]
+        lo = [min(a, b, key=order_key) for a, b in corners]
+        hi = [max(a, b, key=order_key) for a, b in corners]
+        tree.insert(i, lo, hi)
+        boxes[i] = (lo, hi)
+    assert len(tree) == len(boxes) and tree.dims == dims
+    qlo = data.draw(st.lists(lower, min_size=dims, max_size=dims))
+    qhi = data.draw(st.lists(upper, min_size=dims, max_size=dims))
+    found = set(tree.query(qlo, qhi).tolist())
+    for i, (lo, hi) in boxes.items():
+        meets = all(
+            order_key(lo[d]) <= order_key(qhi[d]) and order_key(qlo[d]) <= order_key(hi[d])
+            for d in range(dims)
+        )
+        if meets:
+            assert i in found
+    if boxes:
+        some = next(iter(boxes))
+        assert tree.remove(some, *boxes[some]) and len(tree) == len(boxes) - 1
+
+
+def test_kernels_run_in_parallel_threads() -> None:
+    rng = np.random.default_rng(3)
+    coords = rng.normal(size=(200_000, 3))
+    records, left, right = _core.kdtree_build(coords)
+    box = ([-0.5] * 3, [0.5] * 3)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(
+            pool.map(lambda _: _core.kdtree_search(coords, records, left, right, 0, *box), range(8))
+        )
+    expected = np.flatnonzero(((coords >= -0.5) & (coords <= 0.5)).all(axis=1))
+    assert all(np.array_equal(r, expected) for r in results)
+
+
+def test_bad_input_is_refused_clearly() -> None:
+    coords = np.zeros((4, 2))
+    records, left, right = _core.kdtree_build(coords)
+    with pytest.raises(ValueError, match="2 lower and upper bounds"):
+        _core.box_scan(coords, [0.0], [1.0])
+    with pytest.raises(
+        ValueError, match="C-contiguous"
+    ):  # Fortran order would read rows as columns
+        _core.box_scan(np.asfortranarray(np.arange(8.0).reshape(4, 2)), [0.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="not a tree of these rows"):
+        _core.kdtree_search(coords, records, left + 9, right, 0, [0.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="one entry per row"):
+        _core.kdtree_search(np.zeros((5, 2)), records, left, right, 0, [0.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="1 to 9 dimensions"):
+        _core.SegmentTree(10)
+    with pytest.raises(ValueError, match="3 lower and upper bounds"):
+        _core.SegmentTree(3).insert(1, [0.0], [1.0])
