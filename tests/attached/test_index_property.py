@@ -227,3 +227,11 @@ def test_sidecar_round_trip_and_corruption(tmp_path: Path, encoding: str) -> Non
     path.write_bytes(b"something else entirely, long enough to have a header......")
     with pytest.raises(IndexFileError, match="not a TesseraDB bitmap index"):
         BitmapIndex.load(path)
+
+
+def test_a_column_of_only_nan_has_no_bins_and_a_nan_bitmap() -> None:
+    index = BitmapIndex.build("v", np.array([np.nan, np.nan], dtype=np.float32))
+    assert index.bins == 0 and sorted(index.nan) == [0, 1]
+    above = ColumnDomain.values(RangeSet.of([Interval(0.0, None)]))
+    assert sorted(index.lookup(above)[0]) == [0, 1]  # NaN is above every value
+    assert index.count(ColumnDomain.values(RangeSet.points([0.0]))) == (0, 0)

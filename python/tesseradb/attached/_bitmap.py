@@ -126,7 +126,8 @@ class BitmapIndex:
             if len(order)
             else np.empty(0, np.int64)
         )
-        ends = np.r_[starts[1:], len(order)]
+        # no bins at all when every value is NaN (they have their own bitmap)
+        ends = np.r_[starts[1:], len(order)] if len(order) else np.empty(0, np.int64)
         sorted_values = present[order]
         bitmaps: list[BitMap] = []
         mins, maxs = [], []
@@ -234,8 +235,8 @@ class BitmapIndex:
 
         if self._counts is None:
             sizes = [len(bm) for bm in self.bitmaps]
-            if self.encoding == "range":  # bitmap j holds bins 0..j
-                sizes = [b - a for a, b in zip([0, *sizes[:-1]], sizes, strict=True)]
+            if self.encoding == "range":  # bitmap j holds bins 0..j: a bin's size is a difference
+                sizes = np.diff([0, *sizes]).tolist()
             self._counts = np.concatenate([[0], np.cumsum(sizes)])
         total = len(self.nan) if self._nan_matches(domain) else 0
         if domain.keys is not None:
