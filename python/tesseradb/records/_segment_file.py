@@ -1,0 +1,260 @@
+"""Segment files: one segment of a record stream on disk (the layout is in docs/records.md).
+
+All integers little-endian. A file is:
+
+- header (64 bytes): magic ``TSDBSEG1``, layout version (u32), header size
+  (u32), segment id (u64), total length in bytes including the checksum
+  (u64), record format UUID (16 bytes), record count (u64), flags (u32), zero
+  padding to 64 bytes;
+- indexing section: section length (u32), dimension count d (u32), for each
+  dimension the position of its field in the record (u32), then d minimums
+  and d maximums (f64; NaN as a maximum means the segment holds NaN, which
+  sorts above +inf);
+- packed kd-tree section: section length (u32), initial dimension (u32),
+  node count (u32), then per node the record position (u32), left child
+  (i32), right child (i32), -1 for none;
+- records section, column by column (MDDS stores rows; columns read only
+  what a query needs): section length (u64), field count (u32), then per
+  field an encoding byte (0 raw, 1 zstd), the raw length (u64), the stored
+  length (u64) and the stored bytes; raw bytes are the field's values in the
+  record's binary form (little-endian numbers; ``char`` fields as fixed
+  ``array_len`` bytes, NUL-padded);
+- SHA-256 of everything before it (32 bytes).
+
+Files are written to a temporary name, fsynced and renamed, so a file under
+its final name is whole; a torn or corrupt one fails its length or checksum
+check and is refused with :class:`SegmentFileError`, never served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tesseradb.errors import TesseraError
+from tesseradb.records._descriptor import RecordDescriptor
+from tesseradb.records._segments import Segment
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = [
+    "LAYOUT_VERSION",
+    "SegmentFileError",
+    "SegmentHeader",
+    "read_header",
+    "read_segment",
+    "write_segment",
+]
+
+MAGIC = b"TSDBSEG1"
+LAYOUT_VERSION = 1
+HEADER_SIZE = 64
+_HEADER = struct.Struct(
+    "<8sIIQQ16sQI"
+)  # magic, version, header size, id, total length, uuid, count, flags
+FLAG_ZSTD = 1
+_RAW, _ZSTD = 0, 1
+
+
+class SegmentFileError(TesseraError, OSError):
+    """A segment file is torn, corrupt, of another layout version or of another record format."""
+
+
+@dataclass(frozen=True)
+class SegmentHeader:
+    segment_id: int
+    total_length: int
+    typeid: str
+    record_count: int
+    flags: int
+    lo: list[float]
+    hi: list[float]
+
+
+def write_segment(
+    path: Path, segment: Segment, descriptor: RecordDescriptor, compress: bool = True
+) -> int:
+    """Write ``segment`` to ``path`` durably (temporary name, fsync, rename); returns the file size."""
+    import numpy as np
+
+    index_positions = [
+        next(i for i, f in enumerate(descriptor.fields) if f.name == name)
+        for name in descriptor.index
+    ]
+    dims = len(index_positions)
+    indexing = struct.pack(
+        f"<I{dims}I{dims}d{dims}d", dims, *index_positions, *segment.lo, *segment.hi
+    )
+    nodes = np.empty(len(segment.records), dtype=[("r", "<u4"), ("l", "<i4"), ("x", "<i4")])
+    nodes["r"], nodes["l"], nodes["x"] = segment.records, segment.left, segment.right
+    tree = struct.pack("<II", segment.initial_dimension, len(nodes)) + nodes.tobytes()
+    columns = [struct.pack("<I", len(descriptor.fields))]
+    compressor = _zstd().ZstdCompressor(level=3) if compress else None
+    for field in descriptor.fields:
+        raw = _column_bytes(segment, field.name, field.numpy_type)
+        stored, encoding = raw, _RAW
+        if compressor is not None:
+            squeezed = compressor.compress(raw)
+            if len(squeezed) < len(raw):
+                stored, encoding = squeezed, _ZSTD
+        columns.append(struct.pack("<BQQ", encoding, len(raw), len(stored)))
+        columns.append(stored)
+    records = b"".join(columns)
+    body = (
+        struct.pack("<I", 4 + len(indexing))
+        + indexing
+        + struct.pack("<I", 4 + len(tree))
+        + tree
+        + struct.pack("<Q", 8 + len(records))
+        + records
+    )
+    total = HEADER_SIZE + len(body) + 32
+    header = _HEADER.pack(
+        MAGIC,
+        LAYOUT_VERSION,
+        HEADER_SIZE,
+        segment.id,
+        total,
+        uuid.UUID(descriptor.typeid).bytes,
+        segment.num_records,
+        FLAG_ZSTD if compress else 0,
+    ).ljust(HEADER_SIZE, b"\0")
+    digest = hashlib.sha256(header + body).digest()
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(header)
+        f.write(body)
+        f.write(digest)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_directory(path.parent)
+    return total
+
+
+def read_header(path: Path) -> SegmentHeader:
+    """The header and bounding box of a segment file (reads its first bytes only)."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_SIZE + 8)
+        if len(head) < HEADER_SIZE + 8:
+            raise SegmentFileError(
+                f"segment file {path} is torn: {len(head)} bytes, shorter than its header"
+            )
+        magic, version, header_size, seg_id, total, typeid, count, flags = _HEADER.unpack_from(head)
+        if magic != MAGIC:
+            raise SegmentFileError(f"{path} is not a TesseraDB segment file")
+        if version != LAYOUT_VERSION or header_size != HEADER_SIZE:
+            raise SegmentFileError(
+                f"segment file {path} has layout version {version}; this TesseraDB reads {LAYOUT_VERSION}"
+            )
+        size = os.fstat(f.fileno()).st_size
+        if size != total:
+            raise SegmentFileError(
+                f"segment file {path} is torn: {size} bytes, its header says {total}"
+            )
+        (_section, dims) = struct.unpack_from("<II", head, HEADER_SIZE)
+        if not 1 <= dims <= 9:
+            raise SegmentFileError(f"segment file {path} is corrupt: {dims} indexing dimensions")
+        rest = f.read(4 * dims + 16 * dims)
+        values = struct.unpack(f"<{dims}I{dims}d{dims}d", rest)
+    lo, hi = list(values[dims : 2 * dims]), list(values[2 * dims :])
+    return SegmentHeader(seg_id, total, str(uuid.UUID(bytes=typeid)), count, flags, lo, hi)
+
+
+def read_segment(path: Path, descriptor: RecordDescriptor) -> Segment:
+    """The whole segment, checked (length, checksum, record format) before anything is used."""
+    import numpy as np
+    import pyarrow as pa
+
+    header = read_header(path)
+    if header.typeid != descriptor.typeid:
+        raise SegmentFileError(
+            f"segment file {path} holds records of format {header.typeid}, not {descriptor.typeid}"
+        )
+    data = path.read_bytes()
+    body, digest = data[:-32], data[-32:]
+    if len(data) != header.total_length or hashlib.sha256(body).digest() != digest:
+        raise SegmentFileError(f"segment file {path} is corrupt: its checksum does not match")
+    pos = HEADER_SIZE
+    (length,) = struct.unpack_from("<I", body, pos)
+    pos += length
+    (length, first, count) = struct.unpack_from("<III", body, pos)
+    nodes = np.frombuffer(
+        body, dtype=[("r", "<u4"), ("l", "<i4"), ("x", "<i4")], count=count, offset=pos + 12
+    )
+    pos += length
+    pos += 8
+    (fields,) = struct.unpack_from("<I", body, pos)
+    pos += 4
+    if fields != len(descriptor.fields):
+        raise SegmentFileError(
+            f"segment file {path} has {fields} fields; the record format has {len(descriptor.fields)}"
+        )
+    arrays = []
+    decompressor = None
+    for field in descriptor.fields:
+        encoding, raw_length, stored_length = struct.unpack_from("<BQQ", body, pos)
+        pos += 17
+        stored = body[pos : pos + stored_length]
+        pos += stored_length
+        if encoding == _ZSTD:
+            decompressor = decompressor or _zstd().ZstdDecompressor()
+            raw = decompressor.decompress(stored, max_output_size=raw_length)
+        else:
+            raw = stored
+        values = np.frombuffer(raw, dtype=np.dtype(field.numpy_type))
+        if field.type == "char":
+            arrays.append(pa.array(values, type=pa.binary()).cast(pa.string()))
+        else:
+            arrays.append(pa.array(values.astype(values.dtype.newbyteorder("="))))
+    batch = pa.RecordBatch.from_arrays(arrays, schema=descriptor.arrow_schema)
+    coords = np.ascontiguousarray(
+        np.column_stack(
+            [
+                batch.column(n).to_numpy(zero_copy_only=False).astype(np.float64)
+                for n in descriptor.index
+            ]
+        )
+    )
+    return Segment(
+        header.segment_id,
+        batch,
+        coords,
+        np.ascontiguousarray(nodes["r"]),
+        np.ascontiguousarray(nodes["l"]),
+        np.ascontiguousarray(nodes["x"]),
+        first,
+        header.lo,
+        header.hi,
+    )
+
+
+def _column_bytes(segment: Segment, name: str, numpy_type: str) -> bytes:
+    import numpy as np
+
+    column = segment.data.column(name)
+    if numpy_type.startswith("S"):
+        values = np.array([v.encode() for v in column.to_pylist()], dtype=numpy_type)
+    else:
+        values = column.to_numpy(zero_copy_only=False).astype(numpy_type)
+    return values.tobytes()
+
+
+def _zstd():  # type: ignore[no-untyped-def]
+    import zstandard
+
+    return zstandard
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
