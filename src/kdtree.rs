@@ -174,31 +174,24 @@ pub fn scan(coords: &[f64], dims: usize, query: &QueryBox) -> Vec<u32> {
 mod tests {
     use super::*;
 
-    /// A small deterministic generator (xorshift), so tests need no extra crate.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
+    use crate::testing::Rng;
+
+    fn value(rng: &mut Rng) -> f64 {
+        match rng.next() % 20 {
+            0 => f64::NAN,
+            1 => -0.0,
+            2 => f64::INFINITY,
+            3 => f64::NEG_INFINITY,
+            _ => (rng.next() % 16) as f64 - 8.0, // many duplicates
         }
-        fn value(&mut self) -> f64 {
-            match self.next() % 20 {
-                0 => f64::NAN,
-                1 => -0.0,
-                2 => f64::INFINITY,
-                3 => f64::NEG_INFINITY,
-                _ => (self.next() % 16) as f64 - 8.0, // many duplicates
-            }
-        }
-        fn bound(&mut self, upper: bool) -> f64 {
-            match self.next() % 8 {
-                0 if upper => f64::NAN,
-                0 => f64::NEG_INFINITY,
-                1 => 0.0,
-                _ => (self.next() % 20) as f64 - 10.0,
-            }
+    }
+
+    fn bound(rng: &mut Rng, upper: bool) -> f64 {
+        match rng.next() % 8 {
+            0 if upper => f64::NAN,
+            0 => f64::NEG_INFINITY,
+            1 => 0.0,
+            _ => (rng.next() % 20) as f64 - 10.0,
         }
     }
 
@@ -208,12 +201,12 @@ mod tests {
         for case in 0..300 {
             let dims = 1 + case % 5;
             let n = (rng.next() % 200) as usize;
-            let coords: Vec<f64> = (0..n * dims).map(|_| rng.value()).collect();
+            let coords: Vec<f64> = (0..n * dims).map(|_| value(&mut rng)).collect();
             let tree = build(&coords, dims, case % 7);
             assert_eq!(tree.nodes.len(), n);
             for _ in 0..10 {
-                let lo: Vec<f64> = (0..dims).map(|_| rng.bound(false)).collect();
-                let hi: Vec<f64> = (0..dims).map(|_| rng.bound(true)).collect();
+                let lo: Vec<f64> = (0..dims).map(|_| bound(&mut rng, false)).collect();
+                let hi: Vec<f64> = (0..dims).map(|_| bound(&mut rng, true)).collect();
                 let q = QueryBox { lo, hi };
                 assert_eq!(
                     search(&tree, &coords, &q),

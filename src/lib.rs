@@ -11,6 +11,22 @@ pub mod info;
 pub mod kdtree;
 pub mod rtree;
 
+/// Test helpers shared by the kernels' tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// A small deterministic generator (xorshift), so tests need no extra crate.
+    pub struct Rng(pub u64);
+
+    impl Rng {
+        pub fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+}
+
 /// Facts about this build of the extension: crate version, Rust profile,
 /// target and the size of the rayon thread pool kernels run on.
 #[pyfunction]

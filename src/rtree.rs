@@ -157,22 +157,15 @@ mod tests {
         })
     }
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn value(&mut self) -> f64 {
-            match self.next() % 16 {
-                0 => f64::NAN,
-                1 => f64::INFINITY,
-                2 => f64::NEG_INFINITY,
-                3 => 1e300,
-                _ => (self.next() % 1000) as f64 / 10.0 - 50.0,
-            }
+    use crate::testing::Rng;
+
+    fn value(rng: &mut Rng) -> f64 {
+        match rng.next() % 16 {
+            0 => f64::NAN,
+            1 => f64::INFINITY,
+            2 => f64::NEG_INFINITY,
+            3 => 1e300,
+            _ => (rng.next() % 1000) as f64 / 10.0 - 50.0,
         }
     }
 
@@ -183,31 +176,21 @@ mod tests {
             let mut index = SegmentIndex::new(dims).unwrap();
             let mut boxes = Vec::new();
             for id in 0..300u64 {
-                let (a, b): (Vec<f64>, Vec<f64>) =
-                    (0..dims).map(|_| (rng.value(), rng.value())).unzip();
+                let (a, b): (Vec<f64>, Vec<f64>) = (0..dims)
+                    .map(|_| (value(&mut rng), value(&mut rng)))
+                    .unzip();
                 let key = crate::kdtree::key;
-                let lo: Vec<f64> = a
+                let (lo, hi): (Vec<f64>, Vec<f64>) = a
                     .iter()
                     .zip(&b)
-                    .map(|(x, y)| {
-                        if key(*x).total_cmp(&key(*y)).is_le() {
-                            *x
+                    .map(|(&x, &y)| {
+                        if key(x).total_cmp(&key(y)).is_le() {
+                            (x, y)
                         } else {
-                            *y
+                            (y, x)
                         }
                     })
-                    .collect();
-                let hi: Vec<f64> = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(x, y)| {
-                        if key(*x).total_cmp(&key(*y)).is_le() {
-                            *y
-                        } else {
-                            *x
-                        }
-                    })
-                    .collect();
+                    .unzip();
                 index.insert(id, &lo, &hi);
                 boxes.push((id, lo, hi));
             }
