@@ -8,6 +8,7 @@ use std::sync::RwLock;
 use crate::kdtree::{self, KdNode, PackedKdTree, QueryBox};
 use crate::rtree::SegmentIndex;
 
+type Labels<'py> = (Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u32>>);
 type NodeArrays<'py> = (
     Bound<'py, PyArray1<u32>>,
     Bound<'py, PyArray1<i32>>,
@@ -62,6 +63,24 @@ pub fn kdtree_build<'py>(
         left.into_pyarray(py),
         right.into_pyarray(py),
     ))
+}
+
+/// Kd-tree partitioning of the rows of `coords` into segments of at most `max_records`.
+///
+/// Returns per row its segment number, and per segment the depth of its subtree's root.
+#[pyfunction]
+pub fn kdtree_partition<'py>(
+    py: Python<'py>,
+    coords: PyReadonlyArray2<'py, f64>,
+    max_records: usize,
+) -> PyResult<Labels<'py>> {
+    let (data, dims) = rows(&coords)?;
+    if max_records == 0 {
+        return Err(PyValueError::new_err("max_records must be at least 1"));
+    }
+    let (labels, roots) =
+        py.detach(|| kdtree::partition(&kdtree::build(data, dims, 0), max_records));
+    Ok((labels.into_pyarray(py), roots.into_pyarray(py)))
 }
 
 /// Rows of `coords` inside the box [lo, hi], found through a packed kd-tree.

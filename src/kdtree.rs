@@ -115,6 +115,114 @@ fn build_into(
     nodes[index].right = r;
     index as i32
 }
+/// Kd-tree partitioning (MDDS §IV-B): divide a chunk's records into segments of at
+/// most `max_records` by the node counts of subtrees.
+///
+/// From the root, in pre-order, the larger child is visited first (ties: the left
+/// one); a subtree whose remaining node count fits becomes a segment and is
+/// detached, and counts are updated as the recursion returns, so what is left of a
+/// node's subtree becomes a segment once it fits. Returns, per record, its
+/// segment number, and per segment the depth of its root (the dimension to start
+/// its own kd-tree from is that depth plus the tree's `initial_dimension`).
+///
+/// # Panics
+/// If `max_records` is 0.
+pub fn partition(tree: &PackedKdTree, max_records: usize) -> (Vec<u32>, Vec<u32>) {
+    assert!(max_records > 0, "a segment holds at least one record");
+    let n = tree.nodes.len();
+    let mut count = vec![0usize; n];
+    // pre-order puts children after their parents: sum the counts bottom-up
+    for i in (0..n).rev() {
+        let node = tree.nodes[i];
+        count[i] =
+            1 + if node.left >= 0 {
+                count[node.left as usize]
+            } else {
+                0
+            } + if node.right >= 0 {
+                count[node.right as usize]
+            } else {
+                0
+            };
+    }
+    let mut state = Partition {
+        tree,
+        count,
+        detached: vec![false; n],
+        label: vec![0u32; n],
+        roots: Vec::new(),
+        max_records,
+    };
+    if n > 0 {
+        state.visit(0, 0);
+    }
+    let mut by_record = vec![0u32; n];
+    for (i, node) in tree.nodes.iter().enumerate() {
+        by_record[node.record as usize] = state.label[i];
+    }
+    (by_record, state.roots)
+}
+
+struct Partition<'a> {
+    tree: &'a PackedKdTree,
+    count: Vec<usize>,
+    detached: Vec<bool>,
+    label: Vec<u32>, // per node
+    roots: Vec<u32>, // per segment: the depth of its root
+    max_records: usize,
+}
+
+impl Partition<'_> {
+    fn child(&self, index: i32) -> Option<usize> {
+        (index >= 0 && !self.detached[index as usize]).then_some(index as usize)
+    }
+
+    fn recount(&mut self, node: usize) {
+        let n = self.tree.nodes[node];
+        self.count[node] = 1
+            + self.child(n.left).map_or(0, |c| self.count[c])
+            + self.child(n.right).map_or(0, |c| self.count[c]);
+    }
+
+    fn visit(&mut self, node: usize, depth: u32) {
+        if self.count[node] <= self.max_records {
+            self.emit(node, depth);
+            return;
+        }
+        let n = self.tree.nodes[node];
+        let (left, right) = (self.child(n.left), self.child(n.right));
+        let size = |c: Option<usize>| c.map_or(0, |c| self.count[c]);
+        let (first, second) = if size(right) > size(left) {
+            (right, left)
+        } else {
+            (left, right)
+        };
+        for child in [first, second].into_iter().flatten() {
+            self.visit(child, depth + 1);
+            self.recount(node);
+            if self.count[node] <= self.max_records {
+                break;
+            }
+        }
+        self.emit(node, depth);
+    }
+
+    /// Make what is left of `node`'s subtree one segment, and detach it.
+    fn emit(&mut self, node: usize, depth: u32) {
+        let segment = self.roots.len() as u32;
+        self.roots.push(depth);
+        let mut stack = vec![node];
+        while let Some(i) = stack.pop() {
+            self.label[i] = segment;
+            let n = self.tree.nodes[i];
+            stack.extend(self.child(n.left));
+            stack.extend(self.child(n.right));
+            self.detached[i] = true;
+        }
+        self.count[node] = 0;
+    }
+}
+
 /// A query box: per dimension an inclusive range of keys (`lo <= v <= hi` in the
 /// total order; `f64::NAN` as `hi` takes NaN in, `f64::NEG_INFINITY` as `lo` opens it).
 #[derive(Debug, Clone, PartialEq)]
@@ -246,6 +354,56 @@ mod tests {
             hi: vec![f64::INFINITY],
         };
         assert_eq!(search(&tree, &coords, &below_inf), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn partition_covers_every_record_once_within_the_limit() {
+        let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+        for case in 0..200 {
+            let dims = 1 + case % 4;
+            let n = (rng.next() % 500) as usize;
+            let coords: Vec<f64> = (0..n * dims).map(|_| value(&mut rng)).collect();
+            let tree = build(&coords, dims, 0);
+            let max = 1 + (rng.next() % 64) as usize;
+            let (labels, roots) = partition(&tree, max);
+            assert_eq!(labels.len(), n);
+            let mut sizes = vec![0usize; roots.len()];
+            for &l in &labels {
+                sizes[l as usize] += 1;
+            }
+            assert!(
+                sizes.iter().all(|&s| (1..=max).contains(&s)),
+                "case {case}: {sizes:?} > {max}"
+            );
+        }
+    }
+
+    #[test]
+    fn partition_of_distinct_values_gives_disjoint_ranges() {
+        // what the scheme is for: segments that overlap little (here: not at all)
+        let mut rng = Rng(42);
+        let mut values: Vec<f64> = (0..2000).map(|i| i as f64).collect();
+        for i in (1..values.len()).rev() {
+            values.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+        }
+        let (labels, roots) = partition(&build(&values, 1, 0), 100);
+        let mut ranges = vec![(f64::INFINITY, f64::NEG_INFINITY); roots.len()];
+        for (r, &l) in labels.iter().enumerate() {
+            let range = &mut ranges[l as usize];
+            *range = (range.0.min(values[r]), range.1.max(values[r]));
+        }
+        ranges.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for pair in ranges.windows(2) {
+            assert!(pair[0].1 < pair[1].0, "{pair:?} overlap");
+        }
+    }
+
+    #[test]
+    fn partition_of_a_small_chunk_is_one_segment() {
+        let coords: Vec<f64> = (0..40).map(|i| i as f64).collect();
+        let (labels, roots) = partition(&build(&coords, 2, 0), 100);
+        assert!(labels.iter().all(|&l| l == 0));
+        assert_eq!(roots, vec![0]);
     }
 
     #[test]

@@ -47,6 +47,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::kdtree_build, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::kdtree_search, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::kdtree_partition, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::box_scan, m)?)?;
     m.add_class::<bindings::PySegmentTree>()?;
     Ok(())

@@ -5,7 +5,15 @@ from typing import final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["SegmentTree", "__version__", "box_scan", "build_info", "kdtree_build", "kdtree_search"]
+__all__ = [
+    "SegmentTree",
+    "__version__",
+    "box_scan",
+    "build_info",
+    "kdtree_build",
+    "kdtree_partition",
+    "kdtree_search",
+]
 
 __version__: str
 
@@ -51,6 +59,17 @@ def kdtree_search(
     below and ``nan`` as ``hi`` opens it above with NaN included. Rows come
     back ascending. Raises ``ValueError`` for arrays that are not a tree of
     these rows.
+    """
+
+def kdtree_partition(
+    coords: npt.NDArray[np.float64], max_records: int
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+    """Kd-tree partitioning (MDDS IV-B) of the rows of ``coords`` into segments of at most ``max_records``.
+
+    Builds the chunk's kd-tree, then from the root, larger subtrees first,
+    makes each subtree that fits a segment. Returns per row its segment
+    number, and per segment the depth of its root (its own kd-tree starts
+    from that dimension).
     """
 
 def box_scan(

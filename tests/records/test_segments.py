@@ -81,8 +81,9 @@ def test_index_answers_equal_a_linear_scan(
 ) -> None:
     descriptor, table = stream
     chunk, size = data.draw(st.integers(8, 120)), data.draw(st.integers(400, 4000))
+    scheme = data.draw(st.sampled_from(["random", "kdtree"]))
     stores = [
-        SegmentStore(descriptor, chunk, size, iterator=it, seed=1)
+        SegmentStore(descriptor, chunk, size, iterator=it, seed=1, scheme=scheme)
         for it in ("kdtree", "sequential")
     ]
     cut = data.draw(st.integers(0, table.num_rows))
@@ -120,6 +121,36 @@ def test_segments_are_pruned_by_the_r_tree() -> None:
     inspected = store.segments_for(pred)
     assert len(inspected) < store.num_segments / 10
     assert sum(b.num_rows for b in store.scan(None, pred)) == 1000
+
+
+def test_kdtree_scheme_makes_segments_that_overlap_less() -> None:
+    descriptor = RecordDescriptor.parse(
+        {
+            "fields": [{"name": "x", "type": "double"}, {"name": "y", "type": "double"}],
+            "index": ["x", "y"],
+        }
+    )
+    rng = np.random.default_rng(11)
+    table = pa.table({"x": rng.uniform(0, 100, 20_000), "y": rng.uniform(0, 100, 20_000)})
+
+    def segments_met(store: SegmentStore) -> float:
+        # how many segments a small query box meets, on average
+        boxes = [
+            store.segments_for(
+                Predicate.between("x", a, a + 1).and_(Predicate.between("y", a, a + 1))
+            )
+            for a in range(0, 100, 7)
+        ]
+        return sum(len(b) for b in boxes) / len(boxes)
+
+    random_store = SegmentStore(descriptor, 10_000, 16_000, scheme="random", seed=1)
+    kd_store = SegmentStore(descriptor, 10_000, 16_000, scheme="kdtree", overpacking=1.0)
+    random_store.ingest(table)
+    kd_store.ingest(table)
+    assert segments_met(kd_store) < segments_met(random_store) / 5
+    assert random_store.num_records == kd_store.num_records == 20_000
+    with pytest.raises(ValueError, match="scheme"):
+        SegmentStore(descriptor, scheme="zorder")
 
 
 def test_bad_records_are_refused_and_nothing_is_kept() -> None:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["Segment", "SegmentStore"]
 
 ITERATORS = ("kdtree", "sequential")
+SCHEMES = ("random", "kdtree")
 
 
 @dataclass
@@ -64,11 +65,19 @@ class SegmentStore:
         segment_bytes: int = 1 << 20,
         iterator: str = "kdtree",
         seed: int | None = None,
+        scheme: str = "random",
+        overpacking: float = 1.5,
     ) -> None:
         from tesseradb import _core
 
         if iterator not in ITERATORS:
             raise ValueError(f"iterator must be one of {ITERATORS}, not {iterator!r}")
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, not {scheme!r}")
+        if overpacking <= 0:
+            raise ValueError("the overpacking factor must be positive")
+        self.scheme = scheme
+        self.overpacking = overpacking
         if max_chunk_records < 1 or segment_bytes < 1:
             raise ValueError("max_chunk_records and segment_bytes must be positive")
         self.descriptor = descriptor
@@ -146,12 +155,28 @@ class SegmentStore:
         return pa.Table.from_arrays(columns, schema=self.schema)
 
     def _segment_chunk(self, chunk: pa.Table, rng: Any) -> list[Segment]:
-        """The random scheme: each record to one of ceil(chunk bytes / segment bytes) segments."""
+        """Divide a chunk into segments by the stream's scheme.
+
+        ``random`` (§IV-A): each record to one of ceil(chunk bytes / segment
+        bytes) segments chosen uniformly at random. ``kdtree`` (§IV-B): the
+        chunk's kd-tree cut into subtrees of at most overpacking x segment
+        bytes / record size records (Rust); each segment's own kd-tree starts
+        from its subtree root's dimension.
+        """
         import numpy as np
 
+        from tesseradb import _core
+
         n = chunk.num_rows
-        count = max(1, math.ceil(n * self.descriptor.record_size / self.segment_bytes))
-        assignment = rng.integers(0, count, n) if count > 1 else np.zeros(n, dtype=np.int64)
+        roots = None
+        if self.scheme == "kdtree" and n:
+            limit = max(1, int(self.overpacking * self.segment_bytes / self.descriptor.record_size))
+            coords = self._coords(chunk.combine_chunks().to_batches()[0])
+            labels, roots = _core.kdtree_partition(coords, limit)
+            assignment, count = labels.astype(np.int64), len(roots)
+        else:
+            count = max(1, math.ceil(n * self.descriptor.record_size / self.segment_bytes))
+            assignment = rng.integers(0, count, n) if count > 1 else np.zeros(n, dtype=np.int64)
         order = np.argsort(assignment, kind="stable")
         bounds = np.searchsorted(assignment[order], np.arange(count + 1))
         batch = chunk.combine_chunks().to_batches()[0] if n else None
@@ -159,16 +184,19 @@ class SegmentStore:
         for s in range(count):
             rows = order[bounds[s] : bounds[s + 1]]
             if len(rows) and batch is not None:
-                out.append(self._build_segment(batch.take(rows)))
+                first = int(roots[s]) % len(self.descriptor.index) if roots is not None else 0
+                out.append(self._build_segment(batch.take(rows), first))
         return out
 
-    def _build_segment(self, data: pa.RecordBatch) -> Segment:
+    def _build_segment(self, data: pa.RecordBatch, initial_dimension: int = 0) -> Segment:
         from tesseradb import _core
 
         coords = self._coords(data)
-        records, left, right = _core.kdtree_build(coords, 0)
+        records, left, right = _core.kdtree_build(coords, initial_dimension)
         lo, hi = _box(coords)
-        return Segment(next(self._ids), data, coords, records, left, right, 0, lo, hi)
+        return Segment(
+            next(self._ids), data, coords, records, left, right, initial_dimension, lo, hi
+        )
 
     def _coords(self, data: pa.RecordBatch) -> np.ndarray:
         import numpy as np
