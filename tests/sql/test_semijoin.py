@@ -99,3 +99,26 @@ def test_explain_shows_the_reduction_and_the_scan_shrinks(db: tesseradb.Database
         "SELECT count(*) FROM obs LEFT JOIN subs ON obs.sub_id = subs.id AND night = 3"
     )
     assert not any("semi-join" in n for n in left.relation("obs").notes)
+
+
+def test_left_join_with_is_null_on_both_clauses_answers_right(db: tesseradb.Database) -> None:
+    """Found by the property test: DuckDB 2.0 answers this wrongly over Arrow scans
+    (an ANTI join that drops the ON clause's IS NULL); native tables and TesseraDB agree."""
+    import duckdb
+
+    t = pa.table({"i": pa.array([None, -(2**63)], pa.int64()), "f": pa.array([None, 1.5])})
+    u = pa.table({"i": pa.array([None, -(2**63)], pa.int64()), "s": pa.array([None, ""])})
+    sql = "SELECT t.*, u.* FROM t LEFT JOIN u ON t.i = u.i AND u.i IS NULL WHERE coalesce(t.f, 0) > 1 AND u.i IS NULL"
+    native = duckdb.connect()
+    try:
+        for name, table in (("t", t), ("u", u)):
+            native.register("src", table)
+            native.execute(f"CREATE TABLE {name} AS SELECT * FROM src")
+            native.unregister("src")
+        expected = native.execute(sql).fetchall()
+    finally:
+        native.close()
+    assert expected == [(-(2**63), 1.5, None, None)]
+    db.register("t", t)
+    db.register("u", u)
+    assert db.sql(sql).fetchall() == expected
