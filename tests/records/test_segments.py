@@ -212,3 +212,52 @@ def test_queries_during_ingest_see_whole_segments() -> None:
         t.join()
     assert not errors
     assert store.num_records == 2 * 40 * 500
+
+
+def test_numpy_structured_arrays_and_packed_binary_records() -> None:
+    descriptor = RecordDescriptor.parse(
+        {
+            "fields": [
+                {"name": "id", "type": "char", "array_len": 4},
+                {"name": "t", "type": "epoch_t"},
+                {"name": "x", "type": "float"},
+                {"name": "n", "type": "uint16"},
+            ],
+            "index": ["t", "x"],
+        }
+    )
+    records = np.zeros(5, dtype=descriptor.numpy_dtype)
+    records["id"] = [b"ab", b"cdef", b"", b"g", b"hi"]
+    records["t"] = np.arange(5) + 1_700_000_000
+    records["x"] = [0.5, -1.0, np.nan, 2.0, 3.5]
+    records["n"] = [1, 2, 3, 4, 65535]
+    assert descriptor.record_size == 4 + 8 + 4 + 2 == records.itemsize  # packed, as on the wire
+    for source in (
+        records,
+        records.tobytes(),
+        bytearray(records.tobytes()),
+        memoryview(records.tobytes()),
+    ):
+        store = SegmentStore(descriptor)
+        assert store.ingest(source) == 5
+        rows = sorted(
+            (
+                r
+                for b in store.scan(None, Predicate.between("t", 1_700_000_001, 1_700_000_004))
+                for r in b.to_pylist()
+            ),
+            key=lambda r: r["t"],
+        )
+        assert [(r["id"], r["n"]) for r in rows] == [("cdef", 2), ("", 3), ("g", 4), ("hi", 65535)]
+    store = SegmentStore(descriptor)
+    with pytest.raises(
+        DescriptorError, match="91 bytes is not whole records: each record is 18 bytes"
+    ):
+        store.ingest(records.tobytes() + b"\0")
+    bad = records.copy()
+    bad["id"][2] = b"\xff\xfe"
+    with pytest.raises(DescriptorError, match="record 2: char field 'id' is not UTF-8"):
+        store.ingest(bad.tobytes())
+    with pytest.raises(DescriptorError, match="no field 'n'"):
+        store.ingest(np.zeros(2, dtype=[("id", "S4"), ("t", "<i8"), ("x", "<f4")]))
+    assert store.num_records == 0

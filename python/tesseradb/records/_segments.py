@@ -113,13 +113,19 @@ class SegmentStore:
 
     def _conform(self, data: Any) -> pa.Table:
         """The data as a table of exactly the descriptor's columns and types, or a clear error."""
+        import numpy as np
         import pyarrow as pa
 
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            data = self._from_binary(data)
+        elif isinstance(data, np.ndarray):
+            data = self._from_structured(data)
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         if not isinstance(data, pa.Table):
             raise DescriptorError(
-                f"ingest takes a pyarrow Table or RecordBatch, not {type(data).__name__}"
+                "ingest takes a pyarrow Table or RecordBatch, a numpy structured array or a buffer "
+                f"of packed binary records, not {type(data).__name__}"
             )
         missing = [f.name for f in self.schema if f.name not in data.column_names]
         if missing:
@@ -153,6 +159,44 @@ class SegmentStore:
                         f"column {f.name!r} at row {row} is longer than its array_len of {f.array_len} bytes"
                     )
         return pa.Table.from_arrays(columns, schema=self.schema)
+
+    def _from_binary(self, buffer: Any) -> pa.Table:
+        """Packed binary records laid out as the descriptor says (the paper's binary form)."""
+        import numpy as np
+
+        size = self.descriptor.record_size
+        nbytes = memoryview(buffer).nbytes
+        if nbytes % size:
+            raise DescriptorError(
+                f"a buffer of {nbytes} bytes is not whole records: each record is {size} bytes, "
+                f"and {nbytes % size} bytes are left over after {nbytes // size} records"
+            )
+        return self._from_structured(np.frombuffer(buffer, dtype=self.descriptor.numpy_dtype))
+
+    def _from_structured(self, records: np.ndarray) -> pa.Table:
+        import pyarrow as pa
+
+        names = records.dtype.names or ()
+        missing = [f.name for f in self.descriptor.fields if f.name not in names]
+        if missing:
+            raise DescriptorError(
+                f"the structured array has no field {', '.join(repr(m) for m in missing)} of the record"
+            )
+        columns = {}
+        for field in self.descriptor.fields:
+            values = records[field.name]
+            if field.type != "char":
+                columns[field.name] = pa.array(values.astype(values.dtype.newbyteorder("=")))
+                continue
+            binary = pa.array(values.astype(f"S{field.array_len}"), type=pa.binary())
+            try:
+                columns[field.name] = binary.cast(pa.string())
+            except pa.ArrowInvalid:
+                bad = next(i for i, v in enumerate(binary.to_pylist()) if not _utf8(v))
+                raise DescriptorError(
+                    f"record {bad}: char field {field.name!r} is not UTF-8 text"
+                ) from None
+        return pa.table(columns)
 
     def _segment_chunk(self, chunk: pa.Table, rng: Any) -> list[Segment]:
         """Divide a chunk into segments by the stream's scheme.
@@ -272,6 +316,14 @@ class SegmentStore:
                 batch = predicate.filter(batch)
             if batch.num_rows:
                 yield batch if columns is None else batch.select(list(columns))
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _box(coords: np.ndarray) -> tuple[list[float], list[float]]:
