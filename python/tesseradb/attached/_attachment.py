@@ -712,7 +712,8 @@ class AttachedTable:
             if mask is not None and keep is not None:
                 offsets = np.flatnonzero(keep)
                 selected = (offsets + unit[0]) if rows is None else rows[offsets]
-                arrays = {k: v.filter(pa.array(keep)) for k, v in arrays.items()}
+                keep_mask = pa.array(keep)
+                arrays = {k: v.filter(keep_mask) for k, v in arrays.items()}
                 n = len(offsets)
                 # late materialisation: read the other columns for the matching rows only
                 if len(offsets) < 0.25 * len(keep):
@@ -726,7 +727,7 @@ class AttachedTable:
             if name not in arrays:
                 array = read(name, rows)
                 if keep is not None:
-                    array = array.filter(pa.array(keep))
+                    array = array.filter(keep_mask)
                 arrays[name] = array
             out.append(arrays[name])
         return pa.RecordBatch.from_arrays(out, schema=schema)

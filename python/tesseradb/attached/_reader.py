@@ -150,8 +150,6 @@ class FileReader:
         self, plan: DatasetPlan, first: int, last: int, start: int, stop: int
     ) -> int:
         """How many chunks from ``first`` are whole, stored, and one after another in the file."""
-        if plan.chunk_position is None:
-            plan.chunk_position = _positions(plan)
         rows, pos = plan.chunk_rows, plan.chunk_position
         itemsize = plan.dtype.itemsize
         n = 0
@@ -223,8 +221,8 @@ class FileReader:
         rows = plan.chunk_rows
         base = index * rows
         valid = min(rows, plan.length - base)
-        where = int(np.searchsorted(plan.chunk_starts, base))
-        if where >= len(plan.chunk_starts) or plan.chunk_starts[where] != base:
+        where = int(plan.chunk_position[index])
+        if where < 0:
             return np.full(valid, plan.fill, dtype=plan.dtype)  # never written: fill value
         offset, size, mask = (
             int(plan.chunk_offsets[where]),
@@ -299,6 +297,7 @@ def _make_plan(ds: h5py.Dataset) -> DatasetPlan:
     plan.chunk_offsets = np.asarray(offsets, dtype=np.int64)[order]
     plan.chunk_sizes = np.asarray(sizes, dtype=np.int64)[order]
     plan.chunk_masks = np.asarray(masks, dtype=np.int64)[order]
+    plan.chunk_position = _positions(plan)
     plan.filters = filters
     plan.native = True
     return plan

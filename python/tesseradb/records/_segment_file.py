@@ -141,28 +141,35 @@ def write_segment(
 def read_header(path: Path) -> SegmentHeader:
     """The header and bounding box of a segment file (reads its first bytes only)."""
     with open(path, "rb") as f:
-        head = f.read(HEADER_SIZE + 8)
-        if len(head) < HEADER_SIZE + 8:
-            raise SegmentFileError(
-                f"segment file {path} is torn: {len(head)} bytes, shorter than its header"
-            )
-        magic, version, header_size, seg_id, total, typeid, count, flags = _HEADER.unpack_from(head)
-        if magic != MAGIC:
-            raise SegmentFileError(f"{path} is not a TesseraDB segment file")
-        if version != LAYOUT_VERSION or header_size != HEADER_SIZE:
-            raise SegmentFileError(
-                f"segment file {path} has layout version {version}; this TesseraDB reads {LAYOUT_VERSION}"
-            )
+        prefix = f.read(_HEADER_PREFIX)
         size = os.fstat(f.fileno()).st_size
-        if size != total:
-            raise SegmentFileError(
-                f"segment file {path} is torn: {size} bytes, its header says {total}"
-            )
-        (_section, dims) = struct.unpack_from("<II", head, HEADER_SIZE)
-        if not 1 <= dims <= 9:
-            raise SegmentFileError(f"segment file {path} is corrupt: {dims} indexing dimensions")
-        rest = f.read(4 * dims + 16 * dims)
-        values = struct.unpack(f"<{dims}I{dims}d{dims}d", rest)
+    return _parse_header(prefix, size, path)
+
+
+_HEADER_PREFIX = HEADER_SIZE + 8 + 20 * 9  # header, indexing section up to 9 dimensions
+
+
+def _parse_header(data: bytes, size: int, path: Path) -> SegmentHeader:
+    """The header of a segment from the first bytes of its file (``size``: the file's length)."""
+    if len(data) < HEADER_SIZE + 8:
+        raise SegmentFileError(
+            f"segment file {path} is torn: {len(data)} bytes, shorter than its header"
+        )
+    magic, version, header_size, seg_id, total, typeid, count, flags = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise SegmentFileError(f"{path} is not a TesseraDB segment file")
+    if version != LAYOUT_VERSION or header_size != HEADER_SIZE:
+        raise SegmentFileError(
+            f"segment file {path} has layout version {version}; this TesseraDB reads {LAYOUT_VERSION}"
+        )
+    if size != total:
+        raise SegmentFileError(
+            f"segment file {path} is torn: {size} bytes, its header says {total}"
+        )
+    (_section, dims) = struct.unpack_from("<II", data, HEADER_SIZE)
+    if not 1 <= dims <= 9:
+        raise SegmentFileError(f"segment file {path} is corrupt: {dims} indexing dimensions")
+    values = struct.unpack_from(f"<{dims}I{dims}d{dims}d", data, HEADER_SIZE + 8)
     lo, hi = list(values[dims : 2 * dims]), list(values[2 * dims :])
     return SegmentHeader(seg_id, total, str(uuid.UUID(bytes=typeid)), count, flags, lo, hi)
 
@@ -172,12 +179,12 @@ def read_segment(path: Path, descriptor: RecordDescriptor) -> Segment:
     import numpy as np
     import pyarrow as pa
 
-    header = read_header(path)
+    data = path.read_bytes()  # once: the header, the checks and the sections all come from it
+    header = _parse_header(data, len(data), path)
     if header.typeid != descriptor.typeid:
         raise SegmentFileError(
             f"segment file {path} holds records of format {header.typeid}, not {descriptor.typeid}"
         )
-    data = path.read_bytes()
     body, digest = data[:-32], data[-32:]
     if len(data) != header.total_length or hashlib.sha256(body).digest() != digest:
         raise SegmentFileError(f"segment file {path} is corrupt: its checksum does not match")

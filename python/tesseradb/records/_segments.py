@@ -90,6 +90,7 @@ class SegmentStore:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._seed = seed
+        self._calls = itertools.count()
 
     # --- ingest -----------------------------------------------------------------------
     def ingest(self, data: Any) -> int:
@@ -97,9 +98,9 @@ class SegmentStore:
         import numpy as np
 
         table = self._conform(data)
-        rng = np.random.default_rng(
-            self._seed if self._seed is None else self._seed + next(self._ids)
-        )
+        # seeded streams are reproducible call by call; each call gets its own generator
+        # (numpy generators are not safe to share between ingesting threads)
+        rng = np.random.default_rng(None if self._seed is None else (self._seed, next(self._calls)))
         segments = []
         for start in range(0, table.num_rows, self.max_chunk_records):
             chunk = table.slice(start, self.max_chunk_records)
