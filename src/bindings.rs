@@ -45,26 +45,6 @@ fn query_box(lo: Vec<f64>, hi: Vec<f64>, dims: usize) -> PyResult<QueryBox> {
     Ok(QueryBox { lo, hi })
 }
 
-/// Build a packed kd-tree over the rows of `coords`; returns (records, left, right).
-#[pyfunction]
-#[pyo3(signature = (coords, initial_dimension = 0))]
-pub fn kdtree_build<'py>(
-    py: Python<'py>,
-    coords: PyReadonlyArray2<'py, f64>,
-    initial_dimension: usize,
-) -> PyResult<NodeArrays<'py>> {
-    let (data, dims) = rows(&coords)?;
-    let tree = py.detach(|| kdtree::build(data, dims, initial_dimension));
-    let records: Vec<u32> = tree.nodes.iter().map(|n| n.record).collect();
-    let left: Vec<i32> = tree.nodes.iter().map(|n| n.left).collect();
-    let right: Vec<i32> = tree.nodes.iter().map(|n| n.right).collect();
-    Ok((
-        records.into_pyarray(py),
-        left.into_pyarray(py),
-        right.into_pyarray(py),
-    ))
-}
-
 /// Kd-tree partitioning of the rows of `coords` into segments of at most `max_records`.
 ///
 /// Returns per row its segment number, and per segment the depth of its subtree's root.
@@ -83,62 +63,242 @@ pub fn kdtree_partition<'py>(
     Ok((labels.into_pyarray(py), roots.into_pyarray(py)))
 }
 
-/// Rows of `coords` inside the box [lo, hi], found through a packed kd-tree.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub fn kdtree_search<'py>(
-    py: Python<'py>,
-    coords: PyReadonlyArray2<'py, f64>,
-    records: PyReadonlyArray1<'py, u32>,
-    left: PyReadonlyArray1<'py, i32>,
-    right: PyReadonlyArray1<'py, i32>,
-    initial_dimension: usize,
-    lo: Vec<f64>,
-    hi: Vec<f64>,
-) -> PyResult<Bound<'py, PyArray1<u32>>> {
-    let (data, dims) = rows(&coords)?;
-    let query = query_box(lo, hi, dims)?;
-    let (records, left, right) = (records.as_slice()?, left.as_slice()?, right.as_slice()?);
-    let n = data.len() / dims;
-    if records.len() != n || left.len() != n || right.len() != n {
-        return Err(PyValueError::new_err(
-            "the tree's arrays must have one entry per row of coords",
-        ));
+/// A segment's packed kd-tree together with the keys of its records (owned by Rust,
+/// so that a query can search many segments with the GIL released).
+#[pyclass(name = "KdTree", module = "tesseradb._core", frozen)]
+pub struct PyKdTree {
+    tree: PackedKdTree,
+    coords: Vec<f64>,
+}
+
+impl PyKdTree {
+    fn rows(&self) -> usize {
+        self.tree.nodes.len()
     }
-    let bad = |i: i32| i < -1 || i >= n as i32;
-    if records.iter().any(|&r| r as usize >= n) || left.iter().chain(right).any(|&i| bad(i)) {
-        return Err(PyValueError::new_err(
-            "the tree's arrays point outside coords: not a tree of these rows",
-        ));
+
+    fn find(&self, query: &QueryBox, sequential: bool) -> Vec<u32> {
+        if sequential {
+            kdtree::scan(&self.coords, self.tree.dims, query)
+        } else {
+            kdtree::search(&self.tree, &self.coords, query)
+        }
     }
-    let tree = PackedKdTree {
-        initial_dimension: initial_dimension % dims,
-        dims,
-        nodes: (0..n)
+}
+
+#[pymethods]
+impl PyKdTree {
+    /// Build the packed kd-tree of the rows of `coords` (median pivots by quickselect).
+    #[new]
+    #[pyo3(signature = (coords, initial_dimension = 0))]
+    fn new(
+        py: Python<'_>,
+        coords: PyReadonlyArray2<'_, f64>,
+        initial_dimension: usize,
+    ) -> PyResult<Self> {
+        let (data, dims) = rows(&coords)?;
+        let coords = data.to_vec();
+        let tree = py.detach(|| kdtree::build(&coords, dims, initial_dimension));
+        Ok(PyKdTree { tree, coords })
+    }
+
+    /// A tree read back from its parts (a segment file), checked to be a tree of these rows.
+    #[staticmethod]
+    fn from_parts(
+        coords: PyReadonlyArray2<'_, f64>,
+        records: PyReadonlyArray1<'_, u32>,
+        left: PyReadonlyArray1<'_, i32>,
+        right: PyReadonlyArray1<'_, i32>,
+        initial_dimension: usize,
+    ) -> PyResult<Self> {
+        let (data, dims) = rows(&coords)?;
+        let (records, left, right) = (records.as_slice()?, left.as_slice()?, right.as_slice()?);
+        let n = data.len() / dims;
+        if records.len() != n || left.len() != n || right.len() != n {
+            return Err(PyValueError::new_err(
+                "the tree's arrays must have one entry per row of coords",
+            ));
+        }
+        let bad = |i: i32| i < -1 || i >= n as i32;
+        if records.iter().any(|&r| r as usize >= n) || left.iter().chain(right).any(|&i| bad(i)) {
+            return Err(PyValueError::new_err(
+                "the tree's arrays point outside coords: not a tree of these rows",
+            ));
+        }
+        let nodes = (0..n)
             .map(|i| KdNode {
                 record: records[i],
                 left: left[i],
                 right: right[i],
             })
-            .collect(),
-    };
-    let found = py.detach(|| kdtree::search(&tree, data, &query));
-    Ok(found.into_pyarray(py))
+            .collect();
+        Ok(PyKdTree {
+            tree: PackedKdTree {
+                initial_dimension: initial_dimension % dims,
+                dims,
+                nodes,
+            },
+            coords: data.to_vec(),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.rows()
+    }
+
+    #[getter]
+    fn dims(&self) -> usize {
+        self.tree.dims
+    }
+
+    #[getter]
+    fn initial_dimension(&self) -> usize {
+        self.tree.initial_dimension
+    }
+
+    /// The nodes in pre-order as (records, left, right) arrays (-1: no child).
+    fn nodes<'py>(&self, py: Python<'py>) -> NodeArrays<'py> {
+        let nodes = &self.tree.nodes;
+        (
+            PyArray1::from_iter(py, nodes.iter().map(|n| n.record)),
+            PyArray1::from_iter(py, nodes.iter().map(|n| n.left)),
+            PyArray1::from_iter(py, nodes.iter().map(|n| n.right)),
+        )
+    }
+
+    /// Rows inside the box [lo, hi], ascending: through the tree, or looking at each row.
+    #[pyo3(signature = (lo, hi, sequential = false))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        lo: Vec<f64>,
+        hi: Vec<f64>,
+        sequential: bool,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let query = query_box(lo, hi, self.tree.dims)?;
+        Ok(py.detach(|| self.find(&query, sequential)).into_pyarray(py))
+    }
 }
 
-/// Rows of `coords` inside the box [lo, hi], looking at every row (the sequential iterator).
+/// Rows inside the box [lo, hi] in many segments at once, searched in parallel.
+///
+/// Returns (segment, row): the position in `trees` and the row within that
+/// segment of each record found, grouped by segment in the order of `trees`.
 #[pyfunction]
-pub fn box_scan<'py>(
+#[pyo3(signature = (trees, lo, hi, sequential = false))]
+pub fn search_segments<'py>(
     py: Python<'py>,
-    coords: PyReadonlyArray2<'py, f64>,
+    trees: Vec<Py<PyKdTree>>,
     lo: Vec<f64>,
     hi: Vec<f64>,
-) -> PyResult<Bound<'py, PyArray1<u32>>> {
-    let (data, dims) = rows(&coords)?;
+    sequential: bool,
+) -> PyResult<Labels<'py>> {
+    use rayon::prelude::*;
+    let dims = lo.len();
     let query = query_box(lo, hi, dims)?;
-    Ok(py
-        .detach(|| kdtree::scan(data, dims, &query))
-        .into_pyarray(py))
+    let refs: Vec<&PyKdTree> = trees.iter().map(|t| t.get()).collect();
+    if let Some(t) = refs.iter().find(|t| t.tree.dims != dims) {
+        return Err(PyValueError::new_err(format!(
+            "a tree has {} dimensions; the query box has {dims}",
+            t.tree.dims
+        )));
+    }
+    let (segments, found) = py.detach(|| {
+        let found: Vec<Vec<u32>> = refs
+            .par_iter()
+            .map(|t| t.find(&query, sequential))
+            .collect();
+        let total = found.iter().map(Vec::len).sum();
+        let mut segments = Vec::with_capacity(total);
+        let mut all = Vec::with_capacity(total);
+        for (s, rows) in found.into_iter().enumerate() {
+            segments.extend(std::iter::repeat_n(s as u32, rows.len()));
+            all.extend(rows);
+        }
+        (segments, all)
+    });
+    Ok((segments.into_pyarray(py), found.into_pyarray(py)))
+}
+
+/// Gathers fixed-width values: item `rows[i]` of `columns[segments[i]]`, each item
+/// `itemsize` bytes (the columns are byte views of one field in many segments).
+#[pyfunction]
+pub fn gather<'py>(
+    py: Python<'py>,
+    columns: Vec<PyReadonlyArray1<'py, u8>>,
+    itemsize: usize,
+    segments: PyReadonlyArray1<'py, u32>,
+    rows: PyReadonlyArray1<'py, u32>,
+) -> PyResult<Bound<'py, PyArray1<u8>>> {
+    let slices: Vec<&[u8]> = columns
+        .iter()
+        .map(|c| c.as_slice())
+        .collect::<Result<_, _>>()?;
+    let (segments, rows) = (segments.as_slice()?, rows.as_slice()?);
+    if segments.len() != rows.len() || itemsize == 0 {
+        return Err(PyValueError::new_err(
+            "segments and rows must have the same length, and itemsize must be positive",
+        ));
+    }
+    for (&s, &r) in segments.iter().zip(rows) {
+        let column = slices.get(s as usize).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "segment {s} is not one of the {} columns",
+                slices.len()
+            ))
+        })?;
+        if (r as usize + 1) * itemsize > column.len() {
+            return Err(PyValueError::new_err(format!(
+                "row {r} is outside column {s} of {} items",
+                column.len() / itemsize
+            )));
+        }
+    }
+    let out = py.detach(|| {
+        let mut out = Vec::with_capacity(rows.len() * itemsize);
+        for (&s, &r) in segments.iter().zip(rows) {
+            let at = r as usize * itemsize;
+            out.extend_from_slice(&slices[s as usize][at..at + itemsize]);
+        }
+        out
+    });
+    Ok(out.into_pyarray(py))
+}
+
+/// Strings of an Arrow string array (offsets, data) as fixed-width NUL-padded items.
+///
+/// Raises ValueError naming the first string longer than `width` bytes.
+#[pyfunction]
+pub fn pad_strings<'py>(
+    py: Python<'py>,
+    offsets: PyReadonlyArray1<'py, i64>,
+    data: PyReadonlyArray1<'py, u8>,
+    width: usize,
+) -> PyResult<Bound<'py, PyArray1<u8>>> {
+    let (offsets, data) = (offsets.as_slice()?, data.as_slice()?);
+    let n = offsets.len().saturating_sub(1);
+    for i in 0..n {
+        let (a, b) = (offsets[i], offsets[i + 1]);
+        if a < 0 || b < a || b as usize > data.len() {
+            return Err(PyValueError::new_err(
+                "the offsets do not describe strings of the data",
+            ));
+        }
+        if (b - a) as usize > width {
+            return Err(PyValueError::new_err(format!(
+                "string {i} is {} bytes, longer than {width}",
+                b - a
+            )));
+        }
+    }
+    let out = py.detach(|| {
+        let mut out = vec![0u8; n * width];
+        for i in 0..n {
+            let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
+            out[i * width..i * width + (b - a)].copy_from_slice(&data[a..b]);
+        }
+        out
+    });
+    Ok(out.into_pyarray(py))
 }
 
 /// The R*-tree of a stream's segment boxes; safe to share between threads.

@@ -45,10 +45,11 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::kdtree_build, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::kdtree_search, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::kdtree_partition, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::box_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::search_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::gather, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::pad_strings, m)?)?;
+    m.add_class::<bindings::PyKdTree>()?;
     m.add_class::<bindings::PySegmentTree>()?;
     Ok(())
 }

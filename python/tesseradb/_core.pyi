@@ -6,13 +6,14 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "KdTree",
     "SegmentTree",
     "__version__",
-    "box_scan",
     "build_info",
-    "kdtree_build",
+    "gather",
     "kdtree_partition",
-    "kdtree_search",
+    "pad_strings",
+    "search_segments",
 ]
 
 __version__: str
@@ -28,39 +29,6 @@ def build_info() -> dict[str, str | int]:
         and ``threads`` (the size of the rayon pool the kernels share).
     """
 
-def kdtree_build(
-    coords: npt.NDArray[np.float64], initial_dimension: int = 0
-) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-    """Build the packed kd-tree of the rows of ``coords`` (C-contiguous, shape (n, dims)).
-
-    Median pivots by quickselect, branching dimensions round-robin from
-    ``initial_dimension``. Values compare as in DuckDB: -0.0 equals 0.0 and
-    NaN sorts above +inf.
-
-    Returns
-    -------
-    tuple
-        ``(records, left, right)``: per node in pre-order, the row of its record
-        and the node indices of its children (-1 for none).
-    """
-
-def kdtree_search(
-    coords: npt.NDArray[np.float64],
-    records: npt.NDArray[np.uint32],
-    left: npt.NDArray[np.int32],
-    right: npt.NDArray[np.int32],
-    initial_dimension: int,
-    lo: list[float],
-    hi: list[float],
-) -> npt.NDArray[np.uint32]:
-    """Rows of ``coords`` with ``lo[d] <= value <= hi[d]`` in every dimension, through the tree.
-
-    Bounds are inclusive in DuckDB's order; ``-inf`` as ``lo`` opens a range
-    below and ``nan`` as ``hi`` opens it above with NaN included. Rows come
-    back ascending. Raises ``ValueError`` for arrays that are not a tree of
-    these rows.
-    """
-
 def kdtree_partition(
     coords: npt.NDArray[np.float64], max_records: int
 ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
@@ -72,10 +40,77 @@ def kdtree_partition(
     from that dimension).
     """
 
-def box_scan(
-    coords: npt.NDArray[np.float64], lo: list[float], hi: list[float]
-) -> npt.NDArray[np.uint32]:
-    """The rows :func:`kdtree_search` finds, by looking at every row (the sequential iterator)."""
+def search_segments(
+    trees: list[KdTree], lo: list[float], hi: list[float], sequential: bool = False
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+    """Rows inside ``[lo, hi]`` in many segments' trees at once, searched in parallel (rayon).
+
+    Returns ``(segments, rows)``: per record found, its tree's position in
+    ``trees`` and its row in that segment, grouped by tree in order, rows
+    ascending within a tree. ``sequential`` looks at every row instead of
+    descending the trees (MDDS's sequential iterator).
+    """
+
+def gather(
+    columns: list[npt.NDArray[np.uint8]],
+    itemsize: int,
+    segments: npt.NDArray[np.uint32],
+    rows: npt.NDArray[np.uint32],
+) -> npt.NDArray[np.uint8]:
+    """Item ``rows[i]`` of ``columns[segments[i]]`` for each i, concatenated.
+
+    ``columns`` are byte views of one fixed-width field in many segments,
+    ``itemsize`` bytes per item. Raises ``ValueError`` for positions outside them.
+    """
+
+def pad_strings(
+    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], width: int
+) -> npt.NDArray[np.uint8]:
+    """An Arrow string array's values (``offsets``, ``data``) as ``width``-byte NUL-padded items.
+
+    Raises ``ValueError`` naming the first string longer than ``width`` bytes.
+    """
+
+@final
+class KdTree:
+    """A segment's packed kd-tree with the keys of its records (MDDS V-B).
+
+    Built over the rows of a C-contiguous ``(n, dims)`` float64 array by
+    quickselect (median pivots, dimensions round-robin from
+    ``initial_dimension``); values compare as in DuckDB: -0.0 equals 0.0 and
+    NaN sorts above +inf.
+    """
+
+    def __new__(cls, coords: npt.NDArray[np.float64], initial_dimension: int = 0) -> KdTree: ...
+    @staticmethod
+    def from_parts(
+        coords: npt.NDArray[np.float64],
+        records: npt.NDArray[np.uint32],
+        left: npt.NDArray[np.int32],
+        right: npt.NDArray[np.int32],
+        initial_dimension: int,
+    ) -> KdTree:
+        """A tree from its stored nodes; ``ValueError`` if they are not a tree of these rows."""
+    def __len__(self) -> int: ...
+    @property
+    def dims(self) -> int:
+        """The number of indexing dimensions."""
+    @property
+    def initial_dimension(self) -> int:
+        """The branching dimension of the root."""
+    def nodes(
+        self,
+    ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+        """Per node in pre-order: the row of its record and its children's node indices (-1: none)."""
+    def search(
+        self, lo: list[float], hi: list[float], sequential: bool = False
+    ) -> npt.NDArray[np.uint32]:
+        """Rows with ``lo[d] <= value <= hi[d]`` in every dimension, ascending.
+
+        Bounds are inclusive in DuckDB's order; ``-inf`` as ``lo`` opens a
+        range below and ``nan`` as ``hi`` opens it above with NaN included.
+        ``sequential`` looks at every row instead of descending the tree.
+        """
 
 @final
 class SegmentTree:

@@ -9,6 +9,8 @@ Layout of a database directory::
     catalog.sqlite   the catalog (SQLite, WAL): objects, kinds, specs, format version
     tables.duckdb    plain tables and views created with SQL (DuckDB's own file)
     write.lock       the writer lock (flock); its content names the holder
+    attached/<name>/ sidecar bitmap indexes of an attachment
+    streams/<name>/  the segment files of a record stream
 """
 
 from __future__ import annotations
@@ -41,11 +43,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tesseradb.attached import Attachment
+    from tesseradb.records import Stream
 
 __all__ = ["Database", "DatabaseInfo", "ObjectInfo", "connect"]
 
 TABLE_STORE_FILE = "tables.duckdb"
 ATTACHED_KIND = "attached"
+STREAM_KIND = "stream"
 PLAIN_KINDS = ("table", "view")
 
 
@@ -99,6 +103,7 @@ class Database:
         self._registered: dict[str, Relation] = {}
         self._registered_lock = threading.Lock()
         self._attachments: dict[str, Any] = {}  # open Attachment objects by lower name
+        self._streams: dict[str, Stream] = {}  # open streams by lower name
         self._engine = SQLEngine(self, self.path / TABLE_STORE_FILE, read_only)
         self._closed = False
 
@@ -129,6 +134,8 @@ class Database:
         self._closed = True
         for attachment in self._attachments.values():
             attachment.close()
+        for stream in self._streams.values():
+            stream.close()  # writes what is still in memory
         self._engine.close()
         self.catalog.close()
         if self._lock is not None:
@@ -210,6 +217,12 @@ class Database:
         registered = self._registered.get(name.lower())
         if registered is not None:
             return registered
+        stream = self._streams.get(name.lower())
+        if stream is not None:
+            return stream
+        if "." not in name:
+            obj = self.catalog.get(name)
+            return self.stream(obj.name) if obj is not None and obj.kind == STREAM_KIND else None
         if "." in name:
             owner, _, table = name.partition(".")
             attachment = self._attachments.get(owner.lower())  # open already: no catalog read
@@ -269,6 +282,9 @@ class Database:
             return
         if obj.kind == ATTACHED_KIND:
             self.detach(obj.name)
+            return
+        if obj.kind == STREAM_KIND:
+            self._drop_stream(obj.name)
             return
         raise ObjectNotFoundError(f"{name!r} is a {obj.kind}; this version cannot drop that kind")
 
@@ -396,6 +412,61 @@ class Database:
         self.catalog.update_spec(obj.name, {**obj.spec, "indexes": specs})
         attachment.spec["indexes"] = specs
 
+    # --- record streams ---------------------------------------------------------------
+    def create_stream(self, name: str, descriptor: Any, **options: Any) -> Stream:
+        """Create a record stream (MDDS) whose records ``descriptor`` describes.
+
+        ``descriptor`` is the paper's XML record descriptor, the same as a dict
+        or JSON text, or a :class:`RecordDescriptor`. ``options`` are those of
+        :class:`StreamOptions`: ``max_chunk_records``, ``segment_bytes``,
+        ``scheme`` (``random`` or ``kdtree``), ``overpacking``, ``iterator``
+        (``kdtree`` or ``sequential``), ``cache_bytes``, ``writer_threads``,
+        ``writer_period_ms``, ``compression`` (``zstd`` or ``none``), ``seed``.
+        """
+        from tesseradb.records import RecordDescriptor, StreamOptions
+
+        self._check_open()
+        self._check_writable("create a stream")
+        validate_name(name, "stream")
+        parsed = RecordDescriptor.parse(descriptor)
+        settings = StreamOptions.from_dict(options)
+        self.catalog.create(
+            name, STREAM_KIND, {"descriptor": parsed.to_dict(), "options": settings.to_dict()}
+        )
+        return self.stream(name)
+
+    def stream(self, name: str) -> Stream:
+        """The record stream called ``name``: ingest, flush, range queries."""
+        from tesseradb.records import RecordDescriptor, Stream, StreamOptions
+
+        self._check_open()
+        key = name.lower()
+        with self._registered_lock:
+            if key not in self._streams:
+                obj = self.catalog.require(name, STREAM_KIND)
+                self._streams[key] = Stream(
+                    obj.name,
+                    RecordDescriptor.from_dict(obj.spec["descriptor"]),
+                    StreamOptions.from_dict(obj.spec["options"]),
+                    self.path / "streams" / obj.name,
+                    self.read_only,
+                )
+            return self._streams[key]
+
+    def streams(self) -> list[str]:
+        """Names of the record streams."""
+        return [o.name for o in self.catalog.objects(STREAM_KIND)]
+
+    def _drop_stream(self, name: str) -> None:
+        import shutil
+
+        with self._registered_lock:
+            stream = self._streams.pop(name.lower(), None)
+        if stream is not None:
+            stream.close(flush=False)
+        self.catalog.drop(name)
+        shutil.rmtree(self.path / "streams" / name, ignore_errors=True)
+
     def _check_writable(self, what: str) -> None:
         if self.read_only:
             raise ReadOnlyError(f"cannot {what}: the database is open read-only")
@@ -432,6 +503,9 @@ class Database:
                         )
                     )
                 continue
+            if obj.kind == STREAM_KIND:
+                stream = self.stream(obj.name)
+                rows, size = stream.num_records, stream.bytes_on_disk
             objects.append(ObjectInfo(obj.name, obj.kind, rows, size, obj.created, obj.modified))
         for rel in self._registered.values():
             est = rel.estimate(None)

@@ -50,11 +50,51 @@ def test_kdtree_search_and_scan_equal_numpy(
     problem: tuple[np.ndarray, list[float], list[float], int],
 ) -> None:
     coords, lo, hi, first = problem
-    records, left, right = _core.kdtree_build(coords, first)
+    tree = _core.KdTree(coords, first)
+    records, left, right = tree.nodes()
     assert sorted(records.tolist()) == list(range(len(coords)))  # every record is a node once
     expected = reference(coords, lo, hi)
-    assert _core.kdtree_search(coords, records, left, right, first, lo, hi).tolist() == expected
-    assert _core.box_scan(coords, lo, hi).tolist() == expected
+    assert tree.search(lo, hi).tolist() == expected
+    assert tree.search(lo, hi, sequential=True).tolist() == expected
+    rebuilt = _core.KdTree.from_parts(coords, records, left, right, first)
+    assert rebuilt.search(lo, hi).tolist() == expected and len(rebuilt) == len(coords)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(problems(), min_size=1, max_size=5), st.booleans())
+def test_many_segments_are_searched_and_gathered_together(
+    segments: list[tuple[np.ndarray, list[float], list[float], int]], sequential: bool
+) -> None:
+    dims = segments[0][0].shape[1]
+    same = [p for p in segments if p[0].shape[1] == dims]
+    lo, hi = same[0][1], same[0][2]
+    trees = [_core.KdTree(coords, first) for coords, _, _, first in same]
+    which, rows = _core.search_segments(trees, lo, hi, sequential)
+    expected = [(k, r) for k, (coords, *_) in enumerate(same) for r in reference(coords, lo, hi)]
+    assert list(zip(which.tolist(), rows.tolist(), strict=True)) == expected
+    # gathering the first key column of each segment by (segment, row) gives the same values
+    columns = [np.ascontiguousarray(c[:, 0]).view(np.uint8) for c, *_ in same]
+    values = _core.gather(columns, 8, which, rows).view(np.float64)
+    wanted = [same[k][0][r, 0] for k, r in expected]
+    np.testing.assert_array_equal(values, np.array(wanted, dtype=np.float64))
+
+
+@settings(deadline=None)
+@given(st.lists(st.text(max_size=6)), st.integers(1, 30))
+def test_pad_strings_matches_numpy_fixed_width_bytes(texts: list[str], width: int) -> None:
+    import pyarrow as pa
+
+    column = pa.array(texts, pa.large_string())
+    _, offsets, data = column.buffers()
+    offsets_array = np.frombuffer(offsets, dtype=np.int64, count=len(texts) + 1)
+    data_array = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    encoded = [t.encode() for t in texts]
+    if any(len(e) > width for e in encoded):
+        with pytest.raises(ValueError, match="longer than"):
+            _core.pad_strings(offsets_array, data_array, width)
+        return
+    padded = _core.pad_strings(offsets_array, data_array, width)
+    assert padded.tobytes() == np.array(encoded, dtype=f"S{width}").tobytes()
 
 
 @settings(max_examples=100, deadline=None)
@@ -89,29 +129,32 @@ def test_segment_tree_finds_every_overlapping_box(
 def test_kernels_run_in_parallel_threads() -> None:
     rng = np.random.default_rng(3)
     coords = rng.normal(size=(200_000, 3))
-    records, left, right = _core.kdtree_build(coords)
+    tree = _core.KdTree(coords)
     box = ([-0.5] * 3, [0.5] * 3)
     with ThreadPoolExecutor(4) as pool:
-        results = list(
-            pool.map(lambda _: _core.kdtree_search(coords, records, left, right, 0, *box), range(8))
-        )
+        results = list(pool.map(lambda _: tree.search(*box), range(8)))
     expected = np.flatnonzero(((coords >= -0.5) & (coords <= 0.5)).all(axis=1))
     assert all(np.array_equal(r, expected) for r in results)
 
 
 def test_bad_input_is_refused_clearly() -> None:
     coords = np.zeros((4, 2))
-    records, left, right = _core.kdtree_build(coords)
+    tree = _core.KdTree(coords)
+    records, left, right = tree.nodes()
     with pytest.raises(ValueError, match="2 lower and upper bounds"):
-        _core.box_scan(coords, [0.0], [1.0])
+        tree.search([0.0], [1.0])
     with pytest.raises(
         ValueError, match="C-contiguous"
     ):  # Fortran order would read rows as columns
-        _core.box_scan(np.asfortranarray(np.arange(8.0).reshape(4, 2)), [0.0, 0.0], [1.0, 1.0])
+        _core.KdTree(np.asfortranarray(np.arange(8.0).reshape(4, 2)))
     with pytest.raises(ValueError, match="not a tree of these rows"):
-        _core.kdtree_search(coords, records, left + 9, right, 0, [0.0, 0.0], [1.0, 1.0])
+        _core.KdTree.from_parts(coords, records, left + 9, right, 0)
     with pytest.raises(ValueError, match="one entry per row"):
-        _core.kdtree_search(np.zeros((5, 2)), records, left, right, 0, [0.0, 0.0], [1.0, 1.0])
+        _core.KdTree.from_parts(np.zeros((5, 2)), records, left, right, 0)
+    with pytest.raises(ValueError, match="dimensions"):
+        _core.search_segments([tree], [0.0], [1.0])
+    with pytest.raises(ValueError, match="outside column"):
+        _core.gather([np.zeros(8, np.uint8)], 8, np.zeros(1, np.uint32), np.ones(1, np.uint32))
     with pytest.raises(ValueError, match="1 to 9 dimensions"):
         _core.SegmentTree(10)
     with pytest.raises(ValueError, match="3 lower and upper bounds"):

@@ -10,7 +10,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tesseradb import _core
 from tesseradb.records import RecordDescriptor
 from tesseradb.records._segment_file import (
     HEADER_SIZE,
@@ -51,8 +50,7 @@ def one_segment(n: int = 500) -> object:
         }
     )
     store = SegmentStore(DESCRIPTOR, max_chunk_records=n, segment_bytes=1 << 30)
-    store.ingest(table)
-    (segment,) = store.segments_for(None)
+    (segment,) = store.ingest(table)
     return segment
 
 
@@ -70,14 +68,14 @@ def test_round_trip_is_exact_and_the_tree_still_works(tmp_path: Path, compress: 
             assert np.array_equal(a.to_numpy(), b.to_numpy(), equal_nan=True)
         else:
             assert a.to_pylist() == b.to_pylist()
-    assert back.id == segment.id and back.initial_dimension == segment.initial_dimension
-    assert np.array_equal(back.records, segment.records) and np.array_equal(back.left, segment.left)
+    assert back.id == segment.id
+    assert back.tree.initial_dimension == segment.tree.initial_dimension
+    for a, b in zip(back.tree.nodes(), segment.tree.nodes(), strict=True):
+        assert np.array_equal(a, b)
     assert back.hi[0] != back.hi[0]  # NaN maximum kept: the segment holds a NaN latitude
     lo, hi = [40.7, -73.95, -math.inf], [40.75, -73.9, math.nan]
-    found = _core.kdtree_search(
-        back.coords, back.records, back.left, back.right, back.initial_dimension, lo, hi
-    )
-    assert found.tolist() == _core.box_scan(segment.coords, lo, hi).tolist()
+    found = back.tree.search(lo, hi)
+    assert found.tolist() == segment.tree.search(lo, hi, sequential=True).tolist()
     header = read_header(path)
     assert (
         header.typeid == DESCRIPTOR.typeid

@@ -118,7 +118,7 @@ def test_segments_are_pruned_by_the_r_tree() -> None:
         t = np.arange(hour * 1000, (hour + 1) * 1000)
         store.ingest(pa.table({"t": t, "v": t * 0.5}))
     pred = Predicate.between("t", 5_000, 5_999)
-    inspected = store.segments_for(pred)
+    inspected = store.segment_ids(store.query_box(pred))
     assert len(inspected) < store.num_segments / 10
     assert sum(b.num_rows for b in store.scan(None, pred)) == 1000
 
@@ -136,8 +136,10 @@ def test_kdtree_scheme_makes_segments_that_overlap_less() -> None:
     def segments_met(store: SegmentStore) -> float:
         # how many segments a small query box meets, on average
         boxes = [
-            store.segments_for(
-                Predicate.between("x", a, a + 1).and_(Predicate.between("y", a, a + 1))
+            store.segment_ids(
+                store.query_box(
+                    Predicate.between("x", a, a + 1).and_(Predicate.between("y", a, a + 1))
+                )
             )
             for a in range(0, 100, 7)
         ]
@@ -239,7 +241,7 @@ def test_numpy_structured_arrays_and_packed_binary_records() -> None:
         memoryview(records.tobytes()),
     ):
         store = SegmentStore(descriptor)
-        assert store.ingest(source) == 5
+        assert sum(s.num_records for s in store.ingest(source)) == 5
         rows = sorted(
             (
                 r

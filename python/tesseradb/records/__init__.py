@@ -1,12 +1,25 @@
 """Records: high-velocity multidimensional record streams (MDDS).
 
-So far: record descriptors (this package) and the kernels in
-``tesseradb._core`` (packed kd-trees, the segment R*-tree). Ingest, segment
-files, the cache and SQL over streams are still to come.
+A stream's records are described by a :class:`RecordDescriptor`; a
+:class:`Stream` (``db.create_stream``, ``db.stream``) ingests them into
+segments with packed kd-trees under an R*-tree, persists them in the
+background and answers range queries, in SQL too. The kernels are in
+``tesseradb._core``.
 """
 
 from __future__ import annotations
 
 from tesseradb.records._descriptor import DescriptorError, Field, RecordDescriptor
+from tesseradb.records._segment_file import SegmentFileError
+from tesseradb.records._stream import CSVError, Stream, StreamOptions, StreamWriteError
 
-__all__ = ["DescriptorError", "Field", "RecordDescriptor"]
+__all__ = [
+    "CSVError",
+    "DescriptorError",
+    "Field",
+    "RecordDescriptor",
+    "SegmentFileError",
+    "Stream",
+    "StreamOptions",
+    "StreamWriteError",
+]

@@ -68,15 +68,26 @@ class ClockCache(Generic[V]):
         with self._lock:
             if key in self._entries:  # loaded meanwhile by another thread
                 return self._entries[key][0]
-            if nbytes > self.capacity:
-                return value  # too big to keep: served, not cached
-            while self._used + nbytes > self.capacity:
-                self._evict_one()
-            self._slots.append(key)
-            self._entries[key] = (value, nbytes)
-            self._referenced[key] = False  # CLOCK: a new entry must be hit again to be kept
-            self._used += nbytes
+            self._insert(key, value, nbytes)
             return value
+
+    def _insert(self, key: int, value: V, nbytes: int) -> None:
+        if nbytes > self.capacity:
+            return  # too big to keep: served, not cached
+        while self._used + nbytes > self.capacity:
+            self._evict_one()
+        self._slots.append(key)
+        self._entries[key] = (value, nbytes)
+        self._referenced[key] = False  # CLOCK: a new entry must be hit again to be kept
+        self._used += nbytes
+
+    def put(self, key: int, value: V) -> None:
+        """Cache ``value`` under ``key`` (unless it is larger than the whole cache)."""
+        nbytes = self._size(value)
+        with self._lock:
+            if key in self._entries:
+                self._remove(key)
+            self._insert(key, value, nbytes)
 
     def discard(self, key: int) -> None:
         with self._lock:

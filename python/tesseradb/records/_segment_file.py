@@ -34,25 +34,25 @@ import struct
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from tesseradb import _core
 from tesseradb.errors import TesseraError
-from tesseradb.records._descriptor import RecordDescriptor
+from tesseradb.records._descriptor import Field, RecordDescriptor
 from tesseradb.records._segments import Segment
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "LAYOUT_VERSION",
+    "TEMPORARY_SUFFIX",
     "SegmentFileError",
     "SegmentHeader",
+    "fsync_directory",
     "read_header",
     "read_segment",
     "write_segment",
 ]
 
 MAGIC = b"TSDBSEG1"
+TEMPORARY_SUFFIX = ".tmp"
 LAYOUT_VERSION = 1
 HEADER_SIZE = 64
 _HEADER = struct.Struct(
@@ -78,9 +78,17 @@ class SegmentHeader:
 
 
 def write_segment(
-    path: Path, segment: Segment, descriptor: RecordDescriptor, compress: bool = True
+    path: Path,
+    segment: Segment,
+    descriptor: RecordDescriptor,
+    compress: bool = True,
+    sync_directory: bool = True,
 ) -> int:
-    """Write ``segment`` to ``path`` durably (temporary name, fsync, rename); returns the file size."""
+    """Write ``segment`` to ``path`` durably (temporary name, fsync, rename); returns the file size.
+
+    With ``sync_directory=False`` the caller fsyncs the directory itself (once
+    for many files) before counting the segment as durable.
+    """
     import numpy as np
 
     index_positions = [
@@ -91,13 +99,14 @@ def write_segment(
     indexing = struct.pack(
         f"<I{dims}I{dims}d{dims}d", dims, *index_positions, *segment.lo, *segment.hi
     )
-    nodes = np.empty(len(segment.records), dtype=[("r", "<u4"), ("l", "<i4"), ("x", "<i4")])
-    nodes["r"], nodes["l"], nodes["x"] = segment.records, segment.left, segment.right
-    tree = struct.pack("<II", segment.initial_dimension, len(nodes)) + nodes.tobytes()
+    node_records, node_left, node_right = segment.tree.nodes()
+    nodes = np.empty(len(node_records), dtype=[("r", "<u4"), ("l", "<i4"), ("x", "<i4")])
+    nodes["r"], nodes["l"], nodes["x"] = node_records, node_left, node_right
+    tree = struct.pack("<II", segment.tree.initial_dimension, len(nodes)) + nodes.tobytes()
     columns = [struct.pack("<I", len(descriptor.fields))]
-    compressor = _zstd().ZstdCompressor(level=3) if compress else None
+    compressor = _zstd().ZstdCompressor(level=1) if compress else None
     for field in descriptor.fields:
-        raw = _column_bytes(segment, field.name, field.numpy_type)
+        raw = _column_bytes(segment, field)
         stored, encoding = raw, _RAW
         if compressor is not None:
             squeezed = compressor.compress(raw)
@@ -126,7 +135,7 @@ def write_segment(
         FLAG_ZSTD if compress else 0,
     ).ljust(HEADER_SIZE, b"\0")
     digest = hashlib.sha256(header + body).digest()
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + TEMPORARY_SUFFIX)
     with open(tmp, "wb") as f:
         f.write(header)
         f.write(body)
@@ -134,7 +143,8 @@ def write_segment(
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_directory(path.parent)
+    if sync_directory:
+        fsync_directory(path.parent)
     return total
 
 
@@ -229,28 +239,35 @@ def read_segment(path: Path, descriptor: RecordDescriptor) -> Segment:
             ]
         )
     )
-    return Segment(
-        header.segment_id,
-        batch,
-        coords,
-        np.ascontiguousarray(nodes["r"]),
-        np.ascontiguousarray(nodes["l"]),
-        np.ascontiguousarray(nodes["x"]),
-        first,
-        header.lo,
-        header.hi,
-    )
+    try:
+        tree = _core.KdTree.from_parts(
+            coords,
+            np.ascontiguousarray(nodes["r"]),
+            np.ascontiguousarray(nodes["l"]),
+            np.ascontiguousarray(nodes["x"]),
+            first,
+        )
+    except ValueError as err:
+        raise SegmentFileError(f"segment file {path} is corrupt: {err}") from None
+    return Segment(header.segment_id, batch, tree, header.lo, header.hi)
 
 
-def _column_bytes(segment: Segment, name: str, numpy_type: str) -> bytes:
+def _column_bytes(segment: Segment, field: Field) -> bytes:
+    """A column's values in the binary form: little-endian numbers, NUL-padded chars."""
     import numpy as np
+    import pyarrow as pa
 
-    column = segment.data.column(name)
-    if numpy_type.startswith("S"):
-        values = np.array([v.encode() for v in column.to_pylist()], dtype=numpy_type)
-    else:
-        values = column.to_numpy(zero_copy_only=False).astype(numpy_type)
-    return values.tobytes()
+    from tesseradb import _core
+
+    column = segment.data.column(field.name)
+    if field.type != "char":
+        return segment.byte_view(field.name).tobytes()
+    column = column.cast(pa.large_string())  # 64-bit offsets
+    _, offsets, data = column.buffers()
+    n = len(column)
+    offsets_array = np.frombuffer(offsets, dtype=np.int64, count=n + 1, offset=column.offset * 8)
+    data_array = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    return _core.pad_strings(offsets_array, data_array, field.array_len or 0).tobytes()
 
 
 def _zstd():  # type: ignore[no-untyped-def]
@@ -259,7 +276,7 @@ def _zstd():  # type: ignore[no-untyped-def]
     return zstandard
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

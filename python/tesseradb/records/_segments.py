@@ -1,6 +1,6 @@
-"""Segments in memory: chunking, segmentation, per-segment kd-trees, the R*-tree, range scans.
+"""Segments: chunking, segmentation, per-segment kd-trees, the R*-tree, range scans.
 
-The ingest path of MDDS (§III, Figure 2) without persistence yet: records
+The ingest and query paths of MDDS (§III, Figure 2): records
 arrive as Arrow data, are cut into chunks of at most ``max_chunk_records``,
 each chunk is divided into segments (the *random* scheme of §IV-A: each
 record goes to one of ``ceil(chunk bytes / segment bytes)`` segments chosen
@@ -8,8 +8,13 @@ uniformly at random), each segment gets its packed kd-tree (Rust) and its
 bounding box, and the box goes into the R*-tree (Rust) — from then on the
 segment answers queries. A range query takes the hull of the predicate on the
 indexing fields as a box, asks the R*-tree for the segments it may meet, and
-finds their records with the kd-tree iterator or the sequential one; other
-predicates filter inside the segment.
+finds their records with the kd-tree iterator or the sequential one (one
+Rust call for all candidate segments, in parallel); other predicates filter
+the gathered records.
+
+A segment is *resident* (pinned in memory) from ingest until the writer has
+put it on disk; from then on it is served through the segment cache, which
+loads it back from its file when it has been evicted.
 
 Values compare in DuckDB's order (NaN above +inf); integer indexing fields
 become float64 keys, a monotone mapping, so a box never misses a record and
@@ -21,8 +26,9 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
@@ -31,6 +37,9 @@ from tesseradb.sql.predicate import Predicate
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
+
+    from tesseradb import _core
+    from tesseradb.records._cache import ClockCache
 
 __all__ = ["Segment", "SegmentStore"]
 
@@ -42,31 +51,55 @@ SCHEMES = ("random", "kdtree")
 class Segment:
     id: int
     data: pa.RecordBatch  # the records, column by column
-    coords: np.ndarray  # (n, dims) float64 keys of the indexing fields
-    records: np.ndarray  # the packed kd-tree: node -> record, left, right
-    left: np.ndarray
-    right: np.ndarray
-    initial_dimension: int
+    tree: _core.KdTree  # the packed kd-tree, holding the records' keys on the indexing fields
     lo: list[float]  # bounding box per indexing field (NaN as a maximum sorts above +inf)
     hi: list[float]
+    _views: dict[str, np.ndarray] = dataclass_field(default_factory=dict, repr=False)
 
     @property
     def num_records(self) -> int:
         return int(self.data.num_rows)
 
+    @property
+    def nbytes(self) -> int:
+        """Memory held: the records, the keys and the tree's nodes."""
+        return int(self.data.nbytes) + len(self.tree) * (8 * self.tree.dims + 12)
+
+    def byte_view(self, name: str) -> np.ndarray:
+        """The values of a fixed-width column as bytes (zero-copy; kept for later queries)."""
+        view = self._views.get(name)
+        if view is None:
+            import numpy as np
+
+            column = self.data.column(name)
+            width = column.type.byte_width
+            buffer = column.buffers()[1]
+            view = np.frombuffer(
+                buffer, dtype=np.uint8, count=len(column) * width, offset=column.offset * width
+            )
+            self._views[name] = view
+        return view
+
 
 class SegmentStore:
-    """The segments of one stream, in memory; ``ingest`` and ``scan`` are thread-safe."""
+    """The segments of one stream: resident ones, those on disk, and the R*-tree over all.
+
+    ``prepare`` (build segments from records) runs in the caller's thread
+    without any lock; ``publish`` makes a call's segments visible together.
+    ``ingest``, ``publish``, ``mark_written`` and ``scan`` are thread-safe.
+    """
 
     def __init__(
         self,
         descriptor: RecordDescriptor,
-        max_chunk_records: int = 50_000,
+        max_chunk_records: int = 100_000,
         segment_bytes: int = 1 << 20,
         iterator: str = "kdtree",
         seed: int | None = None,
         scheme: str = "random",
-        overpacking: float = 1.5,
+        overpacking: float = 4.0,
+        cache: ClockCache[Segment] | None = None,
+        load: Callable[[int], Segment] | None = None,
     ) -> None:
         from tesseradb import _core
 
@@ -76,28 +109,36 @@ class SegmentStore:
             raise ValueError(f"scheme must be one of {SCHEMES}, not {scheme!r}")
         if overpacking <= 0:
             raise ValueError("the overpacking factor must be positive")
-        self.scheme = scheme
-        self.overpacking = overpacking
         if max_chunk_records < 1 or segment_bytes < 1:
             raise ValueError("max_chunk_records and segment_bytes must be positive")
+        self.scheme = scheme
+        self.overpacking = overpacking
         self.descriptor = descriptor
         self.max_chunk_records = max_chunk_records
         self.segment_bytes = segment_bytes
         self.iterator = iterator
         self.schema = descriptor.arrow_schema
         self._tree = _core.SegmentTree(len(descriptor.index))
-        self._segments: dict[int, Segment] = {}
-        self._ids = itertools.count(1)
+        self._resident: dict[int, Segment] = {}  # not yet on disk: pinned in memory
+        self._stored: dict[int, tuple[int, list[float], list[float]]] = {}  # id -> (rows, lo, hi)
+        self._cache = cache
+        self._load = load
+        self._next_id = 1
         self._lock = threading.Lock()
         self._seed = seed
         self._calls = itertools.count()
 
     # --- ingest -----------------------------------------------------------------------
-    def ingest(self, data: Any) -> int:
-        """Add records (a pyarrow Table or RecordBatch); returns how many. Queryable on return."""
+    def ingest(self, data: Any) -> list[Segment]:
+        """Add records (see :meth:`conform`); queryable on return. Returns the new segments."""
+        segments = self.prepare(self.conform(data))
+        self.publish(segments)
+        return segments
+
+    def prepare(self, table: pa.Table) -> list[Segment]:
+        """The segments of conformed records, chunk by chunk (not visible until published)."""
         import numpy as np
 
-        table = self._conform(data)
         # seeded streams are reproducible call by call; each call gets its own generator
         # (numpy generators are not safe to share between ingesting threads)
         rng = np.random.default_rng(None if self._seed is None else (self._seed, next(self._calls)))
@@ -105,14 +146,33 @@ class SegmentStore:
         for start in range(0, table.num_rows, self.max_chunk_records):
             chunk = table.slice(start, self.max_chunk_records)
             segments.extend(self._segment_chunk(chunk, rng))
-        # all of a call's segments become visible together
+        return segments
+
+    def publish(self, segments: Sequence[Segment]) -> None:
+        """Make segments queryable, all together; each gets its id now."""
         with self._lock:
             for seg in segments:
+                seg.id = self._next_id
+                self._next_id += 1
                 self._tree.insert(seg.id, seg.lo, seg.hi)
-                self._segments[seg.id] = seg
-        return table.num_rows
+                self._resident[seg.id] = seg
 
-    def _conform(self, data: Any) -> pa.Table:
+    def add_stored(self, segment_id: int, rows: int, lo: list[float], hi: list[float]) -> None:
+        """Index a segment that is on disk already (a stream being reopened)."""
+        with self._lock:
+            self._tree.insert(segment_id, lo, hi)
+            self._stored[segment_id] = (rows, lo, hi)
+            self._next_id = max(self._next_id, segment_id + 1)
+
+    def mark_written(self, segment: Segment) -> None:
+        """``segment`` is on disk: unpin it, leaving it in the cache for queries."""
+        with self._lock:
+            if self._cache is not None:
+                self._cache.put(segment.id, segment)
+            self._stored[segment.id] = (segment.num_records, segment.lo, segment.hi)
+            del self._resident[segment.id]
+
+    def conform(self, data: Any) -> pa.Table:
         """The data as a table of exactly the descriptor's columns and types, or a clear error."""
         import numpy as np
         import pyarrow as pa
@@ -150,14 +210,10 @@ class SegmentStore:
             columns.append(column)
         for f, column in zip(self.descriptor.fields, columns, strict=True):
             if f.type == "char":
-                import pyarrow.compute as pc
-
-                lengths = pc.binary_length(column)
-                too_long = pc.greater(lengths, f.array_len)
-                if pc.any(too_long).as_py():
-                    row = next(i for i, v in enumerate(too_long.to_pylist()) if v)
+                long_row = _first_too_long(column, f.array_len or 0)
+                if long_row is not None:
                     raise DescriptorError(
-                        f"column {f.name!r} at row {row} is longer than its array_len of {f.array_len} bytes"
+                        f"column {f.name!r} at row {long_row} is longer than its array_len of {f.array_len} bytes"
                     )
         return pa.Table.from_arrays(columns, schema=self.schema)
 
@@ -224,26 +280,28 @@ class SegmentStore:
             assignment = rng.integers(0, count, n) if count > 1 else np.zeros(n, dtype=np.int64)
         order = np.argsort(assignment, kind="stable")
         bounds = np.searchsorted(assignment[order], np.arange(count + 1))
-        batch = chunk.combine_chunks().to_batches()[0] if n else None
+        # one take of the whole chunk in segment order; segments are slices of it
+        batch = chunk.take(order).combine_chunks().to_batches()[0] if n else None
         out = []
         for s in range(count):
-            rows = order[bounds[s] : bounds[s + 1]]
-            if len(rows) and batch is not None:
+            start, stop = int(bounds[s]), int(bounds[s + 1])
+            if stop > start and batch is not None:
                 first = int(roots[s]) % len(self.descriptor.index) if roots is not None else 0
-                out.append(self._build_segment(batch.take(rows), first))
+                out.append(self.build_segment(batch.slice(start, stop - start), first))
         return out
 
-    def _build_segment(self, data: pa.RecordBatch, initial_dimension: int = 0) -> Segment:
+    def build_segment(
+        self, data: pa.RecordBatch, initial_dimension: int = 0, segment_id: int = 0
+    ) -> Segment:
+        """A segment of ``data``: its packed kd-tree and bounding box (id 0 until published)."""
         from tesseradb import _core
 
         coords = self._coords(data)
-        records, left, right = _core.kdtree_build(coords, initial_dimension)
         lo, hi = _box(coords)
-        return Segment(
-            next(self._ids), data, coords, records, left, right, initial_dimension, lo, hi
-        )
+        return Segment(segment_id, data, _core.KdTree(coords, initial_dimension), lo, hi)
 
     def _coords(self, data: pa.RecordBatch) -> np.ndarray:
+        """The keys of the records on the indexing fields, as an (n, dims) float64 array."""
         import numpy as np
 
         columns = [
@@ -255,20 +313,36 @@ class SegmentStore:
     # --- queries ----------------------------------------------------------------------
     @property
     def num_segments(self) -> int:
-        return len(self._segments)
+        return len(self._resident) + len(self._stored)
 
     @property
     def num_records(self) -> int:
-        return sum(s.num_records for s in list(self._segments.values()))
+        with self._lock:
+            resident = sum(s.num_records for s in self._resident.values())
+            return resident + sum(rows for rows, _, _ in self._stored.values())
 
-    def segments_for(self, predicate: Predicate | None) -> list[Segment]:
-        """The segments whose boxes may hold records matching ``predicate`` (R*-tree search)."""
-        box = self.query_box(predicate)
+    @property
+    def resident(self) -> list[Segment]:
+        """Segments not yet on disk, in id order."""
+        with self._lock:
+            return [self._resident[i] for i in sorted(self._resident)]
+
+    def segment_ids(self, box: tuple[list[float], list[float]] | None) -> list[int]:
+        """Ids of the segments whose boxes may meet ``box`` (R*-tree search), ascending."""
         if box is None:
             return []
         with self._lock:
-            ids = self._tree.query(*box).tolist()
-            return [self._segments[i] for i in ids]
+            return [int(i) for i in self._tree.query(*box)]
+
+    def segment(self, segment_id: int) -> Segment:
+        """A segment by id: resident, cached, or loaded from its file into the cache."""
+        seg = self._resident.get(segment_id)
+        if seg is not None:
+            return seg
+        if self._cache is None or self._load is None:
+            raise KeyError(segment_id)
+        load = self._load
+        return self._cache.get(segment_id, lambda: load(segment_id))
 
     def query_box(self, predicate: Predicate | None) -> tuple[list[float], list[float]] | None:
         """The box of the predicate's hull on the indexing fields (None: nothing can match)."""
@@ -292,31 +366,114 @@ class SegmentStore:
         return lo, hi
 
     def scan(
-        self, columns: Sequence[str] | None, predicate: Predicate | None
+        self,
+        columns: Sequence[str] | None,
+        predicate: Predicate | None,
+        batch_rows: int = 1 << 20,
     ) -> Iterator[pa.RecordBatch]:
-        """Batches holding every record that matches ``predicate`` (exactly, on the indexing box;
-        other predicates are applied too), one per segment inspected."""
+        """Batches holding exactly the records that match ``predicate``.
+
+        The R*-tree gives the candidate segments; segments inside the query
+        box are served whole, the others are searched together (one parallel
+        Rust call, kd-tree or sequential iterator) and their found records
+        gathered into batches of up to ``batch_rows``; predicates beyond the
+        box are then applied to every batch.
+        """
         import numpy as np
+
+        box = self.query_box(predicate)
+        ids = self.segment_ids(box)
+        if box is None or not ids:
+            return
+        names = list(self.schema.names if columns is None else columns)
+        lower = {n.lower(): n for n in self.schema.names}
+        filtered = [lower[c.lower()] for c in (predicate or ()) if c.lower() in lower]
+        needed = list(dict.fromkeys([*names, *filtered]))
+        segments = [self.segment(i) for i in ids]
+        lo, hi = box
+        inside = [_box_within(s.lo, s.hi, lo, hi) for s in segments]
+        whole = [s for s, w in zip(segments, inside, strict=True) if w]
+        partial = [s for s, w in zip(segments, inside, strict=True) if not w]
+        for seg in whole:
+            yield from _finish(seg.data.select(needed), names, predicate)
+        if not partial:
+            return
+        from tesseradb import _core
+
+        which, rows = _core.search_segments(
+            [s.tree for s in partial], lo, hi, self.iterator == "sequential"
+        )
+        for start in range(0, len(rows), batch_rows):
+            part_which, part_rows = (
+                which[start : start + batch_rows],
+                rows[start : start + batch_rows],
+            )
+            batch = self._gather(
+                partial, needed, np.ascontiguousarray(part_which), np.ascontiguousarray(part_rows)
+            )
+            yield from _finish(batch, names, predicate)
+
+    def _gather(
+        self, segments: list[Segment], names: list[str], which: np.ndarray, rows: np.ndarray
+    ) -> pa.RecordBatch:
+        """The records ``rows[i]`` of ``segments[which[i]]``, columns ``names``, as one batch."""
+        import numpy as np
+        import pyarrow as pa
 
         from tesseradb import _core
 
-        box = self.query_box(predicate)
-        if box is None:
-            return
-        for seg in self.segments_for(predicate):
-            if self.iterator == "kdtree":
-                rows = _core.kdtree_search(
-                    seg.coords, seg.records, seg.left, seg.right, seg.initial_dimension, *box
-                )
-            else:
-                rows = _core.box_scan(seg.coords, *box)
-            if not len(rows):
+        arrays = []
+        for name in names:
+            type_ = self.schema.field(name).type
+            if pa.types.is_string(type_):
+                # strings are not fixed-width: take per segment (queries rarely want them)
+                cuts = np.searchsorted(which, np.arange(len(segments) + 1))
+                parts = [
+                    seg.data.column(name).take(rows[cuts[k] : cuts[k + 1]])
+                    for k, seg in enumerate(segments)
+                    if cuts[k + 1] > cuts[k]
+                ]
+                arrays.append(pa.concat_arrays(parts) if parts else pa.array([], type_))
                 continue
-            batch = seg.data.take(np.asarray(rows, dtype=np.int64))
-            if predicate is not None:
-                batch = predicate.filter(batch)
-            if batch.num_rows:
-                yield batch if columns is None else batch.select(list(columns))
+            width = type_.byte_width
+            raw = _core.gather([s.byte_view(name) for s in segments], width, which, rows)
+            arrays.append(pa.array(raw.view(type_.to_pandas_dtype()), type_))
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _finish(
+    batch: pa.RecordBatch, names: list[str], predicate: Predicate | None
+) -> Iterator[pa.RecordBatch]:
+    if predicate is not None:
+        batch = predicate.filter(batch)
+    if batch.num_rows:
+        yield batch.select(names)
+
+
+def _box_within(
+    inner_lo: list[float], inner_hi: list[float], lo: list[float], hi: list[float]
+) -> bool:
+    """Whether the box [inner_lo, inner_hi] lies inside [lo, hi], in DuckDB's order."""
+    return all(
+        _le(b, a) and _le(c, d) for a, c, b, d in zip(inner_lo, inner_hi, lo, hi, strict=True)
+    )
+
+
+def _le(a: float, b: float) -> bool:
+    """a <= b with NaN above every other value."""
+    if math.isnan(b):
+        return True
+    return not math.isnan(a) and a <= b
+
+
+def _first_too_long(column: Any, limit: int) -> int | None:
+    """The first row of a string column longer than ``limit`` bytes, or None."""
+    import pyarrow.compute as pc
+
+    too_long = pc.greater(pc.binary_length(column), limit)
+    if not pc.any(too_long).as_py():
+        return None
+    return next(i for i, v in enumerate(too_long.to_pylist()) if v)
 
 
 def _utf8(value: bytes) -> bool:
