@@ -29,7 +29,11 @@ class Benchmark:
 BENCHMARKS: dict[str, Benchmark] = {}
 
 # Benchmark modules register themselves on import; they load only when asked for.
-_MODULES = {"pushdown": "tesseradb.bench.pushdown", "ptf": "tesseradb.bench.ptf"}
+_MODULES = {
+    "pushdown": "tesseradb.bench.pushdown",
+    "ptf": "tesseradb.bench.ptf",
+    "mdds": "tesseradb.bench.mdds",
+}
 
 
 def register(benchmark: Benchmark) -> Benchmark:
