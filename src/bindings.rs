@@ -5,7 +5,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::RwLock;
 
-use crate::kdtree::{self, KdNode, PackedKdTree, QueryBox};
+use crate::kdtree::{self, KdNode, NodeOrderedTree, PackedKdTree, QueryBox};
 use crate::rtree::SegmentIndex;
 
 type Labels<'py> = (Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u32>>);
@@ -67,21 +67,16 @@ pub fn kdtree_partition<'py>(
 /// so that a query can search many segments with the GIL released).
 #[pyclass(name = "KdTree", module = "tesseradb._core", frozen)]
 pub struct PyKdTree {
-    tree: PackedKdTree,
-    coords: Vec<f64>,
+    inner: NodeOrderedTree,
 }
 
 impl PyKdTree {
     fn rows(&self) -> usize {
-        self.tree.nodes.len()
+        self.inner.tree.nodes.len()
     }
 
     fn find(&self, query: &QueryBox, sequential: bool) -> Vec<u32> {
-        if sequential {
-            kdtree::scan(&self.coords, self.tree.dims, query)
-        } else {
-            kdtree::search(&self.tree, &self.coords, query)
-        }
+        self.inner.search(query, sequential)
     }
 }
 
@@ -96,9 +91,9 @@ impl PyKdTree {
         initial_dimension: usize,
     ) -> PyResult<Self> {
         let (data, dims) = rows(&coords)?;
-        let coords = data.to_vec();
-        let tree = py.detach(|| kdtree::build(&coords, dims, initial_dimension));
-        Ok(PyKdTree { tree, coords })
+        let inner =
+            py.detach(|| NodeOrderedTree::new(kdtree::build(data, dims, initial_dimension), data));
+        Ok(PyKdTree { inner })
     }
 
     /// A tree read back from its parts (a segment file), checked to be a tree of these rows.
@@ -131,13 +126,13 @@ impl PyKdTree {
                 right: right[i],
             })
             .collect();
+        let tree = PackedKdTree {
+            initial_dimension: initial_dimension % dims,
+            dims,
+            nodes,
+        };
         Ok(PyKdTree {
-            tree: PackedKdTree {
-                initial_dimension: initial_dimension % dims,
-                dims,
-                nodes,
-            },
-            coords: data.to_vec(),
+            inner: NodeOrderedTree::new(tree, data),
         })
     }
 
@@ -147,17 +142,17 @@ impl PyKdTree {
 
     #[getter]
     fn dims(&self) -> usize {
-        self.tree.dims
+        self.inner.tree.dims
     }
 
     #[getter]
     fn initial_dimension(&self) -> usize {
-        self.tree.initial_dimension
+        self.inner.tree.initial_dimension
     }
 
     /// The nodes in pre-order as (records, left, right) arrays (-1: no child).
     fn nodes<'py>(&self, py: Python<'py>) -> NodeArrays<'py> {
-        let nodes = &self.tree.nodes;
+        let nodes = &self.inner.tree.nodes;
         (
             PyArray1::from_iter(py, nodes.iter().map(|n| n.record)),
             PyArray1::from_iter(py, nodes.iter().map(|n| n.left)),
@@ -174,7 +169,7 @@ impl PyKdTree {
         hi: Vec<f64>,
         sequential: bool,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let query = query_box(lo, hi, self.tree.dims)?;
+        let query = query_box(lo, hi, self.inner.tree.dims)?;
         Ok(py.detach(|| self.find(&query, sequential)).into_pyarray(py))
     }
 }
@@ -196,10 +191,10 @@ pub fn search_segments<'py>(
     let dims = lo.len();
     let query = query_box(lo, hi, dims)?;
     let refs: Vec<&PyKdTree> = trees.iter().map(|t| t.get()).collect();
-    if let Some(t) = refs.iter().find(|t| t.tree.dims != dims) {
+    if let Some(t) = refs.iter().find(|t| t.inner.tree.dims != dims) {
         return Err(PyValueError::new_err(format!(
             "a tree has {} dimensions; the query box has {dims}",
-            t.tree.dims
+            t.inner.tree.dims
         )));
     }
     let (segments, found) = py.detach(|| {

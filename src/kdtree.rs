@@ -241,32 +241,75 @@ impl QueryBox {
     }
 }
 
-/// Positions of the records inside `query`, found through the tree (ascending order).
-pub fn search(tree: &PackedKdTree, coords: &[f64], query: &QueryBox) -> Vec<u32> {
-    let mut out = Vec::new();
-    if tree.nodes.is_empty() {
-        return out;
+/// A packed kd-tree with each node's keys copied next to each other in node order.
+///
+/// `search` reads `keys[node * dims + dim]` instead of going through the
+/// record position to the segment's rows: a descent touches memory in the
+/// order it was laid out, and only the dimensions the query bounds are
+/// checked. The answers are those of [`scan`] over the rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeOrderedTree {
+    pub tree: PackedKdTree,
+    pub keys: Vec<f64>,
+}
+
+impl NodeOrderedTree {
+    /// The tree over `coords` (row-major, `dims` per record) with its keys in node order.
+    pub fn new(tree: PackedKdTree, coords: &[f64]) -> Self {
+        let dims = tree.dims;
+        let mut keys = Vec::with_capacity(tree.nodes.len() * dims);
+        for node in &tree.nodes {
+            let at = node.record as usize * dims;
+            keys.extend(coords[at..at + dims].iter().map(|&v| key(v)));
+        }
+        NodeOrderedTree { tree, keys }
     }
-    let dims = tree.dims;
-    let mut stack: Vec<(i32, usize)> = vec![(0, tree.initial_dimension)];
-    while let Some((index, dim)) = stack.pop() {
-        let node = tree.nodes[index as usize];
-        let record = node.record as usize;
-        let pivot = coords[record * dims + dim];
-        if query.contains(coords, record, dims) {
-            out.push(node.record);
+
+    /// Positions of the records inside `query` (ascending): through the tree, or by
+    /// looking at every node when `sequential` (MDDS's sequential iterator).
+    pub fn search(&self, query: &QueryBox, sequential: bool) -> Vec<u32> {
+        let dims = self.tree.dims;
+        let nodes = &self.tree.nodes;
+        // the dimensions the box restricts: the others need no check
+        let bounded: Vec<usize> = (0..dims)
+            .filter(|&d| query.lo[d] != f64::NEG_INFINITY || !query.hi[d].is_nan())
+            .collect();
+        let inside = |node: usize| {
+            let row = &self.keys[node * dims..node * dims + dims];
+            bounded.iter().all(|&d| {
+                cmp(row[d], query.lo[d]) != std::cmp::Ordering::Less
+                    && cmp(row[d], query.hi[d]) != std::cmp::Ordering::Greater
+            })
+        };
+        let mut out = Vec::new();
+        if sequential {
+            out.extend(
+                (0..nodes.len())
+                    .filter(|&i| inside(i))
+                    .map(|i| nodes[i].record),
+            );
+        } else if !nodes.is_empty() {
+            let mut stack: Vec<(i32, usize)> = vec![(0, self.tree.initial_dimension)];
+            while let Some((index, dim)) = stack.pop() {
+                let index = index as usize;
+                let node = nodes[index];
+                if inside(index) {
+                    out.push(node.record);
+                }
+                let pivot = self.keys[index * dims + dim];
+                let next = (dim + 1) % dims;
+                // left holds keys <= pivot, right keys > pivot
+                if node.left >= 0 && cmp(query.lo[dim], pivot) != std::cmp::Ordering::Greater {
+                    stack.push((node.left, next));
+                }
+                if node.right >= 0 && cmp(query.hi[dim], pivot) == std::cmp::Ordering::Greater {
+                    stack.push((node.right, next));
+                }
+            }
         }
-        let next = (dim + 1) % dims;
-        // left holds keys <= pivot, right keys > pivot
-        if node.left >= 0 && cmp(query.lo[dim], pivot) != std::cmp::Ordering::Greater {
-            stack.push((node.left, next));
-        }
-        if node.right >= 0 && cmp(query.hi[dim], pivot) == std::cmp::Ordering::Greater {
-            stack.push((node.right, next));
-        }
+        out.sort_unstable();
+        out
     }
-    out.sort_unstable();
-    out
 }
 
 /// Positions of the records inside `query`, by looking at every record (the sequential iterator).
@@ -316,11 +359,10 @@ mod tests {
                 let lo: Vec<f64> = (0..dims).map(|_| bound(&mut rng, false)).collect();
                 let hi: Vec<f64> = (0..dims).map(|_| bound(&mut rng, true)).collect();
                 let q = QueryBox { lo, hi };
-                assert_eq!(
-                    search(&tree, &coords, &q),
-                    scan(&coords, dims, &q),
-                    "case {case}"
-                );
+                let ordered = NodeOrderedTree::new(tree.clone(), &coords);
+                let expected = scan(&coords, dims, &q);
+                assert_eq!(ordered.search(&q, false), expected, "case {case}");
+                assert_eq!(ordered.search(&q, true), expected, "case {case}");
             }
         }
     }
@@ -338,22 +380,22 @@ mod tests {
     #[test]
     fn nan_sorts_above_infinity_and_negative_zero_is_zero() {
         let coords = vec![f64::NAN, f64::INFINITY, -0.0, 0.0, 1.0];
-        let tree = build(&coords, 1, 0);
+        let ordered = NodeOrderedTree::new(build(&coords, 1, 0), &coords);
         let all_above_inf = QueryBox {
             lo: vec![f64::INFINITY],
             hi: vec![f64::NAN],
         };
-        assert_eq!(search(&tree, &coords, &all_above_inf), vec![0, 1]);
+        assert_eq!(ordered.search(&all_above_inf, false), vec![0, 1]);
         let zero = QueryBox {
             lo: vec![0.0],
             hi: vec![0.0],
         };
-        assert_eq!(search(&tree, &coords, &zero), vec![2, 3]);
+        assert_eq!(ordered.search(&zero, false), vec![2, 3]);
         let below_inf = QueryBox {
             lo: vec![f64::NEG_INFINITY],
             hi: vec![f64::INFINITY],
         };
-        assert_eq!(search(&tree, &coords, &below_inf), vec![1, 2, 3, 4]);
+        assert_eq!(ordered.search(&below_inf, false), vec![1, 2, 3, 4]);
     }
 
     #[test]
@@ -414,6 +456,7 @@ mod tests {
             lo: vec![0.0; 3],
             hi: vec![1.0; 3],
         };
-        assert!(search(&tree, &[], &q).is_empty());
+        let ordered = NodeOrderedTree::new(tree, &[]);
+        assert!(ordered.search(&q, false).is_empty() && ordered.search(&q, true).is_empty());
     }
 }

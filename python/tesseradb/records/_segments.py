@@ -391,7 +391,7 @@ class SegmentStore:
         needed = list(dict.fromkeys([*names, *filtered]))
         segments = [self.segment(i) for i in ids]
         lo, hi = box
-        inside = [_box_within(s.lo, s.hi, lo, hi) for s in segments]
+        inside = _boxes_within(segments, lo, hi).tolist()
         whole = [s for s, w in zip(segments, inside, strict=True) if w]
         partial = [s for s, w in zip(segments, inside, strict=True) if not w]
         for seg in whole:
@@ -450,20 +450,17 @@ def _finish(
         yield batch.select(names)
 
 
-def _box_within(
-    inner_lo: list[float], inner_hi: list[float], lo: list[float], hi: list[float]
-) -> bool:
-    """Whether the box [inner_lo, inner_hi] lies inside [lo, hi], in DuckDB's order."""
-    return all(
-        _le(b, a) and _le(c, d) for a, c, b, d in zip(inner_lo, inner_hi, lo, hi, strict=True)
-    )
+def _boxes_within(segments: list[Segment], lo: list[float], hi: list[float]) -> np.ndarray:
+    """Per segment, whether its box lies inside [lo, hi], in DuckDB's order (NaN above +inf)."""
+    import numpy as np
 
-
-def _le(a: float, b: float) -> bool:
-    """a <= b with NaN above every other value."""
-    if math.isnan(b):
-        return True
-    return not math.isnan(a) and a <= b
+    seg_lo = np.array([s.lo for s in segments], dtype=np.float64).reshape(len(segments), -1)
+    seg_hi = np.array([s.hi for s in segments], dtype=np.float64).reshape(len(segments), -1)
+    q_lo, q_hi = np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
+    # a NaN minimum means the segment holds only NaN, which is above every bound
+    lower_ok = np.isnan(seg_lo) | (~np.isnan(q_lo) & (q_lo <= seg_lo))
+    upper_ok = np.isnan(q_hi) | (~np.isnan(seg_hi) & (seg_hi <= q_hi))
+    return (lower_ok & upper_ok).all(axis=1)
 
 
 def _first_too_long(column: Any, limit: int) -> int | None:

@@ -1,0 +1,15 @@
+"""The quickstart that `make demo` runs completes, at a small size, and shows each data model."""
+
+from __future__ import annotations
+
+import pytest
+
+from tesseradb import quickstart
+
+
+@pytest.mark.slow
+def test_quickstart_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    quickstart.main(["--rows", "20000"])
+    out = capsys.readouterr().out
+    for expected in ("same answer: True", "segments inspected", "trips in the box", "Done."):
+        assert expected in out
