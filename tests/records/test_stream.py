@@ -386,3 +386,11 @@ def test_options_round_trip_through_the_catalog(tmp_path: Path) -> None:
     with tesseradb.connect(path) as db:
         options = db.stream("s").options
         assert options == StreamOptions(scheme="kdtree", overpacking=2.0, iterator="sequential")
+
+
+def test_a_bad_row_in_a_text_file_object_is_located_too(db: Any) -> None:
+    stream = db.create_stream("s", DESCRIPTOR)
+    source = io.StringIO("0,x,1357000000,0.5,0.5,1\n1,a,1357000000,x,2.0,3\n")
+    with pytest.raises(CSVError, match=r"line 2, field 'x': 'x' is not a number"):
+        stream.ingest(source)
+    assert not source.closed and stream.num_records == 0

@@ -89,6 +89,15 @@ class ClockCache(Generic[V]):
                 self._remove(key)
             self._insert(key, value, nbytes)
 
+    def clear(self) -> None:
+        """Drop every entry (the stream is closing: its memory goes back now)."""
+        with self._lock:
+            self._slots.clear()
+            self._entries.clear()
+            self._referenced.clear()
+            self._hand = 0
+            self._used = 0
+
     def discard(self, key: int) -> None:
         with self._lock:
             if key in self._entries:

@@ -321,6 +321,27 @@ class SegmentStore:
             resident = sum(s.num_records for s in self._resident.values())
             return resident + sum(rows for rows, _, _ in self._stored.values())
 
+    def clear(self) -> None:
+        """Forget every segment (the stream is closed)."""
+        from tesseradb import _core
+
+        with self._lock:
+            self._resident.clear()
+            self._stored.clear()
+            self._tree = _core.SegmentTree(len(self.descriptor.index))
+
+    def rows_in(self, ids: Sequence[int]) -> int:
+        """How many records the segments ``ids`` hold (no segment is loaded)."""
+        total = 0
+        with self._lock:
+            for i in ids:
+                stored = self._stored.get(i)
+                if stored is not None:
+                    total += stored[0]
+                elif i in self._resident:
+                    total += self._resident[i].num_records
+        return total
+
     @property
     def resident(self) -> list[Segment]:
         """Segments not yet on disk, in id order."""

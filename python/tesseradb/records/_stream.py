@@ -339,34 +339,26 @@ class Stream:
     def schema(self) -> pa.Schema:
         return self._store.schema
 
+    def _schema_of(self, columns: Sequence[str] | None) -> pa.Schema:
+        import pyarrow as pa
+
+        schema = self.schema()
+        return schema if columns is None else pa.schema([schema.field(c) for c in columns])
+
     def scan(
         self, columns: Sequence[str] | None, predicate: Predicate | None
     ) -> pa.RecordBatchReader:
         import pyarrow as pa
 
-        schema = self.schema()
-        if columns is not None:
-            schema = pa.schema([schema.field(c) for c in columns])
-        return pa.RecordBatchReader.from_batches(schema, self._store.scan(columns, predicate))
+        return pa.RecordBatchReader.from_batches(
+            self._schema_of(columns), self._store.scan(columns, predicate)
+        )
 
     def estimate(self, predicate: Predicate | None = None) -> Estimate:
         ids = self._store.segment_ids(self._store.query_box(predicate))
-        rows = self._rows_of(ids)
+        rows = self._store.rows_in(ids)
         width = self.descriptor.record_size
         return Estimate(rows, rows * width)
-
-    def _rows_of(self, ids: Sequence[int]) -> int:
-        store = self._store
-        total = 0
-        for i in ids:
-            stored = store._stored.get(i)
-            if stored is not None:
-                total += stored[0]
-                continue
-            seg = store._resident.get(i)
-            if seg is not None:
-                total += seg.num_records
-        return total
 
     def describe_scan(
         self, columns: Sequence[str] | None, predicate: Predicate | None
@@ -378,7 +370,7 @@ class Stream:
         how = f"{self.options.iterator} iterator"
         return [
             f"segments inspected: {len(ids)} of {total} "
-            f"({self._rows_of(ids)} of {self.num_records} records; {how})"
+            f"({self._store.rows_in(ids)} of {self.num_records} records; {how})"
         ]
 
     def range(self, columns: Sequence[str] | None = None, **bounds: Any) -> pa.Table:
@@ -400,10 +392,9 @@ class Stream:
                     f"the range of {name!r} is a pair (lo, hi), not {bound!r}"
                 ) from None
             predicate = predicate.and_(Predicate.between(fields[name.lower()], lo, hi))
-        schema = self.schema()
-        if columns is not None:
-            schema = pa.schema([schema.field(c) for c in columns])
-        return pa.Table.from_batches(list(self._store.scan(columns, predicate)), schema)
+        return pa.Table.from_batches(
+            list(self._store.scan(columns, predicate)), self._schema_of(columns)
+        )
 
     # --- information ----------------------------------------------------------------
     @property
@@ -448,6 +439,9 @@ class Stream:
             self._wake.notify_all()
         for writer in self._writers:
             writer.join()
+        # give the memory back now, even if something still holds this object
+        self._cache.clear()
+        self._store.clear()
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -500,7 +494,11 @@ def _locate_csv_error(
         if not (hasattr(source, "seekable") and source.seekable()):
             return None
         source.seek(0)
-        text: Any = io.TextIOWrapper(source, encoding="utf-8", newline="")
+        text: Any = (
+            source
+            if isinstance(source, io.TextIOBase)
+            else io.TextIOWrapper(source, encoding="utf-8", newline="")
+        )
     else:
         text = open(source, encoding="utf-8", newline="")  # noqa: SIM115
     fields = [descriptor.field(c) for c in columns]
@@ -520,8 +518,8 @@ def _locate_csv_error(
     finally:
         if isinstance(source, (str, os.PathLike)):
             text.close()
-        else:
-            text.detach()
+        elif text is not source:
+            text.detach()  # leave the caller's file open
     return None
 
 
