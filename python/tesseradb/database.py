@@ -223,18 +223,16 @@ class Database:
         if "." not in name:
             obj = self.catalog.get(name)
             return self.stream(obj.name) if obj is not None and obj.kind == STREAM_KIND else None
-        if "." in name:
-            owner, _, table = name.partition(".")
-            attachment = self._attachments.get(owner.lower())  # open already: no catalog read
-            if attachment is None:
-                obj = self.catalog.get(owner)
-                if obj is None or obj.kind != ATTACHED_KIND:
-                    return None
-                attachment = self.attached(obj.name)
-            if attachment is not None:
-                lower = {t.lower(): t for t in attachment.tables()}
-                if table.lower() in lower:
-                    return attachment.table(lower[table.lower()])
+        owner, _, table = name.partition(".")
+        attachment = self._attachments.get(owner.lower())  # open already: no catalog read
+        if attachment is None:
+            obj = self.catalog.get(owner)
+            if obj is None or obj.kind != ATTACHED_KIND:
+                return None
+            attachment = self.attached(obj.name)
+        lower = {t.lower(): t for t in attachment.tables()}
+        if table.lower() in lower:
+            return attachment.table(lower[table.lower()])
         return None
 
     def kind_of(self, name: str) -> str | None:

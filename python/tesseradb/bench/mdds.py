@@ -620,8 +620,7 @@ def _tessera(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[st
                     warmup=QUERY_WARMUP,
                 )
             if dataset == "taxi":
-                with_sequential = _fresh(ctx, "tessera_sequential")
-                with with_sequential as db2:
+                with _fresh(ctx, "tessera_sequential") as db2:
                     s2 = db2.create_stream(
                         "mdds_table", TAXI_DESCRIPTOR, cache_bytes=cache, iterator="sequential"
                     )
@@ -633,19 +632,7 @@ def _tessera(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[st
                             lambda q=query, db2=db2: db2.sql(q).fetchall(),
                             warmup=QUERY_WARMUP,
                         )
-    ctx.record(
-        "tessera",
-        "bytes_on_disk",
-        [
-            sum(
-                m.value
-                for m in ctx.report.results
-                if m.system == "tessera" and m.case.startswith("bytes_on_disk_")
-            )
-        ],
-        "bytes",
-        "B",
-    )
+    _total_bytes(ctx, "tessera")
 
 
 def _inspected(db: Any, query: str) -> float:
@@ -705,19 +692,19 @@ def _disk_write(path: Path, size: int) -> float:
 
 
 # --- peers ------------------------------------------------------------------------------
+# Arrow type -> SQL type, read alike by all three peers: REAL is single precision in
+# DuckDB and PostgreSQL, and SQLite gives these names its TEXT, INTEGER and REAL affinities
 _SQL_TYPES = {
     "string": "VARCHAR",
     "int64": "BIGINT",
     "int32": "INTEGER",
     "uint32": "BIGINT",
-    "float": "FLOAT",
+    "float": "REAL",
 }
 
 
-def _create_table(table: Any, types: dict[str, str] | None = None) -> str:
-    columns = ", ".join(
-        f"{f.name} {(types or _SQL_TYPES).get(str(f.type), 'DOUBLE')}" for f in table.schema
-    )
+def _create_table(table: Any) -> str:
+    columns = ", ".join(f"{f.name} {_SQL_TYPES[str(f.type)]}" for f in table.schema)
     return f"CREATE TABLE mdds_table ({columns})"
 
 
@@ -739,14 +726,7 @@ def _sqlite(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[str
                 "ignore_check_constraints = ON",
             ):
                 con.execute(f"PRAGMA {pragma}")
-            types = {
-                "string": "TEXT",
-                "int64": "INTEGER",
-                "int32": "INTEGER",
-                "uint32": "INTEGER",
-                "float": "REAL",
-            }
-            con.execute(_create_table(table, types))
+            con.execute(_create_table(table))
             for index in indexes:
                 con.execute(index)
             marks = ", ".join("?" * table.num_columns)
@@ -833,14 +813,7 @@ def _postgres(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[s
                 autocommit=True,
             ) as con:
                 con.execute("DROP TABLE IF EXISTS mdds_table")
-                types = {
-                    "string": "VARCHAR",
-                    "int64": "BIGINT",
-                    "int32": "INTEGER",
-                    "uint32": "BIGINT",
-                    "float": "REAL",
-                }
-                con.execute(_create_table(table, types))
+                con.execute(_create_table(table))
                 for index in indexes:
                     con.execute(index)
                 elapsed = 0.0

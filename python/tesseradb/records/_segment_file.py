@@ -38,7 +38,7 @@ from pathlib import Path
 from tesseradb import _core
 from tesseradb.errors import TesseraError
 from tesseradb.records._descriptor import Field, RecordDescriptor
-from tesseradb.records._segments import Segment
+from tesseradb.records._segments import Segment, index_keys
 
 __all__ = [
     "LAYOUT_VERSION",
@@ -231,14 +231,7 @@ def read_segment(path: Path, descriptor: RecordDescriptor) -> Segment:
         else:
             arrays.append(pa.array(values.astype(values.dtype.newbyteorder("="))))
     batch = pa.RecordBatch.from_arrays(arrays, schema=descriptor.arrow_schema)
-    coords = np.ascontiguousarray(
-        np.column_stack(
-            [
-                batch.column(n).to_numpy(zero_copy_only=False).astype(np.float64)
-                for n in descriptor.index
-            ]
-        )
-    )
+    coords = index_keys(batch, descriptor)
     try:
         tree = _core.KdTree.from_parts(
             coords,

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from tesseradb import _core
     from tesseradb.records._cache import ClockCache
 
-__all__ = ["Segment", "SegmentStore"]
+__all__ = ["Segment", "SegmentStore", "check_segmentation", "index_keys"]
 
 ITERATORS = ("kdtree", "sequential")
 SCHEMES = ("random", "kdtree")
@@ -103,14 +103,7 @@ class SegmentStore:
     ) -> None:
         from tesseradb import _core
 
-        if iterator not in ITERATORS:
-            raise ValueError(f"iterator must be one of {ITERATORS}, not {iterator!r}")
-        if scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {SCHEMES}, not {scheme!r}")
-        if overpacking <= 0:
-            raise ValueError("the overpacking factor must be positive")
-        if max_chunk_records < 1 or segment_bytes < 1:
-            raise ValueError("max_chunk_records and segment_bytes must be positive")
+        check_segmentation(max_chunk_records, segment_bytes, scheme, overpacking, iterator)
         self.scheme = scheme
         self.overpacking = overpacking
         self.descriptor = descriptor
@@ -120,7 +113,7 @@ class SegmentStore:
         self.schema = descriptor.arrow_schema
         self._tree = _core.SegmentTree(len(descriptor.index))
         self._resident: dict[int, Segment] = {}  # not yet on disk: pinned in memory
-        self._stored: dict[int, tuple[int, list[float], list[float]]] = {}  # id -> (rows, lo, hi)
+        self._stored: dict[int, int] = {}  # on disk: id -> records
         self._cache = cache
         self._load = load
         self._next_id = 1
@@ -161,7 +154,7 @@ class SegmentStore:
         """Index a segment that is on disk already (a stream being reopened)."""
         with self._lock:
             self._tree.insert(segment_id, lo, hi)
-            self._stored[segment_id] = (rows, lo, hi)
+            self._stored[segment_id] = rows
             self._next_id = max(self._next_id, segment_id + 1)
 
     def mark_written(self, segment: Segment) -> None:
@@ -169,7 +162,7 @@ class SegmentStore:
         with self._lock:
             if self._cache is not None:
                 self._cache.put(segment.id, segment)
-            self._stored[segment.id] = (segment.num_records, segment.lo, segment.hi)
+            self._stored[segment.id] = segment.num_records
             del self._resident[segment.id]
 
     def conform(self, data: Any) -> pa.Table:
@@ -272,7 +265,7 @@ class SegmentStore:
         roots = None
         if self.scheme == "kdtree" and n:
             limit = max(1, int(self.overpacking * self.segment_bytes / self.descriptor.record_size))
-            coords = self._coords(chunk.combine_chunks().to_batches()[0])
+            coords = index_keys(chunk.combine_chunks().to_batches()[0], self.descriptor)
             labels, roots = _core.kdtree_partition(coords, limit)
             assignment, count = labels.astype(np.int64), len(roots)
         else:
@@ -290,25 +283,13 @@ class SegmentStore:
                 out.append(self.build_segment(batch.slice(start, stop - start), first))
         return out
 
-    def build_segment(
-        self, data: pa.RecordBatch, initial_dimension: int = 0, segment_id: int = 0
-    ) -> Segment:
+    def build_segment(self, data: pa.RecordBatch, initial_dimension: int = 0) -> Segment:
         """A segment of ``data``: its packed kd-tree and bounding box (id 0 until published)."""
         from tesseradb import _core
 
-        coords = self._coords(data)
+        coords = index_keys(data, self.descriptor)
         lo, hi = _box(coords)
-        return Segment(segment_id, data, _core.KdTree(coords, initial_dimension), lo, hi)
-
-    def _coords(self, data: pa.RecordBatch) -> np.ndarray:
-        """The keys of the records on the indexing fields, as an (n, dims) float64 array."""
-        import numpy as np
-
-        columns = [
-            data.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
-            for name in self.descriptor.index
-        ]
-        return np.ascontiguousarray(np.column_stack(columns))
+        return Segment(0, data, _core.KdTree(coords, initial_dimension), lo, hi)
 
     # --- queries ----------------------------------------------------------------------
     @property
@@ -319,7 +300,7 @@ class SegmentStore:
     def num_records(self) -> int:
         with self._lock:
             resident = sum(s.num_records for s in self._resident.values())
-            return resident + sum(rows for rows, _, _ in self._stored.values())
+            return resident + sum(self._stored.values())
 
     def clear(self) -> None:
         """Forget every segment (the stream is closed)."""
@@ -337,16 +318,10 @@ class SegmentStore:
             for i in ids:
                 stored = self._stored.get(i)
                 if stored is not None:
-                    total += stored[0]
+                    total += stored
                 elif i in self._resident:
                     total += self._resident[i].num_records
         return total
-
-    @property
-    def resident(self) -> list[Segment]:
-        """Segments not yet on disk, in id order."""
-        with self._lock:
-            return [self._resident[i] for i in sorted(self._resident)]
 
     def segment_ids(self, box: tuple[list[float], list[float]] | None) -> list[int]:
         """Ids of the segments whose boxes may meet ``box`` (R*-tree search), ascending."""
@@ -460,6 +435,32 @@ class SegmentStore:
             raw = _core.gather([s.byte_view(name) for s in segments], width, which, rows)
             arrays.append(pa.array(raw.view(type_.to_pandas_dtype()), type_))
         return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def check_segmentation(
+    max_chunk_records: int, segment_bytes: int, scheme: str, overpacking: float, iterator: str
+) -> None:
+    """Refuse segmentation settings outside their meanings (ValueError naming the setting)."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}, not {scheme!r}")
+    if iterator not in ITERATORS:
+        raise ValueError(f"iterator must be one of {ITERATORS}, not {iterator!r}")
+    for name, value in (("max_chunk_records", max_chunk_records), ("segment_bytes", segment_bytes)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, not {value}")
+    if overpacking <= 0:
+        raise ValueError(f"overpacking must be positive, not {overpacking}")
+
+
+def index_keys(data: pa.RecordBatch, descriptor: RecordDescriptor) -> np.ndarray:
+    """The keys of the records on the indexing fields, as an (n, dims) float64 array."""
+    import numpy as np
+
+    columns = [
+        data.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+        for name in descriptor.index
+    ]
+    return np.ascontiguousarray(np.column_stack(columns))
 
 
 def _finish(

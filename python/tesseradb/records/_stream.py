@@ -40,7 +40,7 @@ from tesseradb.records._segment_file import (
     read_segment,
     write_segment,
 )
-from tesseradb.records._segments import ITERATORS, SCHEMES, Segment, SegmentStore
+from tesseradb.records._segments import Segment, SegmentStore, check_segmentation
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Estimate
 
@@ -77,18 +77,13 @@ class StreamOptions:
     seed: int | None = None  # for the random scheme, to make segmentation reproducible
 
     def __post_init__(self) -> None:
-        if self.scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {SCHEMES}, not {self.scheme!r}")
-        if self.iterator not in ITERATORS:
-            raise ValueError(f"iterator must be one of {ITERATORS}, not {self.iterator!r}")
+        check_segmentation(
+            self.max_chunk_records, self.segment_bytes, self.scheme, self.overpacking, self.iterator
+        )
         if self.compression not in ("zstd", "none"):
             raise ValueError(f"compression must be 'zstd' or 'none', not {self.compression!r}")
-        positive = ("max_chunk_records", "segment_bytes", "writer_threads")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-        if self.overpacking <= 0:
-            raise ValueError(f"overpacking must be positive, not {self.overpacking}")
+        if self.writer_threads < 1:
+            raise ValueError(f"writer_threads must be at least 1, not {self.writer_threads}")
         if self.cache_bytes < 0 or self.writer_period_ms < 0:
             raise ValueError("cache_bytes and writer_period_ms must not be negative")
 
@@ -307,7 +302,6 @@ class Stream:
                 columns = names
             types = {f.name: f.arrow_type for f in self.descriptor.fields}
             segments: list[Segment] = []
-            rows = 0
             try:
                 reader = pacsv.open_csv(  # parses the first block already
                     stream,
@@ -327,9 +321,8 @@ class Stream:
                     try:
                         conformed = self._store.conform(table)
                     except DescriptorError as err:
-                        raise _CSVRowError(rows, str(err)) from None
+                        raise _CSVRowError(str(err)) from None
                     segments.extend(self._store.prepare(conformed))
-                    rows += batch.num_rows
             except (pa.ArrowInvalid, _CSVRowError) as err:
                 detail = _locate_csv_error(source, self.descriptor, columns, header)
                 raise CSVError(f"{where}, {detail}" if detail else f"{where}: {err}") from None
@@ -378,8 +371,6 @@ class Stream:
 
         ``stream.range(pickup_latitude=(40.75, 40.76), passenger_count=(None, 2))``
         """
-        import pyarrow as pa
-
         predicate = Predicate()
         fields = {f.name.lower(): f.name for f in self.descriptor.fields}
         for name, bound in bounds.items():
@@ -392,9 +383,7 @@ class Stream:
                     f"the range of {name!r} is a pair (lo, hi), not {bound!r}"
                 ) from None
             predicate = predicate.and_(Predicate.between(fields[name.lower()], lo, hi))
-        return pa.Table.from_batches(
-            list(self._store.scan(columns, predicate)), self._schema_of(columns)
-        )
+        return self.scan(columns, predicate).read_all()
 
     # --- information ----------------------------------------------------------------
     @property
@@ -451,9 +440,7 @@ class Stream:
 
 
 class _CSVRowError(Exception):
-    def __init__(self, rows_before: int, message: str) -> None:
-        super().__init__(message)
-        self.rows_before = rows_before
+    """A parsed block does not fit the descriptor: the slow reader then finds the line."""
 
 
 @contextlib.contextmanager
