@@ -22,7 +22,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml $(RUST)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	touch $@
 
 # PostgreSQL and MariaDB from Debian's packages, for the server tests.

@@ -11,6 +11,7 @@ Layout of a database directory::
     write.lock       the writer lock (flock); its content names the holder
     attached/<name>/ sidecar bitmap indexes of an attachment
     streams/<name>/  the segment files of a record stream
+    arrays/<name>/   an array's Icechunk repository (repo/) and commit lock
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import contextlib
 import os
 import re
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,10 +40,12 @@ from tesseradb.sql.result import Result
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from datetime import datetime
     from types import TracebackType
 
     import pyarrow as pa
 
+    from tesseradb.arrays import Array
     from tesseradb.attached import Attachment
     from tesseradb.records import Stream
 
@@ -50,6 +54,7 @@ __all__ = ["Database", "DatabaseInfo", "ObjectInfo", "connect"]
 TABLE_STORE_FILE = "tables.duckdb"
 ATTACHED_KIND = "attached"
 STREAM_KIND = "stream"
+ARRAY_KIND = "array"
 PLAIN_KINDS = ("table", "view")
 
 
@@ -104,6 +109,7 @@ class Database:
         self._registered_lock = threading.Lock()
         self._attachments: dict[str, Any] = {}  # open Attachment objects by lower name
         self._streams: dict[str, Stream] = {}  # open streams by lower name
+        self._arrays: dict[str, Array] = {}  # arrays open at their head, by lower name
         self._engine = SQLEngine(self, self.path / TABLE_STORE_FILE, read_only)
         self._closed = False
 
@@ -220,9 +226,16 @@ class Database:
         stream = self._streams.get(name.lower())
         if stream is not None:
             return stream
+        array = self._arrays.get(name.lower())
+        if array is not None:
+            return array.relation
         if "." not in name:
             obj = self.catalog.get(name)
-            return self.stream(obj.name) if obj is not None and obj.kind == STREAM_KIND else None
+            if obj is not None and obj.kind == STREAM_KIND:
+                return self.stream(obj.name)
+            if obj is not None and obj.kind == ARRAY_KIND:
+                return self.array(obj.name).relation
+            return None
         owner, _, table = name.partition(".")
         attachment = self._attachments.get(owner.lower())  # open already: no catalog read
         if attachment is None:
@@ -283,6 +296,9 @@ class Database:
             return
         if obj.kind == STREAM_KIND:
             self._drop_stream(obj.name)
+            return
+        if obj.kind == ARRAY_KIND:
+            self._drop_array(obj.name)
             return
         raise ObjectNotFoundError(f"{name!r} is a {obj.kind}; this version cannot drop that kind")
 
@@ -465,6 +481,101 @@ class Database:
         self.catalog.drop(name)
         shutil.rmtree(self.path / "streams" / name, ignore_errors=True)
 
+    # --- arrays ----------------------------------------------------------------------
+    def create_array(
+        self,
+        name: str,
+        dims: Any,
+        attrs: Any,
+        *,
+        origin: Sequence[int] | None = None,
+        codec: str = "zstd",
+        level: int = 3,
+        metadata: dict[str, Any] | None = None,
+    ) -> Array:
+        """Create an array with named ``dims`` and ``attrs`` (SciDB's model on Zarr v3/Icechunk).
+
+        ``dims`` are :class:`~tesseradb.arrays.Dimension` or dicts (``name``,
+        ``start``, ``end`` exclusive or None for the one unbounded dimension,
+        ``chunk``, ``overlap``); ``attrs`` are
+        :class:`~tesseradb.arrays.Attribute`, dicts (``name``, ``dtype``,
+        ``fill``, ``nullable``) or a mapping of name to dtype. ``origin`` puts
+        the array in a world coordinate system (world = index + origin).
+        ``codec`` is ``zstd`` (default), ``blosc`` or ``none``, at ``level``.
+        """
+        import shutil
+
+        from tesseradb.arrays import ArraySchema
+        from tesseradb.arrays._repository import ArrayRepository
+
+        self._check_open()
+        self._check_writable("create an array")
+        validate_name(name, "array")
+        schema = ArraySchema.build(dims, attrs, origin, codec, level, metadata)
+        existing = self.catalog.get(name)
+        if existing is not None:
+            raise ObjectExistsError(
+                f"cannot create array {name!r}: {existing.name!r} already exists (a {existing.kind})"
+            )
+        directory = self.path / "arrays" / name
+        if directory.exists():  # left by a crash between repository and catalog
+            shutil.rmtree(directory)
+        try:
+            ArrayRepository.create(name, directory).initialise(schema)
+            self.catalog.create(name, ARRAY_KIND, {"schema": schema.to_dict()})
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        return self.array(name)
+
+    def array(self, name: str, version: str | None = None, as_of: datetime | None = None) -> Array:
+        """The array called ``name``; at a past ``version`` (snapshot id) or ``as_of`` a time: read-only."""
+        from tesseradb.arrays import Array, ArraySchema
+        from tesseradb.arrays._repository import ArrayRepository
+
+        self._check_open()
+        key = name.lower()
+        if version is None and as_of is None and key in self._arrays:
+            return self._arrays[key]
+        obj = self.catalog.require(name, ARRAY_KIND)
+        schema = ArraySchema.from_dict(obj.spec["schema"])
+        if version is not None or as_of is not None:
+            head = self.array(obj.name)
+            return Array(obj.name, schema, head._repo, True, version, as_of)
+        with self._registered_lock:
+            if key not in self._arrays:
+                repo = ArrayRepository(obj.name, self.path / "arrays" / obj.name)
+                array = Array(obj.name, schema, repo, self.read_only)
+                array._database = weakref.ref(self)  # for operators' into=
+                self._arrays[key] = array
+            return self._arrays[key]
+
+    def arrays(self) -> list[str]:
+        """Names of the arrays."""
+        return [o.name for o in self.catalog.objects(ARRAY_KIND)]
+
+    def merge(self, arrays: Sequence[str | Array], into: str) -> Array:
+        """One new array ``into`` holding the written cells of ``arrays``; later arrays win.
+
+        The inputs must have the same dimensions (by name) and attributes;
+        the result spans their union in world coordinates.
+        """
+        from tesseradb.arrays._operators import merge_arrays
+
+        self._check_open()
+        self._check_writable("merge arrays")
+        inputs = [a if not isinstance(a, str) else self.array(a) for a in arrays]
+        return merge_arrays(self, inputs, into)
+
+    def _drop_array(self, name: str) -> None:
+        import shutil
+
+        self._check_writable(f"drop {name!r}")
+        with self._registered_lock:
+            self._arrays.pop(name.lower(), None)
+        self.catalog.drop(name)
+        shutil.rmtree(self.path / "arrays" / name, ignore_errors=True)
+
     def _check_writable(self, what: str) -> None:
         if self.read_only:
             raise ReadOnlyError(f"cannot {what}: the database is open read-only")
@@ -504,6 +615,9 @@ class Database:
             if obj.kind == STREAM_KIND:
                 stream = self.stream(obj.name)
                 rows, size = stream.num_records, stream.bytes_on_disk
+            if obj.kind == ARRAY_KIND:
+                array = self.array(obj.name)
+                rows, size = array.relation.estimate(None).rows, array.bytes_on_disk
             objects.append(ObjectInfo(obj.name, obj.kind, rows, size, obj.created, obj.modified))
         for rel in self._registered.values():
             est = rel.estimate(None)

@@ -85,6 +85,25 @@ class Analysis:
     prefetched: dict[str, tuple[Predicate, Any]] = field(default_factory=dict)
     # `SELECT count(*) FROM rel [WHERE w]` with w exactly a Predicate: (relation, column name, predicate)
     count_only: tuple[str, str, Predicate] | None = None
+    # a single-relation aggregate query a relation may answer without rows
+    aggregate_only: AggregateQuery | None = None
+
+
+@dataclass(frozen=True)
+class AggregateQuery:
+    """``SELECT items FROM rel [WHERE w] [GROUP BY columns] [ORDER BY outputs]``, w exactly a Predicate.
+
+    ``items`` are (output name as DuckDB names it, function, column): the
+    function is ``count`` (column None for ``count(*)``), ``sum``, ``avg``,
+    ``min``, ``max``, or ``column`` for a grouping column shown as is.
+    ``order`` is (output name, descending) pairs.
+    """
+
+    relation: str
+    items: tuple[tuple[str, str, str | None], ...]
+    group_by: tuple[str, ...]
+    predicate: Predicate
+    order: tuple[tuple[str, bool], ...] = ()
 
 
 SchemaLookup = Callable[[str], "pa.Schema | None"]
@@ -160,6 +179,7 @@ def analyse(
         analyser.run()
         equijoins.extend(analyser.equijoins)
     count_only = analyser.count_only if len(statements) == 1 else None
+    aggregate_only = analyser.aggregate_only if len(statements) == 1 else None
     return Analysis(
         relations,
         others,
@@ -168,6 +188,7 @@ def analyse(
         parsed=True,
         equijoins=equijoins,
         count_only=count_only,
+        aggregate_only=aggregate_only,
     )
 
 
@@ -258,6 +279,7 @@ class _StatementAnalyser:
         self.columns_of = columns_of
         self.equijoins: list[EquiJoin] = []
         self.count_only: tuple[str, str, Predicate] | None = None
+        self.aggregate_only: AggregateQuery | None = None
         self.relations = relations
         self.others = others
         self._schemas: dict[str, pa.Schema | None] = {}
@@ -406,6 +428,7 @@ class _StatementAnalyser:
             for src in sources.values():
                 src.blocked = True
         self._count_only(select, sources)
+        self._aggregate_only(select, sources)
 
         where = select.args.get("where")
         filters: list[exp.Expression] = [where.this] if where is not None else []
@@ -524,6 +547,103 @@ class _StatementAnalyser:
         )
         if exact:
             self.count_only = (src.relation, name, pred)
+
+    def _aggregate_only(self, select: exp.Select, sources: dict[str, _Source]) -> None:
+        """Recognise a single-relation aggregate query (see :class:`AggregateQuery`).
+
+        A relation with an ``aggregate`` method (an array) may then answer it
+        from its storage without making rows; see the engine.
+        """
+        from sqlglot import exp
+
+        if select is not self.stmt or len(sources) != 1:
+            return
+        src = next(iter(sources.values()))
+        if src.relation is None or src.blocked or src.renamed or src.columns is None:
+            return
+        if any(
+            select.args.get(k)
+            for k in (
+                "joins",
+                "having",
+                "qualify",
+                "distinct",
+                "limit",
+                "offset",
+                "with",
+                "laterals",
+            )
+        ):
+            return
+        functions = {
+            exp.Count: "count",
+            exp.Sum: "sum",
+            exp.Avg: "avg",
+            exp.Min: "min",
+            exp.Max: "max",
+            exp.Stddev: "stddev",
+            exp.StddevSamp: "stddev",
+        }
+        try:
+            group_by: list[str] = []
+            group = select.args.get("group")
+            if group is not None:
+                if set(group.args) - {"expressions"} and any(
+                    group.args.get(k) for k in set(group.args) - {"expressions"}
+                ):
+                    return  # ROLLUP, CUBE, GROUPING SETS, GROUP BY ALL
+                group_by = [self._column_of(e, src, sources)[0] for e in group.expressions]
+            items: list[tuple[str, str, str | None]] = []
+            for item in select.expressions:
+                alias = item.alias if isinstance(item, exp.Alias) else None
+                node = item.this if isinstance(item, exp.Alias) else item
+                if isinstance(node, exp.Column):
+                    name = self._column_of(node, src, sources)[0]
+                    if name.lower() not in {g.lower() for g in group_by}:
+                        return
+                    items.append((alias or node.name, "column", name))
+                    continue
+                fn = functions.get(type(node))
+                if (
+                    fn is None
+                    or node.args.get("expressions")
+                    or isinstance(node.this, exp.Distinct)
+                ):
+                    return
+                if fn == "count" and isinstance(node.this, exp.Star):
+                    items.append((alias or "count_star()", "count", None))
+                    continue
+                name = self._column_of(node.this, src, sources)[0]
+                spelled = node.sql_name().lower() if fn == "stddev" else fn
+                items.append((alias or f"{spelled}({node.this.name})", fn, name))
+            order: list[tuple[str, bool]] = []
+            ordered = select.args.get("order")
+            outputs = {out.lower(): out for out, _, _ in items}
+            for key in ordered.expressions if ordered is not None else []:
+                target = key.this
+                if (
+                    not isinstance(target, exp.Column)
+                    or target.table
+                    or target.name.lower() not in outputs
+                ):
+                    return
+                if key.args.get("nulls_first") and not key.args.get("desc"):
+                    return  # explicit NULLS FIRST on ascending order: leave it to DuckDB
+                order.append((outputs[target.name.lower()], bool(key.args.get("desc"))))
+        except _Unknown:
+            return
+        if not items:
+            return
+        where = select.args.get("where")
+        pred, exact = (
+            (Predicate(), True)
+            if where is None
+            else self._derive(where.this, src, sources, negate=False)
+        )
+        if exact:
+            self.aggregate_only = AggregateQuery(
+                src.relation, tuple(items), tuple(group_by), pred, tuple(order)
+            )
 
     def _atom_is_exact(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source]

@@ -260,6 +260,9 @@ class SQLEngine:
         counted = self._count_without_scan(analysis)
         if counted is not None:
             return counted
+        aggregated = self._aggregate_without_rows(analysis)
+        if aggregated is not None:
+            return aggregated
         self._reduce_semijoins(analysis)
         self._check_writes(analysis)
         scans = self._scans(analysis)
@@ -280,10 +283,15 @@ class SQLEngine:
     def _explain(self, text: str, analysis: Analysis) -> Explain:
         self._reduce_semijoins(analysis)
         relations = []
+        native = analysis.aggregate_only
         for use in analysis.relations.values():
             relation = self.namespace.relation(use.name)
             if relation is None:
                 continue
+            if native is not None and hasattr(relation, "aggregate"):
+                use.notes.append(
+                    "aggregates computed from storage, no rows made (when the relation can)"
+                )
             relations.append(
                 ExplainedRelation(
                     name=relation.name,
@@ -364,6 +372,33 @@ class SQLEngine:
         if rows is None:
             return None
         return Result(pa.table({name: pa.array([rows], pa.int64())}), {relation.name: ScanStats()})
+
+    def _aggregate_without_rows(self, analysis: Analysis) -> Result | None:
+        """A single-relation aggregate query answered by the relation's ``aggregate`` (arrays).
+
+        The relation computes it from its storage (an array's chunks, by
+        numpy reductions) or returns None, and the statement then runs as
+        usual. Tests check both paths give the same answers.
+        """
+        query = analysis.aggregate_only
+        if query is None:
+            return None
+        relation = self.namespace.relation(query.relation)
+        aggregate = getattr(relation, "aggregate", None)
+        if relation is None or aggregate is None:
+            return None
+        table = aggregate(
+            list(query.items),
+            list(query.group_by),
+            None if query.predicate.is_true else query.predicate,
+        )
+        if table is None:
+            return None
+        if query.order:
+            table = table.sort_by(
+                [(name, "descending" if desc else "ascending") for name, desc in query.order]
+            )
+        return Result(table, {relation.name: ScanStats()})
 
     def _reduce_semijoins(self, analysis: Analysis) -> None:
         """Narrow relations to the join keys of selective partners (semi-join reduction).

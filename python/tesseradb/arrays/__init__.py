@@ -1,0 +1,40 @@
+"""Arrays: SciDB's array model on versioned Zarr v3 (Icechunk).
+
+An array has named integer dimensions (chunked, with an overlap read as a
+halo) and named numeric attributes, each stored as its own Zarr array in the
+array's Icechunk repository. Writes are commits (versions); reads see one
+version; chunk-parallel functions see each chunk with its halo. The
+:class:`Array` is also a relation for SQL: one row per cell of the written
+chunks, dimension columns in world coordinates.
+"""
+
+from __future__ import annotations
+
+from tesseradb.arrays._array import (
+    Array,
+    ArrayCorruptError,
+    ArrayDtypeError,
+    ArrayFork,
+    ArrayView,
+    ChunkView,
+)
+from tesseradb.arrays._boxes import ArrayBoundsError
+from tesseradb.arrays._repository import ArrayConflictError, Version, VersionNotFoundError
+from tesseradb.arrays._schema import ArraySchema, ArraySchemaError, Attribute, Dimension
+
+__all__ = [
+    "Array",
+    "ArrayBoundsError",
+    "ArrayConflictError",
+    "ArrayCorruptError",
+    "ArrayDtypeError",
+    "ArrayFork",
+    "ArraySchema",
+    "ArraySchemaError",
+    "ArrayView",
+    "Attribute",
+    "ChunkView",
+    "Dimension",
+    "Version",
+    "VersionNotFoundError",
+]

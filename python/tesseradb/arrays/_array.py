@@ -1,0 +1,901 @@
+"""An array: reads, writes, scattered triples, transactions, forks, versions and chunk views.
+
+Writes go to an Icechunk session and become one commit (one version) per
+call, or per ``with arr.transaction():`` block; a failure discards the
+session, so nothing of the call is visible. Reads open a read-only session
+of the head (or of the version the array was opened at), so a reader never
+sees half of a commit. Parallel writer processes each take a picklable
+:class:`ArrayFork`; ``arr.merge(forks)`` commits their work as one version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.arrays._boxes import ArrayBoundsError, Box, chunk_box, chunk_grid, parse_key
+from tesseradb.arrays._repository import ArrayConflictError, ArrayRepository, chunk_error
+from tesseradb.errors import ReadOnlyError, TesseraError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from datetime import datetime
+
+    import icechunk
+    import numpy as np
+    import xarray as xr
+
+    from tesseradb.arrays._relation import ArrayRelation
+    from tesseradb.arrays._repository import Version
+    from tesseradb.arrays._schema import ArraySchema
+    from tesseradb.database import Database
+
+__all__ = ["Array", "ArrayCorruptError", "ArrayDtypeError", "ArrayFork", "ArrayView", "ChunkView"]
+
+
+class ArrayDtypeError(TesseraError, TypeError):
+    """Values do not fit an attribute's type (or shape) without loss."""
+
+
+class ArrayCorruptError(TesseraError):
+    """Stored bytes of an array cannot be decoded: the message names the array, attribute and chunk."""
+
+
+@dataclass
+class ChunkView:
+    """One chunk of an array with its halo, as :meth:`Array.chunks` gives it.
+
+    ``core`` and ``outer`` are the chunk's own cells and the cells read
+    (core plus halo, clipped at the array's edges), in indexes; ``data``
+    holds each attribute over ``outer``; ``core_slices`` is where the core
+    lies inside ``data``.
+    """
+
+    coords: tuple[int, ...]
+    core: tuple[slice, ...]
+    outer: tuple[slice, ...]
+    core_slices: tuple[slice, ...]
+    data: dict[str, Any]
+    world_origin: tuple[int, ...]  # world coordinate of data[0, 0, ...]
+
+    def core_mask(self) -> np.ndarray:
+        """True on core cells of ``data``, False on halo cells."""
+        import numpy as np
+
+        shape = next(iter(self.data.values())).shape
+        mask = np.zeros(shape, dtype=bool)
+        mask[self.core_slices] = True
+        return mask
+
+    def core_data(self) -> dict[str, np.ndarray]:
+        return {k: v[self.core_slices] for k, v in self.data.items()}
+
+
+def fit_values(values: Any, attr: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """``values`` as an array of ``attr``'s type and ``shape``; error if anything would be lost.
+
+    Scalars broadcast. A cast that is not safe for the types is allowed only
+    when every value survives it exactly (an int64 array of small numbers
+    into int32). Masked cells of a numpy masked array become the fill value
+    of a nullable attribute.
+    """
+    import numpy as np
+
+    dtype = attr.numpy_dtype
+    if isinstance(values, np.ma.MaskedArray):
+        if values.mask is not np.ma.nomask and values.mask.any():
+            if not attr.nullable:
+                raise ArrayDtypeError(
+                    f"{where}: masked (NULL) cells given for attribute {attr.name!r}, which is not nullable"
+                )
+            values = values.filled(attr.fill)
+        else:
+            values = values.data
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "biuf":
+        raise ArrayDtypeError(
+            f"{where}: attribute {attr.name!r} takes {attr.dtype} values, not {arr.dtype}"
+        )
+    if arr.shape != shape:
+        if arr.ndim == 0:
+            arr = np.broadcast_to(arr, shape)
+        elif arr.size == int(np.prod(shape)) and tuple(n for n in arr.shape if n != 1) == tuple(
+            n for n in shape if n != 1
+        ):
+            arr = arr.reshape(shape)
+        else:
+            raise ArrayDtypeError(
+                f"{where}: attribute {attr.name!r} got values of shape {arr.shape} for a box of shape {shape}"
+            )
+    if arr.dtype == dtype:
+        return arr
+    if np.can_cast(arr.dtype, dtype, casting="safe"):
+        return arr.astype(dtype)
+    with np.errstate(all="ignore"):
+        cast = arr.astype(dtype)
+        back = cast.astype(arr.dtype)
+    same = back == arr
+    if arr.dtype.kind == "f":
+        same |= np.isnan(arr) & (np.isnan(back) if back.dtype.kind == "f" else False)
+    if not bool(np.all(same)):
+        bad = np.argwhere(~same)[0]
+        raise ArrayDtypeError(
+            f"{where}: attribute {attr.name!r} is {attr.dtype}; value {arr[tuple(bad)].item()!r} at "
+            f"{tuple(int(i) for i in bad)} of the {arr.dtype} input would change (no lossy casts)"
+        )
+    return cast
+
+
+class _ArrayBase:
+    """Reads, writes and chunk iteration over one session source; shared by arrays and forks."""
+
+    name: str
+    schema: ArraySchema
+    _repo: ArrayRepository
+
+    # session policy (subclasses decide)
+    def _read_session(self) -> icechunk.Session:
+        raise NotImplementedError
+
+    def _write_session(self) -> tuple[icechunk.Session, bool]:
+        """A session to write to and whether this call must commit it."""
+        raise NotImplementedError
+
+    def _commit(self, session: icechunk.Session, message: str) -> None:
+        raise NotImplementedError
+
+    # --- zarr access ---------------------------------------------------------------
+    def _zarr(self, session: icechunk.Session, attr: str) -> Any:
+        import zarr
+
+        mode = "r" if session.read_only else "r+"
+        array = zarr.open_array(session.store, path=attr, mode=mode, zarr_format=3)
+        # write_empty_chunks is a runtime setting, not stored: a written chunk
+        # must be stored even when it holds only fill values (SQL shows it)
+        return array.with_config({"write_empty_chunks": True})
+
+    def extent(self, session: icechunk.Session | None = None) -> tuple[int, ...]:
+        """Cells per dimension now (the unbounded dimension's grows by appending)."""
+        session = session or self._read_session()
+        return tuple(self._zarr(session, self.schema.attrs[0].name).shape)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.extent()
+
+    def _attrs(self, attrs: Sequence[str] | str | None) -> list[Any]:
+        if attrs is None:
+            return list(self.schema.attrs)
+        names = [attrs] if isinstance(attrs, str) else list(attrs)
+        return [self.schema.attribute(a) for a in names]
+
+    # --- reads --------------------------------------------------------------------
+    def read(
+        self, box: Any = None, attrs: Sequence[str] | str | None = None
+    ) -> dict[str, np.ndarray]:
+        """The attributes over ``box`` (indexes; see :func:`parse_key`) as numpy arrays."""
+        session = self._read_session()
+        region = parse_key(box, self.schema, self.extent(session), self.name)
+        return {
+            a.name: region.squeeze(self._read_box(session, a, region)) for a in self._attrs(attrs)
+        }
+
+    def __getitem__(self, key: Any) -> dict[str, np.ndarray]:
+        return self.read(key)
+
+    def _read_box(self, session: icechunk.Session, attr: Any, box: Box) -> np.ndarray:
+        import numpy as np
+
+        if box.empty:
+            return np.full(box.shape, attr.fill, dtype=attr.numpy_dtype)
+        array = self._zarr(session, attr.name)
+        try:
+            return np.asarray(array[box.slices])
+        except Exception as err:
+            if not chunk_error(err):
+                raise
+            self._locate_damage(array, attr, box, err)
+            raise
+
+    def _locate_damage(self, array: Any, attr: Any, box: Box, err: BaseException) -> None:
+        for coords, part in chunk_grid(box, self.schema.chunk_shape):
+            try:
+                array[part.slices]
+            except Exception as inner:
+                if chunk_error(inner):
+                    raise ArrayCorruptError(
+                        f"array {self.name!r}, attribute {attr.name!r}, chunk {coords}: the stored "
+                        f"chunk cannot be decoded ({type(inner).__name__}: {inner})"
+                    ) from None
+                raise
+        raise ArrayCorruptError(
+            f"array {self.name!r}, attribute {attr.name!r}: stored data cannot be decoded ({err})"
+        ) from None
+
+    def written_chunks(self, attrs: Sequence[str] | str | None = None) -> list[tuple[int, ...]]:
+        """Grid coordinates of the chunks ever written (of any of ``attrs``), in C order."""
+        session = self._read_session()
+        return self._written(session, self._attrs(attrs))
+
+    def _written(self, session: icechunk.Session, attrs: Sequence[Any]) -> list[tuple[int, ...]]:
+        found: set[tuple[int, ...]] = set()
+        for a in attrs:
+            found |= self._repo.written_chunks(session, a.name)
+        return sorted(found)
+
+    # --- writes ----------------------------------------------------------------------
+    def __setitem__(self, key: Any, values: Any) -> None:
+        self._write_key(key, values, "write")
+
+    def write(self, start: Sequence[int], values: Any, message: str | None = None) -> None:
+        """Write dense blocks whose first cell is at index ``start`` (one commit)."""
+        import numpy as np
+
+        blocks = values if isinstance(values, dict) else None
+        sample = next(iter(blocks.values())) if blocks else values
+        shape = np.shape(sample)
+        if len(start) != self.schema.ndim or len(shape) != self.schema.ndim:
+            raise ArrayBoundsError(
+                f"array {self.name!r} has {self.schema.ndim} dimensions; write got a start of "
+                f"{len(start)} and values of {len(shape)} dimensions"
+            )
+        key = tuple(slice(s, s + n) for s, n in zip(start, shape, strict=True))
+        self._write_key(key, values, message or "write")
+
+    def _write_key(self, key: Any, values: Any, message: str) -> None:
+        session, own = self._write_session()
+        try:
+            extent = self.extent(session)
+            box = parse_key(key, self.schema, extent, self.name, growing=True)
+            blocks = self._blocks(values, box.shape, f"write to {self.name!r}")
+            self._grow(session, extent, box.hi)
+            for attr, data in blocks.items():
+                self._zarr(session, attr)[box.slices] = data
+        except BaseException:
+            if own:
+                session.discard_changes()
+            raise
+        if own:
+            self._commit(session, message)
+
+    def _blocks(self, values: Any, shape: tuple[int, ...], where: str) -> dict[str, np.ndarray]:
+        if isinstance(values, dict):
+            out = {}
+            for key, v in values.items():
+                attr = self.schema.attribute(key)
+                out[attr.name] = fit_values(v, attr, shape, where)
+            if not out:
+                raise ArrayDtypeError(f"{where}: no attributes given")
+            return out
+        if len(self.schema.attrs) != 1:
+            raise ArrayDtypeError(
+                f"{where}: the array has attributes {', '.join(self.schema.attr_names)}; "
+                "give a dict of attribute name to values"
+            )
+        attr = self.schema.attrs[0]
+        return {attr.name: fit_values(values, attr, shape, where)}
+
+    def _grow(self, session: icechunk.Session, extent: Sequence[int], hi: Sequence[int]) -> None:
+        axis = self.schema.unbounded_axis
+        if axis is None or hi[axis] <= extent[axis]:
+            return
+        if isinstance(self, ArrayFork):
+            raise ArrayBoundsError(
+                f"array {self.name!r}: a fork cannot grow dimension {self.schema.dims[axis].name!r} "
+                f"past {extent[axis]} cells; grow the array before forking"
+            )
+        shape = list(extent)
+        shape[axis] = hi[axis]
+        for a in self.schema.attrs:
+            self._zarr(session, a.name).resize(tuple(shape))
+
+    def put_triples(self, coords: Any, values: Any, workers: int | None = None) -> int:
+        """Write scattered cells: ``coords`` (n x ndim indexes, or ndim arrays) and their values.
+
+        Cells are sorted into chunks; each touched chunk is read (if it was
+        written before), updated with numpy fancy indexing and written back,
+        chunks in parallel threads. For repeated coordinates the last value
+        wins. One commit. Returns the number of cells written.
+        """
+        import numpy as np
+
+        where = f"put_triples into {self.name!r}"
+        pos = self._positions(coords, where)
+        n = pos.shape[0]
+        session, own = self._write_session()
+        try:
+            extent = list(self.extent(session))
+            if n:
+                self._check_triple_bounds(pos, extent, where)
+            blocks = self._blocks(values, (n,), where)
+            if n == 0:
+                if own:
+                    session.discard_changes()
+                return 0
+            self._grow(session, extent, tuple(int(x) + 1 for x in pos.max(axis=0)))
+            extent = list(self.extent(session))
+            chunks = np.asarray(self.schema.chunk_shape)
+            grid = [-(-e // c) for e, c in zip(extent, chunks, strict=True)]
+            cid = np.ravel_multi_index(tuple((pos // chunks).T), grid)
+            order = np.argsort(cid, kind="stable")
+            cid = cid[order]
+            starts = np.flatnonzero(np.r_[True, cid[1:] != cid[:-1]])
+            ends = np.r_[starts[1:], n]
+            for attr_name, vals in blocks.items():
+                attr = self.schema.attribute(attr_name)
+                array = self._zarr(session, attr.name)
+                written = self._repo.written_chunks(session, attr.name)
+                sorted_vals = vals[order]
+                sorted_pos = pos[order]
+
+                def update(
+                    k: int,
+                    array: Any = array,
+                    attr: Any = attr,
+                    written: Any = written,
+                    sorted_vals: Any = sorted_vals,
+                    sorted_pos: Any = sorted_pos,
+                ) -> None:
+                    s, e = starts[k], ends[k]
+                    coords_k = tuple(int(c) for c in np.unravel_index(cid[s], grid))
+                    box = chunk_box(coords_k, self.schema.chunk_shape, extent)
+                    if coords_k in written:
+                        block = np.asarray(array[box.slices])
+                    else:
+                        block = np.full(box.shape, attr.fill, dtype=attr.numpy_dtype)
+                    local = sorted_pos[s:e] - np.asarray(box.lo)
+                    block[tuple(local.T)] = sorted_vals[s:e]
+                    array[box.slices] = block
+
+                with ThreadPoolExecutor(workers or _threads()) as pool:
+                    list(pool.map(update, range(len(starts))))
+        except BaseException:
+            if own:
+                session.discard_changes()
+            raise
+        if own:
+            self._commit(session, f"put_triples: {n} cells")
+        return n
+
+    def _positions(self, coords: Any, where: str) -> np.ndarray:
+        import numpy as np
+
+        ndim = self.schema.ndim
+        if (
+            isinstance(coords, (list, tuple))
+            and len(coords) == ndim
+            and all(np.ndim(c) == 1 for c in coords)
+        ):
+            arr = (
+                np.stack([np.asarray(c) for c in coords], axis=1)
+                if len(coords[0])
+                else np.empty((0, ndim))
+            )
+        else:
+            arr = np.asarray(coords)
+            if arr.ndim == 1 and ndim == 1:
+                arr = arr[:, None]
+        if arr.ndim != 2 or arr.shape[1] != ndim:
+            raise ArrayBoundsError(
+                f"{where}: coordinates must be n x {ndim} (or {ndim} arrays), not shape {arr.shape}"
+            )
+        if arr.size and arr.dtype.kind not in "iu":
+            raise ArrayBoundsError(f"{where}: coordinates must be integers, not {arr.dtype}")
+        starts = np.asarray([d.start for d in self.schema.dims], dtype=np.int64)
+        return arr.astype(np.int64, copy=False) - starts
+
+    def _check_triple_bounds(self, pos: np.ndarray, extent: Sequence[int], where: str) -> None:
+        lo, hi = pos.min(axis=0), pos.max(axis=0)
+        for axis, dim in enumerate(self.schema.dims):
+            limit = (dim.end - dim.start) if dim.end is not None else None
+            if lo[axis] < 0 or (limit is not None and hi[axis] >= limit):
+                bad = int(lo[axis] if lo[axis] < 0 else hi[axis]) + dim.start
+                end = dim.end if dim.bounded else "unbounded"
+                raise ArrayBoundsError(
+                    f"{where}: dimension {dim.name!r} index {bad} is outside [{dim.start}, {end})"
+                )
+
+    # --- chunk views (halos) ----------------------------------------------------------
+    def chunks(
+        self,
+        box: Any = None,
+        overlap: int | Sequence[int] | None = None,
+        attrs: Sequence[str] | str | None = None,
+        written_only: bool = True,
+    ) -> Iterator[ChunkView]:
+        """Each chunk touching ``box`` with a halo of ``overlap`` cells read from its neighbours.
+
+        ``overlap`` is one width for every dimension or one per dimension;
+        ``None`` takes the dimensions' own overlaps. Halos are clipped at the
+        array's edges. Only chunks that were written, unless ``written_only``
+        is false.
+        """
+        session = self._read_session()
+        for plan in self._chunk_plans(session, box, overlap, attrs, written_only):
+            yield self._chunk_view(session, *plan)
+
+    def _chunk_plans(
+        self, session: icechunk.Session, box: Any, overlap: Any, attrs: Any, written_only: bool
+    ) -> list[tuple[tuple[int, ...], Box, Box, list[Any]]]:
+        extent = self.extent(session)
+        region = box if isinstance(box, Box) else parse_key(box, self.schema, extent, self.name)
+        width = self._overlap(overlap)
+        chosen = self._attrs(attrs)
+        written = set(self._written(session, chosen)) if written_only else None
+        plans = []
+        for coords, core in chunk_grid(region, self.schema.chunk_shape):
+            if written is not None and coords not in written:
+                continue
+            plans.append((coords, core, core.grow(width, extent), chosen))
+        return plans
+
+    def _chunk_view(
+        self,
+        session: icechunk.Session,
+        coords: tuple[int, ...],
+        core: Box,
+        outer: Box,
+        attrs: list[Any],
+    ) -> ChunkView:
+        starts = [d.start for d in self.schema.dims]
+        data = {a.name: self._read_box(session, a, outer) for a in attrs}
+        return ChunkView(
+            coords=coords,
+            core=tuple(
+                slice(lo + s, hi + s) for lo, hi, s in zip(core.lo, core.hi, starts, strict=True)
+            ),
+            outer=tuple(
+                slice(lo + s, hi + s) for lo, hi, s in zip(outer.lo, outer.hi, starts, strict=True)
+            ),
+            core_slices=core.relative_to(outer),
+            data=data,
+            world_origin=tuple(
+                lo + s + o for lo, s, o in zip(outer.lo, starts, self.schema.origin, strict=True)
+            ),
+        )
+
+    def _overlap(self, overlap: int | Sequence[int] | None) -> tuple[int, ...]:
+        if overlap is None:
+            return tuple(d.overlap for d in self.schema.dims)
+        if isinstance(overlap, int):
+            widths = (overlap,) * self.schema.ndim
+        else:
+            widths = tuple(int(w) for w in overlap)
+        if len(widths) != self.schema.ndim or any(w < 0 for w in widths):
+            raise ArrayBoundsError(
+                f"array {self.name!r}: overlap must be one non-negative width or {self.schema.ndim}, not {overlap!r}"
+            )
+        return widths
+
+    def map_chunks(
+        self,
+        fn: Callable[[ChunkView], Any],
+        box: Any = None,
+        overlap: int | Sequence[int] | None = None,
+        attrs: Sequence[str] | str | None = None,
+        workers: int | None = None,
+    ) -> list[Any]:
+        """``fn`` on every written chunk (with its halo) in parallel threads; results in chunk order.
+
+        ``fn`` gets a :class:`ChunkView`; numpy and Rust kernels release the
+        GIL, so the threads run in parallel. Reading happens in the threads too.
+        """
+        session = self._read_session()
+        plans = self._chunk_plans(session, box, overlap, attrs, True)
+
+        def run(plan: tuple[Any, ...]) -> Any:
+            return fn(self._chunk_view(session, *plan))
+
+        with ThreadPoolExecutor(workers or _threads()) as pool:
+            return list(pool.map(run, plans))
+
+    # --- xarray -------------------------------------------------------------------------
+    def to_xarray(self, box: Any = None, attrs: Sequence[str] | str | None = None) -> xr.Dataset:
+        """The box as an ``xarray.Dataset`` with world coordinates on every dimension."""
+        import numpy as np
+        import xarray as xr
+
+        session = self._read_session()
+        region = parse_key(box, self.schema, self.extent(session), self.name)
+        coords = {
+            d.name: np.arange(lo, hi, dtype=np.int64) + d.start + o
+            for d, lo, hi, o in zip(
+                self.schema.dims, region.lo, region.hi, self.schema.origin, strict=True
+            )
+        }
+        dims = self.schema.dim_names
+        data = {}
+        for a in self._attrs(attrs):
+            values = self._read_box(session, a, region)
+            data[a.name] = xr.Variable(
+                dims, values, attrs={"fill_value": a.fill, "nullable": a.nullable}
+            )
+        ds = xr.Dataset(data, coords=coords)
+        if region.dropped:
+            ds = ds.isel({dims[i]: 0 for i in region.dropped})
+        return ds
+
+
+def _threads() -> int:
+    import os
+
+    return max(2, min(8, os.cpu_count() or 2))
+
+
+class Array(_ArrayBase):
+    """A named array of the database (``db.create_array``, ``db.array``).
+
+    Indexing is numpy-style in indexes (from each dimension's ``start``,
+    half-open slices, no steps); reads give a dict of attribute name to
+    numpy array. Each write call is one commit (one version).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        schema: ArraySchema,
+        repo: ArrayRepository,
+        read_only: bool = False,
+        version: str | None = None,
+        as_of: datetime | None = None,
+    ) -> None:
+        self.name = name
+        self.schema = schema
+        self._repo = repo
+        self._pinned = repo.readonly(version, as_of) if (version or as_of) else None
+        self.read_only = read_only or self._pinned is not None
+        self._local = threading.local()  # the transaction of each thread
+        self._fork_base: icechunk.Session | None = None
+        self._relation: ArrayRelation | None = None
+        self._database: Callable[[], Database | None] | None = None  # weakref, set by the database
+
+    def __repr__(self) -> str:
+        dims = ", ".join(
+            f"{d.name}={d.start}:{'*' if d.end is None else d.end},{d.chunk},{d.overlap}"
+            for d in self.schema.dims
+        )
+        attrs = ", ".join(f"{a.name}:{a.dtype}" for a in self.schema.attrs)
+        return f"Array({self.name!r}, <{attrs}>[{dims}])"
+
+    @property
+    def version(self) -> str:
+        """The id of the version this array reads."""
+        return str(self._read_session().snapshot_id)
+
+    # --- sessions ------------------------------------------------------------------
+    def _read_session(self) -> icechunk.Session:
+        tx = getattr(self._local, "session", None)
+        if tx is not None:
+            return tx  # a transaction reads its own writes
+        if self._pinned is not None:
+            return self._pinned
+        return self._repo.readonly()
+
+    def _write_session(self) -> tuple[icechunk.Session, bool]:
+        self._check_writable()
+        tx = getattr(self._local, "session", None)
+        if tx is not None:
+            return tx, False
+        return self._repo.writable(), True
+
+    def _commit(self, session: icechunk.Session, message: str) -> None:
+        self._repo.commit(session, message)
+
+    def _check_writable(self) -> None:
+        if self._pinned is not None:
+            raise ReadOnlyError(
+                f"array {self.name!r} is opened at a past version; versions are never changed"
+            )
+        if self.read_only:
+            raise ReadOnlyError(f"cannot write array {self.name!r}: the database is open read-only")
+
+    # --- transactions and versions ---------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self, message: str = "transaction") -> Iterator[Array]:
+        """Group the writes of this thread inside the block into one commit; an error keeps none."""
+        self._check_writable()
+        if getattr(self._local, "session", None) is not None:
+            raise TesseraError(f"array {self.name!r}: a transaction is already open in this thread")
+        session = self._repo.writable()
+        self._local.session = session
+        try:
+            yield self
+        except BaseException:
+            session.discard_changes()
+            raise
+        finally:
+            self._local.session = None
+        if session.has_uncommitted_changes:
+            self._commit(session, message)
+
+    def versions(self) -> list[Version]:
+        """Every committed version, newest first: id, time, message."""
+        return self._repo.versions()
+
+    # --- forks (parallel writer processes) -----------------------------------------
+    def fork(self) -> ArrayFork:
+        """A picklable writer for another process; its writes land when :meth:`merge` commits."""
+        self._check_writable()
+        if self._fork_base is None:
+            self._fork_base = self._repo.writable()
+        return ArrayFork(self.name, self.schema, self._repo, self._fork_base.fork())
+
+    def merge(self, forks: Sequence[ArrayFork], message: str = "merge") -> str:
+        """Commit the work of ``forks`` (returned from their processes) as one version."""
+        self._check_writable()
+        base = self._fork_base
+        if base is None:
+            raise TesseraError(
+                f"array {self.name!r}: merge needs forks made by this array's fork()"
+            )
+        self._fork_base = None
+        # Icechunk merges forks chunk by chunk, the last fork's chunk winning
+        # whole: two forks that wrote one chunk would lose one's cells
+        owner: dict[tuple[str, tuple[int, ...]], int] = {}
+        for i, f in enumerate(forks):
+            for path, chunks in f._session.status().updated_chunks.items():
+                for c in chunks:
+                    key = (path.strip("/"), tuple(c))
+                    if key in owner:
+                        base.discard_changes()
+                        raise ArrayConflictError(
+                            f"array {self.name!r}: forks {owner[key]} and {i} both wrote chunk "
+                            f"{tuple(c)} of attribute {key[0]!r}; give each fork its own chunks. "
+                            "Nothing was committed"
+                        )
+                    owner[key] = i
+        try:
+            base.merge(*[f._session for f in forks])
+        except Exception as err:
+            raise TesseraError(f"array {self.name!r}: the forks cannot be merged ({err})") from None
+        self._repo.commit(base, message)
+        return str(base.snapshot_id)
+
+    @property
+    def bytes_on_disk(self) -> int:
+        """Bytes of the array's repository (every version)."""
+        return self._repo.bytes_on_disk()
+
+    @property
+    def relation(self) -> ArrayRelation:
+        """The array as a SQL relation (one row per cell of the written chunks)."""
+        from tesseradb.arrays._relation import ArrayRelation
+
+        if self._relation is None:
+            self._relation = ArrayRelation(self)
+        return self._relation
+
+    # --- operators ---------------------------------------------------------------------
+    def _box(self, box: Any) -> Box:
+        return (
+            box if isinstance(box, Box) else parse_key(box, self.schema, self.extent(), self.name)
+        )
+
+    def aggregate(
+        self,
+        fn: str,
+        attrs: Sequence[str] | str | None = None,
+        by: Sequence[str] | str = (),
+        box: Any = None,
+    ) -> xr.Dataset:
+        """``fn`` (count, sum, avg, min, max, stddev) of attributes over the written cells of ``box``.
+
+        Grouped by the dimensions ``by``; computed chunk by chunk in parallel
+        threads, never materialising the box. An ``xarray.Dataset`` (0-d
+        without ``by``) in world coordinates.
+        """
+        from tesseradb.arrays._operators import aggregate
+
+        return aggregate(self, fn, attrs, by, self._box(box))
+
+    def regrid(
+        self,
+        factors: Sequence[Any],
+        method: str = "mean",
+        attrs: Sequence[str] | str | None = None,
+        box: Any = None,
+        into: str | None = None,
+    ) -> Any:
+        """Block-average ``box`` by ``factors`` (input cells per output cell, e.g. ``"10:3"``).
+
+        Returns an ``xarray.Dataset``, or with ``into`` a new float64 array
+        of that name (world coordinates divided by the factors).
+        """
+        from tesseradb.arrays._operators import parse_factor, regrid
+
+        result = regrid(self, factors, self._box(box), attrs, method)
+        if into is None:
+            return result
+        fr = [parse_factor(f, d.name) for f, d in zip(factors, self.schema.dims, strict=True)]
+        dims = [
+            {
+                "name": d.name,
+                "start": 0,
+                "end": result.sizes[d.name],
+                "chunk": max(1, int(-(-d.chunk // f))),
+                "overlap": 0,
+            }
+            for d, f in zip(self.schema.dims, fr, strict=True)
+        ]
+        attrs_out = [{"name": v, "dtype": "float64", "nullable": True} for v in result.data_vars]
+        origin = [int(result[d.name].values[0]) for d in self.schema.dims]
+        return self._create_result(
+            into, dims, attrs_out, origin, {str(v): result[v].values for v in result.data_vars}
+        )
+
+    def apply(
+        self,
+        expression: str | Callable[[dict[str, Any]], Any],
+        name: str = "value",
+        box: Any = None,
+        into: str | None = None,
+        workers: int | None = None,
+    ) -> Any:
+        """A derived attribute per cell: ``expression`` over attribute and dimension names.
+
+        Text such as ``"sqrt(v1 * v1 + v2 * v2)"`` (arithmetic, comparisons,
+        numpy functions; dimensions are world coordinates) or a function of a
+        dict of arrays. Computed chunk by chunk over the written chunks;
+        returns an ``xarray.Dataset`` (cells of unwritten chunks NaN or 0), or
+        with ``into`` a new array holding just the written chunks.
+        """
+        import numpy as np
+        import xarray as xr
+
+        from tesseradb.arrays._operators import apply
+
+        region = self._box(box)
+        parts, dtype = apply(self, expression, region, name, workers)
+        if into is not None:
+            dims = [d.to_dict() for d in self.schema.dims]
+            kind = "bool" if dtype == np.bool_ else str(dtype)
+            out = self._create_result(
+                into, dims, [{"name": name, "dtype": kind}], list(self.schema.origin), None
+            )
+            with out.transaction(f"apply {name}"):
+                for part, values in parts.values():
+                    out[self._index_key(part)] = {name: values}
+            return out
+        fill = np.nan if dtype.kind == "f" else 0
+        dense = np.full(region.shape, fill, dtype=dtype)
+        for part, values in parts.values():
+            dense[part.relative_to(region)] = values
+        coords = {
+            d.name: np.arange(lo, hi, dtype=np.int64) + d.start + o
+            for d, lo, hi, o in zip(
+                self.schema.dims, region.lo, region.hi, self.schema.origin, strict=True
+            )
+        }
+        return xr.Dataset({name: (self.schema.dim_names, dense)}, coords=coords)
+
+    def _index_key(self, box: Box) -> tuple[slice, ...]:
+        return tuple(
+            slice(lo + d.start, hi + d.start)
+            for lo, hi, d in zip(box.lo, box.hi, self.schema.dims, strict=True)
+        )
+
+    def _create_result(
+        self, into: str, dims: Any, attrs: Any, origin: Any, values: dict[str, Any] | None
+    ) -> Array:
+        database = self._database() if self._database is not None else None
+        if database is None:
+            raise TesseraError(f"array {self.name!r}: into= needs the array's database to be open")
+        out = database.create_array(
+            into, dims, attrs, origin=origin, codec=self.schema.codec, level=self.schema.level
+        )
+        if values is not None:
+            try:
+                out.write([d["start"] for d in dims], values, message=f"from {self.name}")
+            except BaseException:
+                database.drop(into)
+                raise
+        return out
+
+    # --- lazy views -------------------------------------------------------------------
+    def between(self, box: Any) -> ArrayView:
+        """A lazy view of the cells in ``box``: nothing is read until an operator runs."""
+        return ArrayView(self, parse_key(box, self.schema, self.extent(), self.name))
+
+
+class ArrayFork(_ArrayBase):
+    """A writer in another process: pickle it there, write, pickle it back, ``arr.merge([...])``."""
+
+    def __init__(self, name: str, schema: ArraySchema, repo: ArrayRepository, session: Any) -> None:
+        self.name = name
+        self.schema = schema
+        self._repo = repo
+        self._session = session
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "schema": self.schema.to_dict(),
+            "dir": str(self._repo.directory),
+            "session": self._session,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from pathlib import Path
+
+        from tesseradb.arrays._schema import ArraySchema
+
+        self.name = state["name"]
+        self.schema = ArraySchema.from_dict(state["schema"])
+        self._repo = ArrayRepository(self.name, Path(state["dir"]))
+        self._session = state["session"]
+
+    def _read_session(self) -> Any:
+        return self._session
+
+    def _write_session(self) -> tuple[Any, bool]:
+        return self._session, False
+
+
+class ArrayView:
+    """The cells of an array inside a box (:meth:`Array.between`), read only when asked."""
+
+    def __init__(self, array: Array, box: Box) -> None:
+        self.array = array
+        self.box = box
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.box.shape
+
+    def read(self, attrs: Sequence[str] | str | None = None) -> dict[str, np.ndarray]:
+        session = self.array._read_session()
+        return {
+            a.name: self.array._read_box(session, a, self.box) for a in self.array._attrs(attrs)
+        }
+
+    def between(self, box: Any) -> ArrayView:
+        inner = parse_key(box, self.array.schema, self.array.extent(), self.array.name)
+        return ArrayView(self.array, self.box.intersect(inner))
+
+    def index_key(self) -> tuple[slice, ...]:
+        """The view's box as a key in indexes."""
+        return tuple(
+            slice(lo + d.start, hi + d.start)
+            for lo, hi, d in zip(self.box.lo, self.box.hi, self.array.schema.dims, strict=True)
+        )
+
+    def chunks(
+        self, overlap: Any = None, attrs: Any = None, written_only: bool = True
+    ) -> Iterator[ChunkView]:
+        return self.array.chunks(self.index_key(), overlap, attrs, written_only)
+
+    def map_chunks(
+        self,
+        fn: Callable[[ChunkView], Any],
+        overlap: Any = None,
+        attrs: Any = None,
+        workers: int | None = None,
+    ) -> list[Any]:
+        return self.array.map_chunks(fn, self.index_key(), overlap, attrs, workers)
+
+    def to_xarray(self, attrs: Any = None) -> xr.Dataset:
+        return self.array.to_xarray(self.index_key(), attrs)
+
+    def aggregate(self, fn: str, attrs: Any = None, by: Sequence[str] | str = ()) -> xr.Dataset:
+        return self.array.aggregate(fn, attrs, by, self.box)
+
+    def regrid(
+        self,
+        factors: Sequence[Any],
+        method: str = "mean",
+        attrs: Any = None,
+        into: str | None = None,
+    ) -> Any:
+        return self.array.regrid(factors, method, attrs, self.box, into)
+
+    def apply(
+        self,
+        expression: Any,
+        name: str = "value",
+        into: str | None = None,
+        workers: int | None = None,
+    ) -> Any:
+        return self.array.apply(expression, name, self.box, into, workers)

@@ -1,0 +1,626 @@
+"""An array as a SQL relation: chunk pruning, vectorised filters, native aggregates.
+
+Rows are the cells of every written chunk: the dimension columns (world
+coordinates, int64) then the attributes; a nullable attribute's fill value
+reads as NULL. Predicates on dimensions become a box that prunes chunks and
+clips the cells read; predicates on attributes filter each chunk's cells with
+Arrow compute. ``SELECT agg(attr), ... FROM array [WHERE ...] [GROUP BY
+dims]`` is answered by :func:`aggregate` from the chunks directly, without
+making rows: per chunk, numpy reductions over the non-grouped axes.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.arrays._boxes import Box, chunk_grid
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    import numpy as np
+    import pyarrow as pa
+
+    from tesseradb.arrays._array import Array
+    from tesseradb.arrays._schema import ArraySchema, Attribute
+    from tesseradb.sql.predicate import Predicate
+    from tesseradb.sql.relation import Estimate
+
+__all__ = ["ArrayRelation", "aggregate", "predicate_box", "relation_schema", "scan_batches"]
+
+AGGREGATES = ("count", "sum", "avg", "min", "max", "stddev")
+_MAX_GROUPS = 1 << 26  # dense group accumulators beyond this fall back to DuckDB
+
+
+class ArrayRelation:
+    """The :class:`Relation` of an array (what ``db.sql`` reads)."""
+
+    def __init__(self, array: Array) -> None:
+        self.array = array
+        self.name = array.name
+
+    def schema(self) -> pa.Schema:
+        return relation_schema(self.array.schema)
+
+    def scan(
+        self, columns: Sequence[str] | None, predicate: Predicate | None
+    ) -> pa.RecordBatchReader:
+        """The cells of the written chunks matching ``predicate``, one batch per chunk part."""
+        import pyarrow as pa
+
+        full = self.schema()
+        out = full if columns is None else pa.schema([full.field(_match(full, c)) for c in columns])
+        return pa.RecordBatchReader.from_batches(
+            out, scan_batches(self.array, out.names, predicate)
+        )
+
+    def estimate(self, predicate: Predicate | None = None) -> Estimate:
+        from tesseradb.sql.relation import Estimate
+
+        rows, _, _ = estimate_rows(self.array, predicate)
+        schema = self.array.schema
+        per_cell = 8 * schema.ndim + sum(a.numpy_dtype.itemsize for a in schema.attrs)
+        return Estimate(rows=rows, bytes=rows * per_cell)
+
+    def describe_scan(
+        self, columns: Sequence[str] | None, predicate: Predicate | None
+    ) -> list[str]:
+        rows, touched, written = estimate_rows(self.array, predicate)
+        return [f"chunks read: {touched} of {written} written ({rows} cells)"]
+
+    def aggregate(
+        self,
+        items: Sequence[tuple[str, str, str | None]],
+        group_by: Sequence[str],
+        predicate: Predicate | None,
+    ) -> pa.Table | None:
+        """A single-array aggregate query answered from the chunks (None: run it as SQL)."""
+        return aggregate(self.array, items, group_by, predicate)
+
+
+def arrow_type(attr: Attribute) -> pa.DataType:
+    import pyarrow as pa
+
+    return pa.bool_() if attr.dtype == "bool" else pa.from_numpy_dtype(attr.numpy_dtype)
+
+
+def relation_schema(schema: ArraySchema) -> pa.Schema:
+    import pyarrow as pa
+
+    fields = [pa.field(d.name, pa.int64(), nullable=False) for d in schema.dims]
+    fields += [pa.field(a.name, arrow_type(a), nullable=a.nullable) for a in schema.attrs]
+    return pa.schema(fields)
+
+
+def predicate_box(
+    schema: ArraySchema, extent: Sequence[int], predicate: Predicate | None
+) -> tuple[Box | None, bool]:
+    """The positions the predicate's dimension domains allow (None: nothing), and whether exactly.
+
+    Exact means each dimension's domain is one interval, so the box alone
+    decides the dimension predicates.
+    """
+    lo = [0] * schema.ndim
+    hi = list(extent)
+    exact = True
+    if predicate is None or predicate.is_true:
+        return Box(tuple(lo), tuple(hi)), True
+    if predicate.is_false:
+        return None, True
+    for axis, dim in enumerate(schema.dims):
+        dom = predicate.domain(dim.name)
+        if dom is None:
+            continue
+        hull = dom.ranges.hull()
+        if hull is None:
+            return None, True
+        intervals = list(dom.ranges)
+        if dom.keys is not None or len(intervals) != 1:
+            exact = False
+        shift = dim.start + schema.origin[axis]  # world = position + shift
+        try:
+            if hull.lo is not None:
+                first = math.ceil(hull.lo) if hull.lo_inclusive else math.floor(hull.lo) + 1
+                lo[axis] = max(lo[axis], first - shift)
+            if hull.hi is not None:
+                if isinstance(hull.hi, float) and math.isnan(hull.hi):
+                    pass
+                else:
+                    last = math.floor(hull.hi) if hull.hi_inclusive else math.ceil(hull.hi) - 1
+                    hi[axis] = min(hi[axis], last - shift + 1)
+        except (TypeError, ValueError, OverflowError):
+            exact = False  # not a number (a string bound): DuckDB decides
+            continue
+        if hi[axis] <= lo[axis]:
+            return None, True
+    return Box(tuple(lo), tuple(hi)), exact
+
+
+def _dim_columns(schema: ArraySchema, region: Box) -> list[np.ndarray]:
+    """World coordinates of every cell of ``region`` in C order, one int64 array per dimension."""
+    import numpy as np
+
+    shape = region.shape
+    out = []
+    for axis, dim in enumerate(schema.dims):
+        values = np.arange(region.lo[axis], region.hi[axis], dtype=np.int64) + (
+            dim.start + schema.origin[axis]
+        )
+        inner = math.prod(shape[axis + 1 :])
+        outer = math.prod(shape[:axis])
+        out.append(np.tile(np.repeat(values, inner), outer))
+    return out
+
+
+def attribute_column(attr: Attribute, values: np.ndarray) -> pa.Array:
+    import numpy as np
+    import pyarrow as pa
+
+    flat = values.reshape(-1)
+    if not attr.nullable:
+        return pa.array(flat, type=arrow_type(attr))
+    if isinstance(attr.fill, float) and math.isnan(attr.fill):
+        mask = np.isnan(flat)
+    else:
+        mask = flat == attr.fill
+    return pa.array(flat, type=arrow_type(attr), mask=mask)
+
+
+def _regions(
+    array: Array, session: Any, box: Box, attrs: Sequence[Attribute]
+) -> list[tuple[tuple[int, ...], Box]]:
+    written = set(array._written(session, list(array.schema.attrs)))
+    return [(c, part) for c, part in chunk_grid(box, array.schema.chunk_shape) if c in written]
+
+
+def scan_batches(
+    array: Array, columns: Sequence[str] | None, predicate: Predicate | None
+) -> Iterator[pa.RecordBatch]:
+    """Batches (one per chunk part) of a superset of the cells matching ``predicate``; exact here."""
+    import pyarrow as pa
+
+    schema = array.schema
+    full = relation_schema(schema)
+    session = array._read_session()
+    extent = array.extent(session)
+    box, _ = predicate_box(schema, extent, predicate)
+    if box is None:
+        return
+    wanted = [full.field(c).name for c in columns] if columns is not None else full.names
+    needed = list(wanted)
+    if predicate is not None:
+        for col in predicate:
+            name = full.field(_match(full, col)).name
+            if name not in needed:
+                needed.append(name)
+    dim_names = {d.name for d in schema.dims}
+    attrs = [a for a in schema.attrs if a.name in needed]
+    regions = _regions(array, session, box, attrs)
+
+    def make(region: Box) -> pa.RecordBatch:
+        coords = _dim_columns(schema, region) if dim_names & set(needed) else None
+        cols = {}
+        for name in needed:
+            if name in dim_names:
+                assert coords is not None
+                cols[name] = pa.array(coords[schema.dim_index(name)])
+            else:
+                attr = schema.attribute(name)
+                cols[name] = attribute_column(attr, array._read_box(session, attr, region))
+        batch = pa.RecordBatch.from_pydict(cols) if cols else _count_only_batch(region.size)
+        if predicate is not None and not predicate.is_true:
+            batch = predicate.filter(batch)
+        return batch.select(wanted) if cols else batch
+
+    with ThreadPoolExecutor(2) as pool:  # decode the next chunk while this one is consumed
+        for batch in pool.map(make, [r for _, r in regions]):
+            if batch.num_rows:
+                yield batch
+
+
+def _count_only_batch(rows: int) -> pa.RecordBatch:
+    """A batch of ``rows`` rows and no columns (``count(*)`` needs no column)."""
+    import pyarrow as pa
+
+    return pa.record_batch([pa.nulls(rows)], names=["_"]).select([])
+
+
+def _match(schema: pa.Schema, column: str) -> str:
+    lower = column.lower()
+    for name in schema.names:
+        if name.lower() == lower:
+            return name
+    raise KeyError(column)
+
+
+def estimate_rows(array: Array, predicate: Predicate | None) -> tuple[int, int, int]:
+    """(cells in the written chunks the predicate's box touches, chunks touched, chunks written)."""
+    session = array._read_session()
+    extent = array.extent(session)
+    written = set(array._written(session, list(array.schema.attrs)))
+    box, _ = predicate_box(array.schema, extent, predicate)
+    if box is None:
+        return 0, 0, len(written)
+    parts = [p for c, p in chunk_grid(box, array.schema.chunk_shape) if c in written]
+    return sum(p.size for p in parts), len(parts), len(written)
+
+
+# --- native aggregates ----------------------------------------------------------------
+def aggregate(
+    array: Array,
+    items: Sequence[tuple[str, str, str | None]],
+    group_by: Sequence[str],
+    predicate: Predicate | None,
+) -> pa.Table | None:
+    """Answer ``SELECT items FROM array WHERE predicate GROUP BY group_by`` from the chunks.
+
+    ``items`` are (output name, function, column) with function one of
+    :data:`AGGREGATES` (column None for ``count(*)``) or ``"column"`` for a
+    grouped dimension. Returns None when this path cannot answer (grouping
+    by an attribute, too many groups); the caller then runs the SQL plainly.
+    """
+    import pyarrow as pa
+
+    schema = array.schema
+    full = relation_schema(schema)
+    try:
+        group_axes = [schema.dim_index(_match(full, g)) for g in group_by]
+    except (KeyError, ValueError):
+        return None
+    if len(set(group_axes)) != len(group_axes):
+        return None
+    resolved: list[tuple[str, str, Any]] = []
+    for out, fn, col in items:
+        if fn == "column":
+            if col is None:
+                return None
+            try:
+                axis = schema.dim_index(_match(full, col))
+            except (KeyError, ValueError):
+                return None
+            if axis not in group_axes:
+                return None
+            resolved.append((out, fn, axis))
+        elif fn == "count" and col is None:
+            resolved.append((out, fn, None))
+        else:
+            try:
+                attr = schema.attribute(_match(full, col)) if col is not None else None
+            except (KeyError, ValueError):
+                return None
+            if attr is None:  # an aggregate over a dimension: leave it to DuckDB
+                return None
+            if fn not in AGGREGATES or (fn in ("sum", "avg", "stddev") and attr.dtype == "bool"):
+                return None
+            resolved.append((out, fn, attr))
+
+    session = array._read_session()
+    extent = array.extent(session)
+    box, exact_box = predicate_box(schema, extent, predicate)
+    groups_shape = tuple(box.shape[a] for a in group_axes) if box is not None else ()
+    if math.prod(groups_shape) > _MAX_GROUPS:
+        return None
+    filter_cols: list[str] = []
+    if predicate is not None and not predicate.is_true:
+        for col in predicate:
+            name = _match(full, col)
+            is_dim = name in schema.dim_names
+            if not is_dim or not exact_box:
+                filter_cols.append(name)
+    attrs_used = {a.name: a for _, fn, a in resolved if fn not in ("column",) and a is not None}
+    for name in filter_cols:
+        if name not in schema.dim_names:
+            attrs_used.setdefault(name, schema.attribute(name))
+    regions = [] if box is None else _regions(array, session, box, list(attrs_used.values()))
+    acc = _Accumulator(resolved, groups_shape)
+
+    def partial(region: Box) -> Any:
+        data = {name: array._read_box(session, attr, region) for name, attr in attrs_used.items()}
+        mask = None
+        if filter_cols:
+            mask = _filter_mask(schema, predicate, filter_cols, region, data)
+        axes = tuple(i for i in range(schema.ndim) if i not in group_axes)
+        order = [*group_axes]  # reduce the rest, then put group axes in group-by order
+        offset = tuple(region.lo[a] - box.lo[a] for a in group_axes)  # type: ignore[union-attr]
+        return offset, acc.partial(data, mask, axes, order, region.shape)
+
+    if group_axes and not regions:
+        return pa.table({out: pa.array([], _result_type(fn, a)) for out, fn, a in resolved})
+    with ThreadPoolExecutor(_workers()) as pool:
+        for offset, part in pool.map(partial, [r for _, r in regions]):
+            acc.combine(offset, part)
+    assert box is not None or not group_axes
+    return pa.table(acc.finish(schema, box, group_axes))
+
+
+def _result_type(fn: str, attr: Any) -> pa.DataType:
+    import pyarrow as pa
+
+    if fn in ("column", "count"):
+        return pa.int64()
+    if fn in ("avg", "stddev"):
+        return pa.float64()
+    if fn == "sum":
+        return pa.from_numpy_dtype(_sum_dtype(attr))
+    return arrow_type(attr)
+
+
+def _workers() -> int:
+    import os
+
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def _filter_mask(
+    schema: ArraySchema, predicate: Any, names: Sequence[str], region: Box, data: dict[str, Any]
+) -> np.ndarray:
+    import numpy as np
+    import pyarrow as pa
+
+    cols = {}
+    coords = _dim_columns(schema, region) if any(n in schema.dim_names for n in names) else None
+    for name in names:
+        if name in schema.dim_names:
+            assert coords is not None
+            cols[name] = pa.array(coords[schema.dim_index(name)])
+        else:
+            cols[name] = attribute_column(schema.attribute(name), data[name])
+    batch = pa.RecordBatch.from_pydict(cols)
+    from tesseradb.sql.predicate import Predicate
+
+    sub = Predicate({k: v for k, v in predicate.items() if _same(k, names)})
+    mask = sub.mask(batch)
+    if mask is None:
+        return np.ones(region.shape, dtype=bool)
+    return np.asarray(mask.fill_null(False), dtype=bool).reshape(region.shape)
+
+
+def _same(column: str, names: Sequence[str]) -> bool:
+    return column.lower() in {n.lower() for n in names}
+
+
+class _Accumulator:
+    """Dense per-group partial aggregates combined over chunks.
+
+    Count, sum, min and max per group; for ``stddev`` also the mean and the
+    sum of squared deviations (M2), combined by Chan et al.'s parallel
+    formula, which stays accurate where a sum of squares would not.
+    """
+
+    def __init__(
+        self, items: Sequence[tuple[str, str, Any]], groups_shape: tuple[int, ...]
+    ) -> None:
+        import numpy as np
+
+        self.items = items
+        self.shape = groups_shape
+        self.rows = np.zeros(groups_shape, dtype=np.int64)
+        self.state: dict[str, dict[str, np.ndarray]] = {}
+        for _, fn, attr in items:
+            if fn == "column" or attr is None or attr.name in self.state:
+                continue
+            self.state[attr.name] = {
+                "count": np.zeros(groups_shape, dtype=np.int64),
+                "sum": np.zeros(groups_shape, dtype=_sum_dtype(attr)),
+                "min": np.full(groups_shape, _top(attr), dtype=_minmax_dtype(attr)),
+                "max": np.full(groups_shape, _bottom(attr), dtype=_minmax_dtype(attr)),
+                "nan": np.zeros(groups_shape, dtype=bool),  # a NaN was seen (floats)
+            }
+        self.attrs = {
+            attr.name: attr for _, fn, attr in items if fn != "column" and attr is not None
+        }
+        self.spread = {attr.name for _, fn, attr in items if fn == "stddev"}
+        for name in self.spread:
+            self.state[name]["mean"] = np.zeros(groups_shape, dtype=np.float64)
+            self.state[name]["m2"] = np.zeros(groups_shape, dtype=np.float64)
+
+    def partial(
+        self,
+        data: dict[str, np.ndarray],
+        mask: np.ndarray | None,
+        axes: tuple[int, ...],
+        order: list[int],
+        shape: tuple[int, ...],
+    ) -> dict[str, Any]:
+        import numpy as np
+
+        def reduce(values: np.ndarray, how: str) -> np.ndarray:
+            out = getattr(values, how)(axis=axes) if axes else values
+            # the kept axes are in array order; put them in group-by order
+            kept = sorted(order)
+            return np.transpose(out, [kept.index(a) for a in order]) if len(order) > 1 else out
+
+        rows_mask = mask if mask is not None else None
+        part: dict[str, Any] = {
+            "rows": reduce(rows_mask, "sum")
+            if rows_mask is not None
+            else _full_count(shape, axes, order)
+        }
+        for name, attr in self.attrs.items():
+            v = data[name]
+            valid = rows_mask
+            null = _null_mask(attr, v)
+            if null is not None:
+                valid = ~null if valid is None else valid & ~null
+            entry = {}
+            entry["count"] = (
+                reduce(valid, "sum") if valid is not None else _full_count(shape, axes, order)
+            )
+            sum_type = _sum_dtype(attr)
+            vv = v.astype(sum_type, copy=False)
+            entry["sum"] = reduce(np.where(valid, vv, 0) if valid is not None else vv, "sum")
+            mm = v.astype(_minmax_dtype(attr), copy=False)
+            if attr.numpy_dtype.kind == "f":
+                isnan = np.isnan(mm)
+                nan_valid = isnan if valid is None else isnan & valid
+                entry["nan"] = reduce(nan_valid, "any")
+                real = ~isnan if valid is None else valid & ~isnan
+                entry["min"] = reduce(np.where(real, mm, np.inf), "min")
+                entry["max"] = reduce(np.where(real, mm, -np.inf), "max")
+            else:
+                entry["min"] = reduce(
+                    np.where(valid, mm, _top(attr)) if valid is not None else mm, "min"
+                )
+                entry["max"] = reduce(
+                    np.where(valid, mm, _bottom(attr)) if valid is not None else mm, "max"
+                )
+            if name in self.spread:
+                count = np.maximum(entry["count"], 1)
+                x = v.astype(np.float64, copy=False)
+                total = reduce(np.where(valid, x, 0.0) if valid is not None else x, "sum")
+                mean = total / count
+                expanded = _expand(mean, axes, order, shape)
+                dev = (x - expanded) ** 2
+                entry["mean"] = mean
+                entry["m2"] = reduce(np.where(valid, dev, 0.0) if valid is not None else dev, "sum")
+            part[name] = entry
+        return part
+
+    def combine(self, offset: tuple[int, ...], part: dict[str, Any]) -> None:
+        import numpy as np
+
+        if not self.shape:
+            where: Any = ()
+        else:
+            where = tuple(
+                slice(o, o + n) for o, n in zip(offset, np.shape(part["rows"]), strict=True)
+            )
+        self.rows[where] += part["rows"]
+        for name, entry in part.items():
+            if name == "rows":
+                continue
+            st = self.state[name]
+            if name in self.spread:
+                n_a, n_b = st["count"][where], entry["count"]
+                n = np.maximum(n_a + n_b, 1)
+                delta = entry["mean"] - st["mean"][where]
+                st["m2"][where] += entry["m2"] + delta**2 * n_a * n_b / n
+                st["mean"][where] += delta * n_b / n
+            st["count"][where] += entry["count"]
+            st["sum"][where] += entry["sum"]
+            st["min"][where] = np.minimum(st["min"][where], entry["min"])
+            st["max"][where] = np.maximum(st["max"][where], entry["max"])
+            if "nan" in entry:
+                st["nan"][where] |= entry["nan"]
+
+    def finish(
+        self, schema: ArraySchema, box: Box | None, group_axes: Sequence[int]
+    ) -> dict[str, Any]:
+        """The result columns: one row per group that has rows (one row without grouping)."""
+        import numpy as np
+        import pyarrow as pa
+
+        keys = np.nonzero(self.rows > 0) if group_axes else None
+        out: dict[str, Any] = {}
+        for name, fn, attr in self.items:
+            if fn == "column":
+                assert box is not None and keys is not None
+                axis = attr
+                dim = schema.dims[axis]
+                first = box.lo[axis] + dim.start + schema.origin[axis]
+                out[name] = pa.array(keys[list(group_axes).index(axis)].astype(np.int64) + first)
+                continue
+            if fn == "count" and attr is None:
+                out[name] = _column(self.rows, None, keys, pa.int64())
+                continue
+            st = self.state[attr.name]
+            empty = st["count"] == 0
+            if fn == "count":
+                out[name] = _column(st["count"], None, keys, pa.int64())
+            elif fn == "sum":
+                out[name] = _column(st["sum"], empty, keys, None)
+            elif fn == "avg":
+                with np.errstate(all="ignore"):
+                    avg = st["sum"].astype(np.float64) / np.where(empty, 1, st["count"])
+                out[name] = _column(avg, empty, keys, pa.float64())
+            elif fn == "stddev":  # the sample standard deviation, as SQL's stddev
+                few = st["count"] < 2
+                with np.errstate(all="ignore"):
+                    sd = np.sqrt(st["m2"] / np.where(few, 1, st["count"] - 1))
+                out[name] = _column(sd, few, keys, pa.float64())
+            else:
+                values = st[fn]
+                if attr.numpy_dtype.kind == "f":
+                    values = values.copy()
+                    if fn == "max":
+                        values[st["nan"]] = np.nan  # NaN sorts above every number (DuckDB)
+                    else:
+                        # min stays +inf when every value was NaN; a real +inf
+                        # also sets max to +inf, which tells the two apart
+                        values[st["nan"] & (values == np.inf) & (st["max"] != np.inf)] = np.nan
+                out[name] = _column(values.astype(attr.numpy_dtype), empty, keys, arrow_type(attr))
+        return out
+
+
+def _column(values: Any, empty: Any, keys: Any, arrow: Any) -> Any:
+    import numpy as np
+    import pyarrow as pa
+
+    if keys is not None:
+        values = values[keys]
+        empty = empty[keys] if empty is not None else None
+    else:
+        values = np.asarray(values).reshape(1)
+        empty = np.asarray(empty).reshape(1) if empty is not None else None
+    return pa.array(values, type=arrow, mask=empty)
+
+
+def _expand(reduced: Any, axes: tuple[int, ...], order: list[int], shape: tuple[int, ...]) -> Any:
+    """A per-group array (group-by order) broadcast back over a chunk of ``shape``."""
+    import numpy as np
+
+    kept = sorted(order)
+    arr = np.transpose(reduced, [order.index(a) for a in kept]) if len(order) > 1 else reduced
+    return np.expand_dims(arr, axes) if axes else arr
+
+
+def _full_count(shape: tuple[int, ...], axes: tuple[int, ...], order: list[int]) -> Any:
+    import numpy as np
+
+    n = math.prod(shape[a] for a in axes)
+    return np.full([shape[a] for a in order], n, dtype=np.int64) if order else np.int64(n)
+
+
+def _null_mask(attr: Attribute, values: np.ndarray) -> np.ndarray | None:
+    import numpy as np
+
+    if not attr.nullable:
+        return None
+    if isinstance(attr.fill, float) and math.isnan(attr.fill):
+        return np.isnan(values)
+    return values == attr.fill
+
+
+def _sum_dtype(attr: Attribute) -> Any:
+    import numpy as np
+
+    kind = attr.numpy_dtype.kind
+    return np.float64 if kind == "f" else (np.uint64 if kind == "u" else np.int64)
+
+
+def _minmax_dtype(attr: Attribute) -> Any:
+    import numpy as np
+
+    return (
+        np.float64
+        if attr.numpy_dtype.kind == "f"
+        else (np.int64 if attr.dtype != "uint64" else np.uint64)
+    )
+
+
+def _top(attr: Attribute) -> Any:
+    import numpy as np
+
+    if attr.numpy_dtype.kind == "f":
+        return np.inf
+    return np.iinfo(_minmax_dtype(attr)).max
+
+
+def _bottom(attr: Attribute) -> Any:
+    import numpy as np
+
+    if attr.numpy_dtype.kind == "f":
+        return -np.inf
+    return np.iinfo(_minmax_dtype(attr)).min

@@ -1,0 +1,233 @@
+"""One array's Icechunk repository: sessions, commits, versions and the written-chunk listing.
+
+Each array is its own repository (``arrays/<name>/repo``) with one Zarr
+group whose arrays are the attributes (vertical storage), so xarray or
+zarr-python can open it directly. Icechunk's local-filesystem storage is not
+safe for concurrent commits, so commits take the array's lock file
+(``arrays/<name>/commit.lock``, an exclusive ``flock``): a commit based on an
+old snapshot then fails with Icechunk's conflict check instead of racing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.errors import TesseraError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import icechunk
+
+    from tesseradb.arrays._schema import ArraySchema
+
+__all__ = [
+    "ArrayConflictError",
+    "ArrayRepository",
+    "Version",
+    "VersionNotFoundError",
+]
+
+BRANCH = "main"
+REPO_DIR = "repo"
+LOCK_FILE = "commit.lock"
+
+
+class ArrayConflictError(TesseraError):
+    """Another writer committed to the array after this write began; nothing of it was committed."""
+
+
+class VersionNotFoundError(TesseraError, LookupError):
+    """The asked-for version (snapshot id or time) does not exist."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Version:
+    """One committed version of an array."""
+
+    id: str
+    time: datetime
+    message: str
+
+
+def _quiet_icechunk() -> None:
+    import icechunk
+
+    # Icechunk warns on every local-filesystem repository that concurrent
+    # commits are unsafe; commits here are serialised by the lock file.
+    icechunk.set_logs_filter("error")
+
+
+class ArrayRepository:
+    def __init__(self, name: str, directory: Path) -> None:
+        self.name = name
+        self.directory = directory
+        self._thread_lock = threading.Lock()
+        self._repo: icechunk.Repository | None = None
+        self._chunk_cache: dict[tuple[str, str], frozenset[tuple[int, ...]]] = {}
+
+    # --- opening --------------------------------------------------------------
+    @property
+    def repo(self) -> icechunk.Repository:
+        if self._repo is None:
+            import icechunk
+
+            _quiet_icechunk()
+            storage = icechunk.local_filesystem_storage(str(self.directory / REPO_DIR))
+            self._repo = icechunk.Repository.open(storage)
+        return self._repo
+
+    @classmethod
+    def create(cls, name: str, directory: Path) -> ArrayRepository:
+        import icechunk
+
+        _quiet_icechunk()
+        directory.mkdir(parents=True, exist_ok=False)
+        storage = icechunk.local_filesystem_storage(str(directory / REPO_DIR))
+        made = cls(name, directory)
+        made._repo = icechunk.Repository.create(storage)
+        return made
+
+    def initialise(self, schema: ArraySchema) -> None:
+        """Lay out the Zarr group (one array per attribute) and commit it as the first version."""
+        import zarr
+        from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
+
+        session = self.writable()
+        group = zarr.group(
+            store=session.store, attributes={"tessera": schema.to_dict()}, zarr_format=3
+        )
+        shape = tuple(0 if d.end is None else d.end - d.start for d in schema.dims)
+        compressors: Any = {
+            "zstd": [ZstdCodec(level=schema.level)],
+            "blosc": [BloscCodec(cname="zstd", clevel=min(9, max(0, schema.level)))],
+            "none": [],
+        }[schema.codec]
+        # a CRC-32C per chunk (a standard Zarr v3 codec): damaged chunk bytes
+        # are an error naming the chunk, never silently wrong values
+        compressors = [*compressors, Crc32cCodec()]
+        for attr in schema.attrs:
+            group.create_array(
+                attr.name,
+                shape=shape,
+                chunks=schema.chunk_shape,
+                dtype=attr.dtype,
+                fill_value=attr.fill,
+                compressors=compressors,
+                dimension_names=schema.dim_names,
+                attributes={"nullable": attr.nullable},
+                # a written chunk is stored even when it holds only fill
+                # values: SQL shows the cells of every written chunk
+                config={"write_empty_chunks": True},
+            )
+        self.commit(session, "create array")
+
+    # --- sessions and commits ---------------------------------------------------
+    def writable(self) -> icechunk.Session:
+        return self.repo.writable_session(BRANCH)
+
+    def readonly(
+        self, version: str | None = None, as_of: datetime | None = None
+    ) -> icechunk.Session:
+        import icechunk
+
+        try:
+            if version is not None:
+                return self.repo.readonly_session(snapshot_id=version)
+            if as_of is not None:
+                return self.repo.readonly_session(branch=BRANCH, as_of=as_of)
+            return self.repo.readonly_session(branch=BRANCH)
+        except (icechunk.IcechunkError, ValueError) as err:
+            what = f"version {version!r}" if version is not None else f"a version as of {as_of}"
+            raise VersionNotFoundError(f"array {self.name!r} has no {what}: {err}") from None
+
+    @contextlib.contextmanager
+    def commit_lock(self) -> Iterator[None]:
+        with self._thread_lock:
+            fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing drops the flock
+
+    def commit(self, session: icechunk.Session, message: str) -> str:
+        """Commit ``session`` atomically; :class:`ArrayConflictError` if the branch moved meanwhile."""
+        import icechunk
+
+        with self.commit_lock():
+            try:
+                # a writer that began before another's commit is rebased onto
+                # it when they touched different chunks; same chunks conflict
+                return str(
+                    session.commit(message, rebase_with=icechunk.ConflictDetector(), rebase_tries=3)
+                )
+            except (icechunk.ConflictError, icechunk.RebaseFailedError) as err:
+                session.discard_changes()
+                raise ArrayConflictError(
+                    f"array {self.name!r} was changed by another writer after this write began; "
+                    f"nothing of it was committed ({err}). Write again, or use fork/merge "
+                    "to combine parallel writers into one version"
+                ) from None
+
+    def head(self) -> str:
+        return str(self.repo.lookup_branch(BRANCH))
+
+    def versions(self) -> list[Version]:
+        """Every version, newest first (the repository's own first snapshot is left out)."""
+        out = []
+        for info in self.repo.ancestry(branch=BRANCH):
+            if info.parent_id is None:  # "Repository initialized": before the array existed
+                continue
+            out.append(Version(str(info.id), info.written_at, info.message))
+        return out
+
+    # --- chunks ------------------------------------------------------------------
+    def written_chunks(self, session: icechunk.Session, attr: str) -> frozenset[tuple[int, ...]]:
+        """Grid coordinates of the chunks of ``attr`` that were ever written in this snapshot.
+
+        Cached per snapshot (snapshots never change); a writable session with
+        changes is listed afresh.
+        """
+        from zarr.core.sync import sync
+
+        key = (str(session.snapshot_id), attr)
+        cacheable = session.read_only or not session.has_uncommitted_changes
+        if cacheable and key in self._chunk_cache:
+            return self._chunk_cache[key]
+
+        async def collect() -> frozenset[tuple[int, ...]]:
+            return frozenset([tuple(c) async for c in session.chunk_coordinates(f"/{attr}")])
+
+        chunks = sync(collect())
+        if cacheable:
+            if len(self._chunk_cache) > 256:
+                self._chunk_cache.clear()
+            self._chunk_cache[key] = chunks
+        return chunks
+
+    def bytes_on_disk(self) -> int:
+        return sum(p.stat().st_size for p in (self.directory / REPO_DIR).rglob("*") if p.is_file())
+
+
+def chunk_error(err: BaseException) -> bool:
+    """Whether ``err`` raised by a zarr read means damaged stored bytes (not a usage error)."""
+    import icechunk
+
+    if isinstance(err, (icechunk.IcechunkError,)):
+        return True
+    text = f"{type(err).__name__} {err}".lower()
+    return any(
+        w in text
+        for w in ("zstd", "decompress", "blosc", "corrupt", "checksum", "codec", "frame", "buffer")
+    )
