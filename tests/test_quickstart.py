@@ -11,5 +11,12 @@ from tesseradb import quickstart
 def test_quickstart_runs(capsys: pytest.CaptureFixture[str]) -> None:
     quickstart.main(["--rows", "20000"])
     out = capsys.readouterr().out
-    for expected in ("same answer: True", "segments inspected", "trips in the box", "Done."):
+    for expected in (
+        "same answer: True",
+        "segments inspected",
+        "trips in the box",
+        "bright pixels",
+        "image(s) then",
+        "Done.",
+    ):
         assert expected in out

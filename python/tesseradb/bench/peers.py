@@ -58,6 +58,7 @@ PEERS: dict[str, Peer] = {
         ),
         Peer("mariadb", "MariaDB from Debian's packages, a throwaway server on loopback", _mariadb),
         Peer("zarr", "plain zarr-python scripts", _module("zarr")),
+        Peer("tiledb", "TileDB-Py dense arrays (the 'bench' extra)", _module("tiledb")),
         Peer("h5py", "plain h5py and numpy scripts", _module("h5py")),
     )
 }

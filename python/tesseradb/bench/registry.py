@@ -33,6 +33,7 @@ _MODULES = {
     "pushdown": "tesseradb.bench.pushdown",
     "ptf": "tesseradb.bench.ptf",
     "mdds": "tesseradb.bench.mdds",
+    "arrays": "tesseradb.bench.arrays",
 }
 
 
