@@ -168,9 +168,8 @@ def attribute_column(attr: Attribute, values: np.ndarray) -> pa.Array:
     return pa.array(flat, type=arrow_type(attr), mask=mask)
 
 
-def _regions(
-    array: Array, session: Any, box: Box, attrs: Sequence[Attribute]
-) -> list[tuple[tuple[int, ...], Box]]:
+def _regions(array: Array, session: Any, box: Box) -> list[tuple[tuple[int, ...], Box]]:
+    """The parts of ``box`` in written chunks (of any attribute: a row per cell of those)."""
     written = set(array._written(session, list(array.schema.attrs)))
     return [(c, part) for c, part in chunk_grid(box, array.schema.chunk_shape) if c in written]
 
@@ -196,8 +195,7 @@ def scan_batches(
             if name not in needed:
                 needed.append(name)
     dim_names = {d.name for d in schema.dims}
-    attrs = [a for a in schema.attrs if a.name in needed]
-    regions = _regions(array, session, box, attrs)
+    regions = _regions(array, session, box)
 
     def make(region: Box) -> pa.RecordBatch:
         coords = _dim_columns(schema, region) if dim_names & set(needed) else None
@@ -239,12 +237,10 @@ def estimate_rows(array: Array, predicate: Predicate | None) -> tuple[int, int, 
     """(cells in the written chunks the predicate's box touches, chunks touched, chunks written)."""
     session = array._read_session()
     extent = array.extent(session)
-    written = set(array._written(session, list(array.schema.attrs)))
+    written = array._written(session, list(array.schema.attrs))
     box, _ = predicate_box(array.schema, extent, predicate)
-    if box is None:
-        return 0, 0, len(written)
-    parts = [p for c, p in chunk_grid(box, array.schema.chunk_shape) if c in written]
-    return sum(p.size for p in parts), len(parts), len(written)
+    parts = [] if box is None else _regions(array, session, box)
+    return sum(p.size for _, p in parts), len(parts), len(written)
 
 
 # --- native aggregates ----------------------------------------------------------------
@@ -313,7 +309,7 @@ def aggregate(
     for name in filter_cols:
         if name not in schema.dim_names:
             attrs_used.setdefault(name, schema.attribute(name))
-    regions = [] if box is None else _regions(array, session, box, list(attrs_used.values()))
+    regions = [] if box is None else _regions(array, session, box)
     acc = _Accumulator(resolved, groups_shape)
 
     def partial(region: Box) -> Any:
