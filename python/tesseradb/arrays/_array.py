@@ -149,13 +149,7 @@ class _ArrayBase:
 
     # --- zarr access ---------------------------------------------------------------
     def _zarr(self, session: icechunk.Session, attr: str) -> Any:
-        import zarr
-
-        mode = "r" if session.read_only else "r+"
-        array = zarr.open_array(session.store, path=attr, mode=mode, zarr_format=3)
-        # write_empty_chunks is a runtime setting, not stored: a written chunk
-        # must be stored even when it holds only fill values (SQL shows it)
-        return array.with_config({"write_empty_chunks": True})
+        return self._repo.zarr_array(session, attr)
 
     def extent(self, session: icechunk.Session | None = None) -> tuple[int, ...]:
         """Cells per dimension now (the unbounded dimension's grows by appending)."""

@@ -75,6 +75,12 @@ class ArrayRepository:
         self._thread_lock = threading.Lock()
         self._repo: icechunk.Repository | None = None
         self._chunk_cache: dict[tuple[str, str], frozenset[tuple[int, ...]]] = {}
+        # Snapshots never change, so a read-only session of the head and the
+        # Zarr arrays opened in a snapshot serve every read until a commit
+        # moves the head: no session and metadata reads per chunk or query.
+        self._cache_lock = threading.Lock()
+        self._head_session: tuple[str, icechunk.Session] | None = None
+        self._open_arrays: dict[tuple[str, str], Any] = {}
 
     # --- opening --------------------------------------------------------------
     @property
@@ -146,10 +152,37 @@ class ArrayRepository:
                 return self.repo.readonly_session(snapshot_id=version)
             if as_of is not None:
                 return self.repo.readonly_session(branch=BRANCH, as_of=as_of)
-            return self.repo.readonly_session(branch=BRANCH)
         except (icechunk.IcechunkError, ValueError) as err:
             what = f"version {version!r}" if version is not None else f"a version as of {as_of}"
             raise VersionNotFoundError(f"array {self.name!r} has no {what}: {err}") from None
+        head = self.head()
+        with self._cache_lock:
+            if self._head_session is None or self._head_session[0] != head:
+                self._head_session = (head, self.repo.readonly_session(snapshot_id=head))
+            return self._head_session[1]
+
+    def zarr_array(self, session: icechunk.Session, attr: str) -> Any:
+        """The Zarr array of ``attr`` in ``session`` (opened once per read-only snapshot)."""
+        import zarr
+
+        key = (str(session.snapshot_id), attr)
+        if session.read_only:
+            with self._cache_lock:
+                cached = self._open_arrays.get(key)
+            if cached is not None:
+                return cached
+        array = zarr.open_array(
+            session.store, path=attr, mode="r" if session.read_only else "r+", zarr_format=3
+        )
+        # write_empty_chunks is a runtime setting, not stored: a written chunk
+        # must be stored even when it holds only fill values (SQL shows it)
+        array = array.with_config({"write_empty_chunks": True})
+        if session.read_only:
+            with self._cache_lock:
+                if len(self._open_arrays) > 1024:
+                    self._open_arrays.clear()
+                self._open_arrays[key] = array
+        return array
 
     @contextlib.contextmanager
     def commit_lock(self) -> Iterator[None]:
