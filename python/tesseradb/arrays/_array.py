@@ -160,6 +160,12 @@ class _ArrayBase:
     def shape(self) -> tuple[int, ...]:
         return self.extent()
 
+    def _box(self, box: Any, extent: Sequence[int] | None = None) -> Box:
+        """``box`` as a :class:`Box` (a key is parsed against the current extent)."""
+        if isinstance(box, Box):
+            return box
+        return parse_key(box, self.schema, extent or self.extent(), self.name)
+
     def _attrs(self, attrs: Sequence[str] | str | None) -> list[Any]:
         if attrs is None:
             return list(self.schema.attrs)
@@ -213,6 +219,13 @@ class _ArrayBase:
         """Grid coordinates of the chunks ever written (of any of ``attrs``), in C order."""
         session = self._read_session()
         return self._written(session, self._attrs(attrs))
+
+    def _written_parts(
+        self, session: icechunk.Session, box: Box
+    ) -> list[tuple[tuple[int, ...], Box]]:
+        """The parts of ``box`` in written chunks (of any attribute), with the chunks' coordinates."""
+        written = set(self._written(session, list(self.schema.attrs)))
+        return [(c, p) for c, p in chunk_grid(box, self.schema.chunk_shape) if c in written]
 
     def _written(self, session: icechunk.Session, attrs: Sequence[Any]) -> list[tuple[int, ...]]:
         found: set[tuple[int, ...]] = set()
@@ -415,7 +428,7 @@ class _ArrayBase:
         self, session: icechunk.Session, box: Any, overlap: Any, attrs: Any, written_only: bool
     ) -> list[tuple[tuple[int, ...], Box, Box, list[Any]]]:
         extent = self.extent(session)
-        region = box if isinstance(box, Box) else parse_key(box, self.schema, extent, self.name)
+        region = self._box(box, extent)
         width = self._overlap(overlap)
         chosen = self._attrs(attrs)
         written = set(self._written(session, chosen)) if written_only else None
@@ -434,20 +447,15 @@ class _ArrayBase:
         outer: Box,
         attrs: list[Any],
     ) -> ChunkView:
-        starts = [d.start for d in self.schema.dims]
         data = {a.name: self._read_box(session, a, outer) for a in attrs}
         return ChunkView(
             coords=coords,
-            core=tuple(
-                slice(lo + s, hi + s) for lo, hi, s in zip(core.lo, core.hi, starts, strict=True)
-            ),
-            outer=tuple(
-                slice(lo + s, hi + s) for lo, hi, s in zip(outer.lo, outer.hi, starts, strict=True)
-            ),
+            core=core.indexes(self.schema),
+            outer=outer.indexes(self.schema),
             core_slices=core.relative_to(outer),
             data=data,
             world_origin=tuple(
-                lo + s + o for lo, s, o in zip(outer.lo, starts, self.schema.origin, strict=True)
+                lo + self.schema.world_shift(axis) for axis, lo in enumerate(outer.lo)
             ),
         )
 
@@ -489,17 +497,11 @@ class _ArrayBase:
     # --- xarray -------------------------------------------------------------------------
     def to_xarray(self, box: Any = None, attrs: Sequence[str] | str | None = None) -> xr.Dataset:
         """The box as an ``xarray.Dataset`` with world coordinates on every dimension."""
-        import numpy as np
         import xarray as xr
 
         session = self._read_session()
         region = parse_key(box, self.schema, self.extent(session), self.name)
-        coords = {
-            d.name: np.arange(lo, hi, dtype=np.int64) + d.start + o
-            for d, lo, hi, o in zip(
-                self.schema.dims, region.lo, region.hi, self.schema.origin, strict=True
-            )
-        }
+        coords = region.world_coords(self.schema)
         dims = self.schema.dim_names
         data = {}
         for a in self._attrs(attrs):
@@ -663,11 +665,6 @@ class Array(_ArrayBase):
         return self._relation
 
     # --- operators ---------------------------------------------------------------------
-    def _box(self, box: Any) -> Box:
-        return (
-            box if isinstance(box, Box) else parse_key(box, self.schema, self.extent(), self.name)
-        )
-
     def aggregate(
         self,
         fn: str,
@@ -751,24 +748,14 @@ class Array(_ArrayBase):
             )
             with out.transaction(f"apply {name}"):
                 for part, values in parts.values():
-                    out[self._index_key(part)] = {name: values}
+                    out[part.indexes(self.schema)] = {name: values}
             return out
         fill = np.nan if dtype.kind == "f" else 0
         dense = np.full(region.shape, fill, dtype=dtype)
         for part, values in parts.values():
             dense[part.relative_to(region)] = values
-        coords = {
-            d.name: np.arange(lo, hi, dtype=np.int64) + d.start + o
-            for d, lo, hi, o in zip(
-                self.schema.dims, region.lo, region.hi, self.schema.origin, strict=True
-            )
-        }
-        return xr.Dataset({name: (self.schema.dim_names, dense)}, coords=coords)
-
-    def _index_key(self, box: Box) -> tuple[slice, ...]:
-        return tuple(
-            slice(lo + d.start, hi + d.start)
-            for lo, hi, d in zip(box.lo, box.hi, self.schema.dims, strict=True)
+        return xr.Dataset(
+            {name: (self.schema.dim_names, dense)}, coords=region.world_coords(self.schema)
         )
 
     def _create_result(
@@ -851,10 +838,7 @@ class ArrayView:
 
     def index_key(self) -> tuple[slice, ...]:
         """The view's box as a key in indexes."""
-        return tuple(
-            slice(lo + d.start, hi + d.start)
-            for lo, hi, d in zip(self.box.lo, self.box.hi, self.array.schema.dims, strict=True)
-        )
+        return self.box.indexes(self.array.schema)
 
     def chunks(
         self, overlap: Any = None, attrs: Any = None, written_only: bool = True

@@ -65,6 +65,20 @@ class Box:
         hi = tuple(min(n, b + w) for b, w, n in zip(self.hi, width, limit, strict=True))
         return Box(lo, hi)
 
+    def indexes(self, schema: ArraySchema) -> tuple[slice, ...]:
+        """The box as a key in indexes (positions plus each dimension's start)."""
+        return tuple(
+            slice(lo + d.start, hi + d.start)
+            for lo, hi, d in zip(self.lo, self.hi, schema.dims, strict=True)
+        )
+
+    def world_coords(self, schema: ArraySchema) -> dict[str, Any]:
+        """Each dimension's world coordinates over the box, by dimension name."""
+        return {
+            d.name: schema.world_axis(axis, lo, hi)
+            for axis, (d, lo, hi) in enumerate(zip(schema.dims, self.lo, self.hi, strict=True))
+        }
+
     def squeeze(self, data: Any) -> Any:
         """``data`` (shaped like the box) without the axes the key named by one index."""
         if not self.dropped:

@@ -12,7 +12,7 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.arrays._boxes import Box, chunk_grid
+from tesseradb.arrays._boxes import Box
 from tesseradb.errors import TesseraError
 
 if TYPE_CHECKING:
@@ -59,12 +59,8 @@ def aggregate(
     table = aggregate_chunks(array, items, [schema.dims[a].name for a in axes], pred)
     if table is None:  # too many groups for dense accumulators
         raise OperatorError(f"aggregate by {by_names}: too many groups")
-    coords = {
-        schema.dims[a].name: np.arange(box.lo[a], box.hi[a], dtype=np.int64)
-        + schema.dims[a].start
-        + schema.origin[a]
-        for a in axes
-    }
+    world = box.world_coords(schema)
+    coords = {schema.dims[a].name: world[schema.dims[a].name] for a in axes}
     shape = tuple(box.shape[a] for a in axes)
     where = tuple(
         table.column(schema.dims[a].name).to_numpy() - coords[schema.dims[a].name][0] for a in axes
@@ -90,18 +86,15 @@ def _box_predicate(array: Array, box: Box) -> Any:
     """The predicate (world coordinates) selecting exactly ``box``, for the chunk reductions."""
     from tesseradb.sql.predicate import Predicate
 
+    if box.empty:
+        return Predicate.false()
     schema = array.schema
     pred = Predicate()
-    extent = array.extent()
     for axis, dim in enumerate(schema.dims):
-        if box.lo[axis] == 0 and box.hi[axis] == extent[axis]:
-            continue
-        shift = dim.start + schema.origin[axis]
+        shift = schema.world_shift(axis)
         pred = pred.and_(
             Predicate.between(dim.name, box.lo[axis] + shift, box.hi[axis] - 1 + shift)
         )
-    if box.empty:
-        return Predicate.false()
     return pred
 
 
@@ -206,12 +199,8 @@ def regrid(
             slab = Box((box.lo[0] + first, *box.lo[1:]), (box.lo[0] + last, *box.hi[1:]))
             values = array._read_box(session, attr, slab).astype(np.float64)
             valid = np.ones(values.shape, dtype=np.float64)
-            if attr.nullable:
-                null = (
-                    np.isnan(values)
-                    if isinstance(attr.fill, float) and math.isnan(attr.fill)
-                    else values == attr.fill
-                )
+            null = attr.null_mask(values)
+            if null is not None:
                 valid[null] = 0.0
                 values[null] = 0.0
             w0 = weights[0][k:k2, first:last]
@@ -223,8 +212,8 @@ def regrid(
         data[attr.name] = (schema.dim_names, result)
     coords = {}
     for axis, dim in enumerate(schema.dims):
-        world = box.lo[axis] + dim.start + schema.origin[axis]
-        coords[dim.name] = np.arange(out_shape[axis], dtype=np.int64) + math.floor(world / fr[axis])
+        first = math.floor((box.lo[axis] + schema.world_shift(axis)) / fr[axis])
+        coords[dim.name] = np.arange(first, first + out_shape[axis], dtype=np.int64)
     return xr.Dataset(data, coords=coords, attrs={"regrid": [str(f) for f in fr]})
 
 
@@ -245,8 +234,10 @@ _COMPARE = {
 }  # fmt: skip
 
 
-def compile_expression(text: str, names: Sequence[str]) -> Callable[[dict[str, Any]], Any]:
-    """A per-cell expression over attribute and dimension names as a numpy function.
+def compile_expression(
+    text: str, names: Sequence[str]
+) -> tuple[Callable[[dict[str, Any]], Any], set[str]]:
+    """A per-cell expression over attribute and dimension names as a numpy function, and the names it uses.
 
     Arithmetic, comparisons, ``and``/``or``/``not``, numbers and the numpy
     functions in ``_FUNCTIONS``; anything else (attributes of objects,
@@ -261,6 +252,7 @@ def compile_expression(text: str, names: Sequence[str]) -> Callable[[dict[str, A
             f"apply: cannot parse {text!r}: {err.msg} at column {err.offset}"
         ) from None
     known = {n.lower(): n for n in names}
+    used: set[str] = set()
 
     def build(node: ast.AST) -> Callable[[dict[str, Any]], Any]:
         if isinstance(node, ast.Expression):
@@ -274,6 +266,7 @@ def compile_expression(text: str, names: Sequence[str]) -> Callable[[dict[str, A
                     f"apply: unknown name {node.id!r} in {text!r}; names are {', '.join(names)}"
                 )
             key = known[node.id.lower()]
+            used.add(key)
             return lambda env: env[key]
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             ufunc = getattr(np, _BINARY[type(node.op)])
@@ -324,7 +317,7 @@ def compile_expression(text: str, names: Sequence[str]) -> Callable[[dict[str, A
             f"use arithmetic, comparisons and {', '.join(_FUNCTIONS)}"
         )
 
-    return build(tree)
+    return build(tree), used
 
 
 def apply(
@@ -344,33 +337,20 @@ def apply(
 
     schema = array.schema
     if isinstance(expression, str):
-        fn = compile_expression(expression, schema.dim_names + schema.attr_names)
-        used = [
-            a
-            for a in schema.attrs
-            if any(
-                n.id.lower() == a.name.lower()
-                for n in ast.walk(ast.parse(expression))
-                if isinstance(n, ast.Name)
-            )
-        ]
+        fn, names = compile_expression(expression, schema.dim_names + schema.attr_names)
+        used = [a for a in schema.attrs if a.name in names]
     else:
         fn = expression
         used = list(schema.attrs)
     session = array._read_session()
-    written = set(array._written(session, list(schema.attrs)))
-    parts = [(c, p) for c, p in chunk_grid(box, schema.chunk_shape) if c in written]
+    parts = array._written_parts(session, box)
 
     def one(part: Box) -> np.ndarray:
         env: dict[str, Any] = {a.name: array._read_box(session, a, part) for a in used}
-        for axis, dim in enumerate(schema.dims):
+        for axis, (dim_name, world) in enumerate(part.world_coords(schema).items()):
             shape = [1] * schema.ndim
             shape[axis] = part.shape[axis]
-            env[dim.name] = (
-                np.arange(part.lo[axis], part.hi[axis], dtype=np.int64)
-                + dim.start
-                + schema.origin[axis]
-            ).reshape(shape)
+            env[dim_name] = world.reshape(shape)
         result = np.asarray(fn(env))
         result = np.broadcast_to(result, part.shape)
         return result
@@ -408,41 +388,36 @@ def merge_arrays(db: Database, inputs: Sequence[Array], into: str) -> Array:
             raise OperatorError(
                 f"merge: arrays {inputs[0].name!r} and {other.name!r} have different attributes"
             )
-    lo = [
-        min(a.schema.dims[i].start + a.schema.origin[i] for a in inputs) for i in range(first.ndim)
+    extents = [a.extent() for a in inputs]
+    lo = [min(a.schema.world_shift(i) for a in inputs) for i in range(first.ndim)]
+    hi = [
+        max(a.schema.world_shift(i) + e[i] for a, e in zip(inputs, extents, strict=True))
+        for i in range(first.ndim)
     ]
-    hi = []
-    for i in range(first.ndim):
-        hi.append(max(a.schema.dims[i].start + a.schema.origin[i] + a.extent()[i] for a in inputs))
     dims = [
         {"name": d.name, "start": 0, "end": max(1, h - lo_), "chunk": d.chunk, "overlap": d.overlap}
         for d, lo_, h in zip(first.dims, lo, hi, strict=True)
     ]
     attrs = [a.to_dict() for a in first.attrs]
+    nullable = [a.name for a in first.attrs if a.nullable]
     out = db.create_array(into, dims, attrs, origin=lo, codec=first.codec, level=first.level)
     try:
         with out.transaction(f"merge of {', '.join(a.name for a in inputs)}"):
             for source in inputs:
-                shift = [
-                    source.schema.dims[i].start + source.schema.origin[i] - lo[i]
-                    for i in range(first.ndim)
-                ]
+                shift = [source.schema.world_shift(i) - lo[i] for i in range(first.ndim)]
                 for view in source.chunks(attrs=None, overlap=0):
                     key = tuple(
                         slice(s.start - d.start + sh, s.stop - d.start + sh)
                         for s, d, sh in zip(view.core, source.schema.dims, shift, strict=True)
                     )
-                    region = out.read(key)
+                    # a NULL does not overwrite: what is there already shows through
+                    below = out.read(key, nullable) if nullable else {}
                     values = {}
                     for attr in first.attrs:
                         incoming = view.data[_name_in(view.data, attr.name)]
-                        if attr.nullable:
-                            null = (
-                                np.isnan(incoming)
-                                if isinstance(attr.fill, float) and math.isnan(attr.fill)
-                                else incoming == attr.fill
-                            )
-                            incoming = np.where(null, region[attr.name], incoming)
+                        null = attr.null_mask(incoming)
+                        if null is not None:
+                            incoming = np.where(null, below[attr.name], incoming)
                         values[attr.name] = incoming
                     out[key] = values
     except BaseException:

@@ -15,7 +15,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.arrays._boxes import Box, chunk_grid
+from tesseradb.arrays._boxes import Box
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -119,7 +119,7 @@ def predicate_box(
         intervals = list(dom.ranges)
         if dom.keys is not None or len(intervals) != 1:
             exact = False
-        shift = dim.start + schema.origin[axis]  # world = position + shift
+        shift = schema.world_shift(axis)  # world = position + shift
         try:
             if hull.lo is not None:
                 first = math.ceil(hull.lo) if hull.lo_inclusive else math.floor(hull.lo) + 1
@@ -144,10 +144,7 @@ def _dim_columns(schema: ArraySchema, region: Box) -> list[np.ndarray]:
 
     shape = region.shape
     out = []
-    for axis, dim in enumerate(schema.dims):
-        values = np.arange(region.lo[axis], region.hi[axis], dtype=np.int64) + (
-            dim.start + schema.origin[axis]
-        )
+    for axis, values in enumerate(region.world_coords(schema).values()):
         inner = math.prod(shape[axis + 1 :])
         outer = math.prod(shape[:axis])
         out.append(np.tile(np.repeat(values, inner), outer))
@@ -155,23 +152,10 @@ def _dim_columns(schema: ArraySchema, region: Box) -> list[np.ndarray]:
 
 
 def attribute_column(attr: Attribute, values: np.ndarray) -> pa.Array:
-    import numpy as np
     import pyarrow as pa
 
     flat = values.reshape(-1)
-    if not attr.nullable:
-        return pa.array(flat, type=arrow_type(attr))
-    if isinstance(attr.fill, float) and math.isnan(attr.fill):
-        mask = np.isnan(flat)
-    else:
-        mask = flat == attr.fill
-    return pa.array(flat, type=arrow_type(attr), mask=mask)
-
-
-def _regions(array: Array, session: Any, box: Box) -> list[tuple[tuple[int, ...], Box]]:
-    """The parts of ``box`` in written chunks (of any attribute: a row per cell of those)."""
-    written = set(array._written(session, list(array.schema.attrs)))
-    return [(c, part) for c, part in chunk_grid(box, array.schema.chunk_shape) if c in written]
+    return pa.array(flat, type=arrow_type(attr), mask=attr.null_mask(flat))
 
 
 def scan_batches(
@@ -195,7 +179,7 @@ def scan_batches(
             if name not in needed:
                 needed.append(name)
     dim_names = {d.name for d in schema.dims}
-    regions = _regions(array, session, box)
+    regions = array._written_parts(session, box)
 
     def make(region: Box) -> pa.RecordBatch:
         coords = _dim_columns(schema, region) if dim_names & set(needed) else None
@@ -239,7 +223,7 @@ def estimate_rows(array: Array, predicate: Predicate | None) -> tuple[int, int, 
     extent = array.extent(session)
     written = array._written(session, list(array.schema.attrs))
     box, _ = predicate_box(array.schema, extent, predicate)
-    parts = [] if box is None else _regions(array, session, box)
+    parts = [] if box is None else array._written_parts(session, box)
     return sum(p.size for _, p in parts), len(parts), len(written)
 
 
@@ -309,7 +293,7 @@ def aggregate(
     for name in filter_cols:
         if name not in schema.dim_names:
             attrs_used.setdefault(name, schema.attribute(name))
-    regions = [] if box is None else _regions(array, session, box)
+    regions = [] if box is None else array._written_parts(session, box)
     acc = _Accumulator(resolved, groups_shape)
 
     def partial(region: Box) -> Any:
@@ -437,7 +421,7 @@ class _Accumulator:
         for name, attr in self.attrs.items():
             v = data[name]
             valid = rows_mask
-            null = _null_mask(attr, v)
+            null = attr.null_mask(v)
             if null is not None:
                 valid = ~null if valid is None else valid & ~null
             entry = {}
@@ -514,8 +498,7 @@ class _Accumulator:
             if fn == "column":
                 assert box is not None and keys is not None
                 axis = attr
-                dim = schema.dims[axis]
-                first = box.lo[axis] + dim.start + schema.origin[axis]
+                first = box.lo[axis] + schema.world_shift(axis)
                 out[name] = pa.array(keys[list(group_axes).index(axis)].astype(np.int64) + first)
                 continue
             if fn == "count" and attr is None:
@@ -577,16 +560,6 @@ def _full_count(shape: tuple[int, ...], axes: tuple[int, ...], order: list[int])
 
     n = math.prod(shape[a] for a in axes)
     return np.full([shape[a] for a in order], n, dtype=np.int64) if order else np.int64(n)
-
-
-def _null_mask(attr: Attribute, values: np.ndarray) -> np.ndarray | None:
-    import numpy as np
-
-    if not attr.nullable:
-        return None
-    if isinstance(attr.fill, float) and math.isnan(attr.fill):
-        return np.isnan(values)
-    return values == attr.fill
 
 
 def _sum_dtype(attr: Attribute) -> Any:

@@ -83,6 +83,16 @@ class Attribute:
 
         return np.dtype(self.dtype)
 
+    def null_mask(self, values: Any) -> Any:
+        """Where ``values`` are NULL (the fill value of a nullable attribute); None if it is not nullable."""
+        import numpy as np
+
+        if not self.nullable:
+            return None
+        if isinstance(self.fill, float) and math.isnan(self.fill):
+            return np.isnan(values)
+        return values == self.fill
+
     def to_dict(self) -> dict[str, Any]:
         fill = self.fill
         if isinstance(fill, float) and math.isnan(fill):
@@ -196,6 +206,16 @@ class ArraySchema:
     @property
     def unbounded_axis(self) -> int | None:
         return next((i for i, d in enumerate(self.dims) if not d.bounded), None)
+
+    def world_shift(self, axis: int) -> int:
+        """What turns a position (0-based, as Zarr indexes) into a world coordinate on ``axis``."""
+        return self.dims[axis].start + self.origin[axis]
+
+    def world_axis(self, axis: int, lo: int, hi: int) -> Any:
+        """World coordinates (int64) of positions ``lo <= p < hi`` on ``axis``."""
+        import numpy as np
+
+        return np.arange(lo, hi, dtype=np.int64) + self.world_shift(axis)
 
     def dim_index(self, name: str) -> int:
         for i, d in enumerate(self.dims):

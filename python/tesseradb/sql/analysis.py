@@ -83,10 +83,23 @@ class Analysis:
     equijoins: list[EquiJoin] = field(default_factory=list)
     # rows already read from a relation (semi-join keys), by relation: (predicate, table)
     prefetched: dict[str, tuple[Predicate, Any]] = field(default_factory=dict)
-    # `SELECT count(*) FROM rel [WHERE w]` with w exactly a Predicate: (relation, column name, predicate)
-    count_only: tuple[str, str, Predicate] | None = None
     # a single-relation aggregate query a relation may answer without rows
     aggregate_only: AggregateQuery | None = None
+
+    @property
+    def count_only(self) -> tuple[str, str, Predicate] | None:
+        """``SELECT count(*) FROM rel [WHERE w]``, w exactly a Predicate: (relation, column name, predicate).
+
+        Such a count may be answered by the relation itself (an attached
+        table from its bitmap indexes) when that is exact; see the engine.
+        """
+        query = self.aggregate_only
+        if query is None or query.group_by or query.order or len(query.items) != 1:
+            return None
+        name, fn, column = query.items[0]
+        if fn != "count" or column is not None:
+            return None
+        return query.relation, name, query.predicate
 
 
 @dataclass(frozen=True)
@@ -178,7 +191,6 @@ def analyse(
         analyser = _StatementAnalyser(stmt, params, schema_of, columns_of, relations, others)
         analyser.run()
         equijoins.extend(analyser.equijoins)
-    count_only = analyser.count_only if len(statements) == 1 else None
     aggregate_only = analyser.aggregate_only if len(statements) == 1 else None
     return Analysis(
         relations,
@@ -187,7 +199,6 @@ def analyse(
         is_query=is_query,
         parsed=True,
         equijoins=equijoins,
-        count_only=count_only,
         aggregate_only=aggregate_only,
     )
 
@@ -278,7 +289,6 @@ class _StatementAnalyser:
         self.schema_of = schema_of
         self.columns_of = columns_of
         self.equijoins: list[EquiJoin] = []
-        self.count_only: tuple[str, str, Predicate] | None = None
         self.aggregate_only: AggregateQuery | None = None
         self.relations = relations
         self.others = others
@@ -427,7 +437,6 @@ class _StatementAnalyser:
         if select.args.get("sample"):
             for src in sources.values():
                 src.blocked = True
-        self._count_only(select, sources)
         self._aggregate_only(select, sources)
 
         where = select.args.get("where")
@@ -502,51 +511,6 @@ class _StatementAnalyser:
             for f in on_pushed.get(src.alias, []):
                 pred = pred.and_(self._derive(f, src, sources, negate=False)[0])
             self._merge(src, pred, mentioned, star, None)
-
-    def _count_only(self, select: exp.Select, sources: dict[str, _Source]) -> None:
-        """Recognise ``SELECT count(*) FROM rel [WHERE w]`` with ``w`` exactly a Predicate.
-
-        Such a count may be answered by the relation itself (an attached table
-        from its bitmap indexes) when that is exact; see the engine.
-        """
-        from sqlglot import exp
-
-        if select is not self.stmt or len(sources) != 1 or len(select.expressions) != 1:
-            return
-        src = next(iter(sources.values()))
-        if src.relation is None or src.blocked or src.renamed:
-            return
-        if any(
-            select.args.get(k)
-            for k in (
-                "joins",
-                "group",
-                "having",
-                "qualify",
-                "distinct",
-                "limit",
-                "offset",
-                "with",
-                "order",
-                "laterals",
-            )
-        ):
-            return
-        item = select.expressions[0]
-        name = item.alias if isinstance(item, exp.Alias) else "count_star()"
-        count = item.this if isinstance(item, exp.Alias) else item
-        if not (
-            isinstance(count, exp.Count) and isinstance(count.this, exp.Star)
-        ) or count.args.get("distinct"):
-            return
-        where = select.args.get("where")
-        pred, exact = (
-            (Predicate(), True)
-            if where is None
-            else self._derive(where.this, src, sources, negate=False)
-        )
-        if exact:
-            self.count_only = (src.relation, name, pred)
 
     def _aggregate_only(self, select: exp.Select, sources: dict[str, _Source]) -> None:
         """Recognise a single-relation aggregate query (see :class:`AggregateQuery`).
