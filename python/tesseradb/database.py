@@ -12,6 +12,7 @@ Layout of a database directory::
     attached/<name>/ sidecar bitmap indexes of an attachment
     streams/<name>/  the segment files of a record stream
     arrays/<name>/   an array's Icechunk repository (repo/) and commit lock
+    documents/       the embedded document backends (documents.sqlite, documents.duckdb)
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
     from tesseradb.arrays import Array
     from tesseradb.attached import Attachment
+    from tesseradb.documents import Collection, DocumentStore
     from tesseradb.records import Stream
 
 __all__ = ["Database", "DatabaseInfo", "ObjectInfo", "connect"]
@@ -55,6 +57,7 @@ TABLE_STORE_FILE = "tables.duckdb"
 ATTACHED_KIND = "attached"
 STREAM_KIND = "stream"
 ARRAY_KIND = "array"
+COLLECTION_KIND = "collection"
 PLAIN_KINDS = ("table", "view")
 
 
@@ -110,6 +113,7 @@ class Database:
         self._attachments: dict[str, Any] = {}  # open Attachment objects by lower name
         self._streams: dict[str, Stream] = {}  # open streams by lower name
         self._arrays: dict[str, Array] = {}  # arrays open at their head, by lower name
+        self._documents: DocumentStore | None = None  # opened with the first collection
         self._engine = SQLEngine(self, self.path / TABLE_STORE_FILE, read_only)
         self._closed = False
 
@@ -142,6 +146,8 @@ class Database:
             attachment.close()
         for stream in self._streams.values():
             stream.close()  # writes what is still in memory
+        if self._documents is not None:
+            self._documents.close()
         self._engine.close()
         self.catalog.close()
         if self._lock is not None:
@@ -235,6 +241,10 @@ class Database:
                 return self.stream(obj.name)
             if obj is not None and obj.kind == ARRAY_KIND:
                 return self.array(obj.name).relation
+            if obj is not None and obj.kind == COLLECTION_KIND:
+                from tesseradb.documents._relation import CollectionRelation
+
+                return CollectionRelation(self.collection(obj.name))
             return None
         owner, _, table = name.partition(".")
         attachment = self._attachments.get(owner.lower())  # open already: no catalog read
@@ -299,6 +309,9 @@ class Database:
             return
         if obj.kind == ARRAY_KIND:
             self._drop_array(obj.name)
+            return
+        if obj.kind == COLLECTION_KIND:
+            self._drop_collection(obj.name)
             return
         raise ObjectNotFoundError(f"{name!r} is a {obj.kind}; this version cannot drop that kind")
 
@@ -576,6 +589,103 @@ class Database:
         self.catalog.drop(name)
         shutil.rmtree(self.path / "arrays" / name, ignore_errors=True)
 
+    # --- documents -------------------------------------------------------------------
+    def _document_store(self) -> DocumentStore:
+        from tesseradb.documents import DocumentStore
+
+        with self._registered_lock:
+            if self._documents is None:
+                self._documents = DocumentStore(self.path / "documents", self.read_only)
+            return self._documents
+
+    def create_collection(
+        self, name: str, backend: str | None = None, mapping: str | None = None
+    ) -> Collection:
+        """Create a JSON collection (Argo) on ``backend`` under ``mapping``.
+
+        ``backend`` is ``sqlite`` or ``duckdb`` (files inside the database
+        directory) or a server URL (``postgresql://user@host:port/db``,
+        ``mysql://user:password@host:port/db``); ``mapping`` is ``argo1`` (one
+        vertical table) or ``argo3`` (a table per JSON type). Both default to
+        the best embedded configuration measured by ``tessera bench nobench``.
+        """
+        from tesseradb.documents import DEFAULT_BACKEND, DEFAULT_MAPPING
+
+        self._check_open()
+        self._check_writable("create a collection")
+        validate_name(name, "collection")
+        backend = backend or DEFAULT_BACKEND
+        mapping = mapping or DEFAULT_MAPPING
+        store = self._document_store()
+        store.check_options(backend, mapping)
+        existing = self.catalog.get(name)
+        if existing is not None:
+            raise ObjectExistsError(
+                f"cannot create collection {name!r}: {existing.name!r} already exists (a {existing.kind})"
+            )
+        collection = store.open(name, backend, mapping)
+        try:
+            collection.create()
+        except BaseException:
+            store.forget(name)
+            raise
+        try:
+            self.catalog.create(name, COLLECTION_KIND, {"backend": backend, "mapping": mapping})
+        except BaseException:
+            collection.drop()
+            store.forget(name)
+            raise
+        return collection
+
+    def collection(self, name: str) -> Collection:
+        """The JSON collection called ``name``: insert, load, find, Argo/SQL."""
+        from tesseradb.errors import UnknownCollectionError
+
+        self._check_open()
+        obj = self.catalog.get(name)
+        if obj is None or obj.kind != COLLECTION_KIND:
+            what = (
+                f"{name!r} is a {obj.kind}, not a collection"
+                if obj
+                else f"no collection named {name!r}"
+            )
+            raise UnknownCollectionError(
+                what, [c for c in self.collections() if c.lower().startswith(name[:1].lower())]
+            )
+        return self._document_store().open(obj.name, obj.spec["backend"], obj.spec["mapping"])
+
+    def collections(self) -> list[str]:
+        """Names of the JSON collections."""
+        return [o.name for o in self.catalog.objects(COLLECTION_KIND)]
+
+    def argo(self, text: str, params: Any = None) -> list[dict[str, Any]]:
+        """Run one Argo/SQL statement; its result objects (in objid order unless ORDER BY).
+
+        ``INSERT INTO c OBJECT {...}`` creates ``c`` on the default backend if
+        it does not exist, as Argo does. ``params`` binds ``?`` (a sequence)
+        or ``:name`` (a mapping) placeholders. Each statement is one
+        transaction on the collection's backend.
+        """
+        from tesseradb.documents import parse_statement
+        from tesseradb.documents._argosql import Insert, Select
+
+        self._check_open()
+        statement = parse_statement(text, params)
+        if isinstance(statement, Insert) and self.catalog.get(statement.collection) is None:
+            self.create_collection(statement.collection)
+        collection = self.collection(statement.collection)
+        other = None
+        if isinstance(statement, Select) and statement.join is not None:
+            other = self.collection(statement.join.collection)
+        return collection.run(statement, other)
+
+    def _drop_collection(self, name: str) -> None:
+        self._check_writable(f"drop {name!r}")
+        collection = self.collection(name)
+        collection.drop()
+        self._document_store().forget(name)
+        self.catalog.drop(name)
+
     def _check_writable(self, what: str) -> None:
         if self.read_only:
             raise ReadOnlyError(f"cannot {what}: the database is open read-only")
@@ -618,6 +728,8 @@ class Database:
             if obj.kind == ARRAY_KIND:
                 array = self.array(obj.name)
                 rows, size = array.relation.estimate(None).rows, array.bytes_on_disk
+            if obj.kind == COLLECTION_KIND:
+                rows = self.collection(obj.name).count()
             objects.append(ObjectInfo(obj.name, obj.kind, rows, size, obj.created, obj.modified))
         for rel in self._registered.values():
             est = rel.estimate(None)

@@ -11,9 +11,13 @@ column, the file.
 from __future__ import annotations
 
 __all__ = [
+    "ArgoSyntaxError",
     "BenchmarkError",
     "DatabaseClosedError",
     "DatabaseLockedError",
+    "DocumentBackendError",
+    "DocumentError",
+    "DocumentTypeError",
     "FormatVersionError",
     "InvalidNameError",
     "NotADatabaseError",
@@ -24,6 +28,7 @@ __all__ = [
     "SQLExecutionError",
     "SQLSyntaxError",
     "TesseraError",
+    "UnknownCollectionError",
     "UnknownTableError",
 ]
 
@@ -107,6 +112,34 @@ class UnknownTableError(SQLError, ObjectNotFoundError):
 
 class SQLExecutionError(SQLError):
     """DuckDB rejected or failed a statement (binder, catalog, conversion or constraint error)."""
+
+
+# --- documents -------------------------------------------------------------------
+
+
+class DocumentError(TesseraError, ValueError):
+    """A JSON document or an Argo/SQL statement is not acceptable (the message says where)."""
+
+
+class ArgoSyntaxError(DocumentError):
+    """An Argo/SQL statement does not parse; ``line`` and ``column`` are 1-based."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(f"{message} (line {line}, column {column})")
+        self.line = line
+        self.column = column
+
+
+class DocumentTypeError(DocumentError, TypeError):
+    """An Argo/SQL operation met values of a type it cannot take (``SUM`` over strings)."""
+
+
+class UnknownCollectionError(ObjectNotFoundError):
+    """A statement names a collection that does not exist."""
+
+
+class DocumentBackendError(TesseraError):
+    """The relational backend of a collection failed or cannot be reached."""
 
 
 class BenchmarkError(TesseraError):

@@ -1,0 +1,29 @@
+"""Documents: JSON collections on relational backends (Argo/1, Argo/3) queried with Argo/SQL.
+
+A collection lives on SQLite or DuckDB (files in the database directory) or
+on a PostgreSQL or MySQL/MariaDB server. Objects are flattened into typed
+rows (:mod:`._keys`) under one of the paper's two mappings
+(:mod:`._mappings`); Argo/SQL (:mod:`._argosql`) is translated to SQL on the
+backend (:mod:`._plan`, :mod:`._collection`) and answers come back as
+rebuilt objects. A collection is also a relation (``objid``, ``doc``) for
+``db.sql``.
+"""
+
+from __future__ import annotations
+
+from tesseradb.documents._argosql import parse_statement
+from tesseradb.documents._collection import Collection
+from tesseradb.documents._keys import flatten_document, rebuild_documents
+from tesseradb.documents._mappings import MAPPINGS
+from tesseradb.documents._store import DEFAULT_BACKEND, DEFAULT_MAPPING, DocumentStore
+
+__all__ = [
+    "DEFAULT_BACKEND",
+    "DEFAULT_MAPPING",
+    "MAPPINGS",
+    "Collection",
+    "DocumentStore",
+    "flatten_document",
+    "parse_statement",
+    "rebuild_documents",
+]

@@ -1,0 +1,401 @@
+"""The relational backends collections live on: SQLite, DuckDB, PostgreSQL, MySQL/MariaDB.
+
+A :class:`Backend` hides what differs between them (driver, parameter
+style, column types, bulk insert, the one regular-expression test the
+mappings need) behind one small interface; the mappings write portable SQL
+with ``?`` placeholders. Every statement of a collection runs inside
+:meth:`Backend.transaction`, which serialises use of the one connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from tesseradb.errors import DocumentBackendError, ReadOnlyError
+
+__all__ = ["EMBEDDED_BACKENDS", "Backend", "ColumnTypes", "open_backend"]
+
+EMBEDDED_BACKENDS = ("sqlite", "duckdb")
+
+
+@dataclass(frozen=True)
+class ColumnTypes:
+    """The SQL types of the mapping columns on one backend."""
+
+    objid: str
+    key: str  # keystr: compared by code point, indexable
+    text: str  # valstr
+    double: str
+    bigint: str
+    boolean: str
+    small: str
+
+
+class Backend(ABC):
+    """One connection to a relational backend holding collections."""
+
+    kind: str
+    types: ColumnTypes
+
+    def __init__(self, read_only: bool = False) -> None:
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    # --- what subclasses provide ---------------------------------------------------
+    @abstractmethod
+    def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Execute one statement; its rows (empty for statements without)."""
+
+    @abstractmethod
+    def _begin(self) -> None: ...
+
+    @abstractmethod
+    def _commit(self) -> None: ...
+
+    @abstractmethod
+    def _rollback(self) -> None: ...
+
+    @abstractmethod
+    def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """Insert many rows at once (inside the current transaction)."""
+
+    @abstractmethod
+    def element_suffix(self, start: int) -> str:
+        """SQL true where ``keystr`` from (1-based) position ``start`` on is ``<digits>]``."""
+
+    @abstractmethod
+    def table_exists(self, table: str) -> bool: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def index_column(self, column: str) -> str:
+        """How ``column`` appears in CREATE INDEX (MariaDB needs a prefix length on TEXT)."""
+        return column
+
+    def describe(self) -> str:
+        return self.kind
+
+    # --- shared --------------------------------------------------------------------
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._run(sql, params)
+            except Exception as err:
+                if isinstance(err, DocumentBackendError):
+                    raise
+                raise DocumentBackendError(f"{self.describe()}: {err}") from err
+
+    @contextlib.contextmanager
+    def transaction(self, write: bool = False) -> Iterator[Backend]:
+        """One transaction (nested calls join the outer one); rolled back on any exception."""
+        if write and self.read_only:
+            raise ReadOnlyError(f"{self.describe()}: the database is open read-only")
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self
+                finally:
+                    self._depth -= 1
+                return
+            self._begin()
+            self._depth = 1
+            try:
+                yield self
+            except BaseException:
+                self._depth = 0
+                with contextlib.suppress(Exception):
+                    self._rollback()
+                raise
+            self._depth = 0
+            try:
+                self._commit()
+            except Exception as err:
+                with contextlib.suppress(Exception):
+                    self._rollback()
+                raise DocumentBackendError(f"{self.describe()}: commit failed: {err}") from err
+
+
+class SQLiteBackend(Backend):
+    kind = "sqlite"
+    types = ColumnTypes("INTEGER", "TEXT", "TEXT", "REAL", "INTEGER", "INTEGER", "INTEGER")
+
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        super().__init__(read_only)
+        if read_only:
+            self._con = sqlite3.connect(
+                f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._con = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute("PRAGMA synchronous=NORMAL")
+        # LIKE is case-sensitive in Argo/SQL, as on the other backends.
+        self._con.execute("PRAGMA case_sensitive_like=ON")
+        self._con.execute("PRAGMA cache_size=-262144")  # 256 MiB
+
+    def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._con.execute(sql, tuple(params)).fetchall()
+
+    def _begin(self) -> None:
+        self._con.execute("BEGIN")
+
+    def _commit(self) -> None:
+        self._con.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        self._con.execute("ROLLBACK")
+
+    def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        marks = ", ".join("?" * len(columns))
+        with self._lock:
+            self._con.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows
+            )
+
+    def element_suffix(self, start: int) -> str:
+        start_param = int(start)  # our own integer, never query text
+        return (
+            f"substr(keystr, {start_param}) GLOB '[0-9]*]' "
+            f"AND rtrim(substr(keystr, {start_param}), ']') NOT GLOB '*[^0-9]*'"
+        )
+
+    def table_exists(self, table: str) -> bool:
+        rows = self.execute("SELECT 1 FROM sqlite_master WHERE name = ?", [table])
+        return bool(rows)
+
+    def close(self) -> None:
+        self._con.close()
+
+
+class DuckDBBackend(Backend):
+    kind = "duckdb"
+    types = ColumnTypes("BIGINT", "VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BOOLEAN", "SMALLINT")
+
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        import duckdb
+
+        super().__init__(read_only)
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self._con = duckdb.connect(str(path), read_only=read_only)
+
+    def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._con.execute(sql, list(params)).fetchall()
+
+    def _begin(self) -> None:
+        self._con.execute("BEGIN TRANSACTION")
+
+    def _commit(self) -> None:
+        self._con.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        self._con.execute("ROLLBACK")
+
+    def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        import pyarrow as pa
+
+        if not rows:
+            return
+        arrays = list(zip(*rows, strict=True))
+        batch = pa.table({c: pa.array(a) for c, a in zip(columns, arrays, strict=True)})
+        self.insert_arrow(table, batch)
+
+    def insert_arrow(self, table: str, batch: Any) -> None:
+        """Insert an Arrow table whose columns are named as the target's."""
+        with self._lock:
+            self._con.register("argo_batch", batch)
+            try:
+                names = ", ".join(batch.column_names)
+                self._con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM argo_batch")
+            finally:
+                self._con.unregister("argo_batch")
+
+    def element_suffix(self, start: int) -> str:
+        start_param = int(start)  # our own integer, never query text
+        return f"regexp_full_match(substr(keystr, {start_param}), '[0-9]+\\]')"
+
+    def table_exists(self, table: str) -> bool:
+        rows = self.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND database_name = current_database()",
+            [table.strip('"')],
+        )
+        return bool(rows)
+
+    def close(self) -> None:
+        self._con.close()
+
+
+class _ServerBackend(Backend):
+    """PostgreSQL and MariaDB: DB-API drivers with ``%s`` placeholders."""
+
+    def __init__(self, url: str, read_only: bool = False) -> None:
+        super().__init__(read_only)
+        self.url = url
+        self._con: Any = None
+
+    def describe(self) -> str:
+        parsed = urlparse(self.url)
+        return f"{self.kind} at {parsed.hostname}:{parsed.port}/{parsed.path.lstrip('/')}"
+
+    def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        # Every literal is a parameter, so '%' only appears where we put it.
+        text = sql.replace("%", "%%").replace("?", "%s")
+        with self._con.cursor() as cur:
+            cur.execute(text, tuple(params))
+            if cur.description is None:
+                return []
+            return list(cur.fetchall())
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._con.close()
+
+
+class PostgresBackend(_ServerBackend):
+    kind = "postgresql"
+    types = ColumnTypes(
+        "BIGINT",
+        'TEXT COLLATE "C"',
+        'TEXT COLLATE "C"',
+        "DOUBLE PRECISION",
+        "BIGINT",
+        "BOOLEAN",
+        "SMALLINT",
+    )
+
+    def __init__(self, url: str, read_only: bool = False) -> None:
+        import psycopg
+
+        super().__init__(url, read_only)
+        try:
+            self._con = psycopg.connect(url, autocommit=True)
+        except psycopg.Error as err:
+            raise DocumentBackendError(f"cannot connect to {self.describe()}: {err}") from err
+
+    def _begin(self) -> None:
+        self._con.execute("BEGIN")
+
+    def _commit(self) -> None:
+        self._con.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        self._con.execute("ROLLBACK")
+
+    def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        with (
+            self._lock,
+            self._con.cursor() as cur,
+            cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+
+    def element_suffix(self, start: int) -> str:
+        start_param = int(start)  # our own integer, never query text
+        return f"substr(keystr, {start_param}) ~ '^[0-9]+\\]$'"
+
+    def table_exists(self, table: str) -> bool:
+        return bool(self.execute("SELECT to_regclass(?) IS NOT NULL", [table])[0][0])
+
+
+class MariaDBBackend(_ServerBackend):
+    kind = "mariadb"
+    _COLLATE = "CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
+    types = ColumnTypes(
+        "BIGINT",
+        f"VARCHAR(512) {_COLLATE}",  # with valstr(255): under InnoDB's 3072-byte index key
+        f"TEXT {_COLLATE}",
+        "DOUBLE",
+        "BIGINT",
+        "BOOLEAN",
+        "SMALLINT",
+    )
+
+    def __init__(self, url: str, read_only: bool = False) -> None:
+        import pymysql
+
+        super().__init__(url, read_only)
+        parsed = urlparse(url)
+        try:
+            self._con = pymysql.connect(
+                host=parsed.hostname or "localhost",
+                port=parsed.port or 3306,
+                user=unquote(parsed.username or ""),
+                password=unquote(parsed.password or ""),
+                database=parsed.path.lstrip("/") or None,
+                charset="utf8mb4",
+                autocommit=True,
+            )
+        except pymysql.Error as err:
+            raise DocumentBackendError(f"cannot connect to {self.describe()}: {err}") from err
+        # ANSI_QUOTES: "name" is an identifier, as on the other backends.
+        self._run("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')", ())
+
+    def _begin(self) -> None:
+        self._con.begin()
+
+    def _commit(self) -> None:
+        self._con.commit()
+
+    def _rollback(self) -> None:
+        self._con.rollback()
+
+    def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        marks = ", ".join(["%s"] * len(columns))
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+        with self._lock, self._con.cursor() as cur:
+            for start in range(0, len(rows), 5000):  # pymysql folds each batch into one statement
+                cur.executemany(sql, rows[start : start + 5000])
+
+    def index_column(self, column: str) -> str:
+        return f"{column}(255)" if column == "valstr" else column
+
+    def element_suffix(self, start: int) -> str:
+        start_param = int(start)  # our own integer, never query text
+        return f"substr(keystr, {start_param}) REGEXP '^[0-9]+[]]$'"
+
+    def table_exists(self, table: str) -> bool:
+        rows = self.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+            [table.strip('"')],
+        )
+        return bool(rows)
+
+
+def open_backend(spec: str, directory: Path, read_only: bool = False) -> Backend:
+    """The backend named by ``spec``: ``sqlite``, ``duckdb`` (files in ``directory``) or a URL."""
+    if spec == "sqlite":
+        return SQLiteBackend(directory / "documents.sqlite", read_only)
+    if spec == "duckdb":
+        return DuckDBBackend(directory / "documents.duckdb", read_only)
+    scheme = urlparse(spec).scheme.lower()
+    if scheme in ("postgresql", "postgres"):
+        return PostgresBackend(spec, read_only)
+    if scheme in ("mysql", "mariadb"):
+        return MariaDBBackend(spec.replace("mariadb://", "mysql://", 1), read_only)
+    raise DocumentBackendError(
+        f"unknown document backend {spec!r}: use 'sqlite', 'duckdb', "
+        "'postgresql://user@host:port/db' or 'mysql://user@host:port/db'"
+    )

@@ -1,0 +1,633 @@
+"""A collection of JSON objects on one backend under one mapping, and Argo/SQL over it.
+
+:class:`Collection` runs each statement as one transaction on its backend:
+it plans the WHERE clause into a set of objids (:mod:`._plan`), fetches the
+rows of those objects (only the projected keys' subtrees when there is a
+projection) ordered by objid and ``ord``, and rebuilds the objects
+(:func:`rebuild_documents`). Joins, aggregates, ORDER BY and LIMIT are SQL
+on the backend too; only the rebuilding of objects happens in Python.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tesseradb.documents._argosql import (
+    Delete,
+    Insert,
+    PathRef,
+    Predicate,
+    Select,
+    SelectItem,
+    Statement,
+    Update,
+)
+from tesseradb.documents._backends import Backend
+from tesseradb.documents._keys import (
+    KIND_NULL,
+    Leaf,
+    flatten_document,
+    parse_document,
+    rebuild_documents,
+)
+from tesseradb.documents._mappings import KeyCondition, Mapping
+from tesseradb.documents._plan import objid_set
+from tesseradb.errors import DocumentError, DocumentTypeError
+
+__all__ = ["META_TABLE", "Collection"]
+
+META_TABLE = "argo_meta"
+LOAD_BATCH = 20_000  # objects flattened and inserted at a time by bulk loads
+ID_LIST_LIMIT = 1000  # objids bound as an IN list; more go through a temporary table
+
+
+class Collection:
+    """A JSON collection (Argo): insert, query with Argo/SQL, bulk load."""
+
+    def __init__(self, name: str, backend: Backend, mapping: Mapping, backend_spec: str) -> None:
+        self.name = name
+        self.backend = backend
+        self.mapping = mapping
+        self.backend_spec = backend_spec
+
+    def __repr__(self) -> str:
+        return (
+            f"Collection({self.name!r}, backend={self.backend.kind}, mapping={self.mapping.name})"
+        )
+
+    # --- creation (called by the database) ------------------------------------------
+    @staticmethod
+    def ensure_meta(backend: Backend) -> None:
+        if not backend.table_exists(META_TABLE):
+            t = backend.types
+            backend.execute(
+                f"CREATE TABLE {META_TABLE} (collection {t.key} NOT NULL PRIMARY KEY, "
+                f"mapping {t.key} NOT NULL, next_objid {t.bigint} NOT NULL)"
+            )
+
+    def create(self) -> None:
+        """Create the collection's tables and its objid counter (one transaction)."""
+        from tesseradb.errors import ObjectExistsError
+
+        with self.backend.transaction(write=True):
+            self.ensure_meta(self.backend)
+            if self.mapping.exists():
+                raise ObjectExistsError(
+                    f"cannot create collection {self.name!r}: its tables already exist on "
+                    f"{self.backend.describe()}"
+                )
+            self.backend.execute(f"DELETE FROM {META_TABLE} WHERE collection = ?", [self.key])
+            self.backend.execute(
+                f"INSERT INTO {META_TABLE} (collection, mapping, next_objid) VALUES (?, ?, 1)",
+                [self.key, self.mapping.name],
+            )
+            self.mapping.create()
+
+    def drop(self) -> None:
+        with self.backend.transaction(write=True):
+            self.mapping.drop()
+            self.backend.execute(f"DELETE FROM {META_TABLE} WHERE collection = ?", [self.key])
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+    def count(self) -> int:
+        """How many objects the collection holds."""
+        with self.backend.transaction():
+            sql = f"SELECT COUNT(*) FROM ({self.mapping.objids_sql()}) AS argo_all"
+            return int(self.backend.execute(sql)[0][0])
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def find(
+        self, where: str | None = None, params: Any = None, *, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The objects matching an Argo/SQL predicate (``"num BETWEEN ? AND ?"``), in objid order."""
+        from tesseradb.documents._argosql import parse_statement
+
+        text = f"SELECT * FROM `{self.name}`" + (f" WHERE {where}" if where else "")
+        if limit is not None:
+            text += f" LIMIT {int(limit)}"
+        return self.run(parse_statement(text, params))
+
+    def bytes_on_disk(self) -> int | None:
+        """The collection's share of an embedded backend's file (None on servers)."""
+        return None
+
+    # --- writing ------------------------------------------------------------------
+    def _allocate(self, count: int) -> int:
+        """The first of ``count`` fresh objids (inside the caller's transaction)."""
+        self.backend.execute(
+            f"UPDATE {META_TABLE} SET next_objid = next_objid + ? WHERE collection = ?",
+            [count, self.key],
+        )
+        rows = self.backend.execute(
+            f"SELECT next_objid FROM {META_TABLE} WHERE collection = ?", [self.key]
+        )
+        if not rows:
+            raise DocumentError(f"collection {self.name!r} has lost its objid counter")
+        return int(rows[0][0]) - count
+
+    def _insert_flattened(self, batch: Sequence[Sequence[Leaf]]) -> list[int]:
+        first = self._allocate(len(batch))
+        objids = list(range(first, first + len(batch)))
+        self.mapping.insert(objids, batch)
+        return objids
+
+    def insert(self, document: dict[str, Any] | str) -> int:
+        """Insert one object (a dict or JSON text); its objid."""
+        return self.insert_many([document])[0]
+
+    def insert_many(self, documents: Iterable[dict[str, Any] | str | bytes]) -> list[int]:
+        """Insert objects (dicts or JSON texts) in one transaction; their objids.
+
+        If object k is not acceptable, nothing of this call is kept and the
+        error names k (counted from 1).
+        """
+        objids: list[int] = []
+        with self.backend.transaction(write=True):
+            batch: list[list[Leaf]] = []
+            for k, doc in enumerate(documents, start=1):
+                where = f"object {k}"
+                value = parse_document(doc, where) if isinstance(doc, str | bytes) else doc
+                batch.append(flatten_document(value, where))
+                if len(batch) >= LOAD_BATCH:
+                    objids += self._insert_flattened(batch)
+                    batch = []
+            if batch:
+                objids += self._insert_flattened(batch)
+        return objids
+
+    def load_jsonl(self, source: str | os.PathLike[str] | io.IOBase) -> int:
+        """Bulk-load JSON lines (a path or a text/binary file object), one transaction; the count.
+
+        Streamed in batches, never whole in memory. Blank lines are skipped;
+        an error names the line (the object's position in the load).
+        """
+
+        def lines(handle: Iterable[Any]) -> Iterator[str | bytes]:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield _Numbered(line, number)
+
+        if isinstance(source, str | os.PathLike):
+            path = Path(source)
+            if not path.exists():
+                raise FileNotFoundError(f"no JSON lines file at {path}")
+            with path.open("rb") as handle:
+                return self._load_lines(lines(handle))
+        return self._load_lines(lines(source))  # type: ignore[arg-type]
+
+    def _load_lines(self, items: Iterable[Any]) -> int:
+        count = 0
+        with self.backend.transaction(write=True):
+            batch: list[list[Leaf]] = []
+            for item in items:
+                where = f"line {item.number}"
+                batch.append(flatten_document(parse_document(item.text, where), where))
+                if len(batch) >= LOAD_BATCH:
+                    count += len(self._insert_flattened(batch))
+                    batch = []
+            if batch:
+                count += len(self._insert_flattened(batch))
+        return count
+
+    # --- Argo/SQL -------------------------------------------------------------------
+    def run(self, statement: Statement, other: Collection | None = None) -> list[dict[str, Any]]:
+        """Run a parsed statement on this collection (``other``: the right side of a join)."""
+        if isinstance(statement, Insert):
+            objids = self.insert_many(statement.documents)
+            return [{"inserted": len(objids)}]
+        if isinstance(statement, Delete):
+            return [{"deleted": self.delete(statement.where)}]
+        if isinstance(statement, Update):
+            return [{"updated": self.update(statement.assignments, statement.where)}]
+        with self.backend.transaction():
+            if statement.join is not None:
+                assert other is not None
+                return self._join(statement, other)
+            if statement.is_aggregate:
+                return self._aggregate(statement)
+            return self._select(statement)
+
+    def _matching_ids(self, where: Predicate | None) -> list[int]:
+        matched = objid_set(self.mapping, where)
+        rows = self.backend.execute(
+            f"SELECT DISTINCT objid FROM ({matched.sql}) AS argo_m ORDER BY objid", matched.params
+        )
+        return [int(r[0]) for r in rows]
+
+    def delete(self, where: Predicate | None) -> int:
+        with self.backend.transaction(write=True):
+            objids = self._matching_ids(where)
+            self.mapping.delete(objids)
+        return len(objids)
+
+    def update(self, assignments: Sequence[tuple[PathRef, Any]], where: Predicate | None) -> int:
+        """Set paths of the matching objects; each is rebuilt, changed and written back."""
+        with self.backend.transaction(write=True):
+            objids = self._matching_ids(where)
+            documents = self._fetch(objids, None)
+            changed = []
+            for objid in objids:
+                doc = documents[objid]
+                for path, value in assignments:
+                    _assign(doc, path.steps, value, objid)
+                changed.append(flatten_document(doc, f"object {objid} after the UPDATE"))
+            self.mapping.delete(objids)
+            if objids:
+                self.mapping.insert(objids, changed)
+        return len(objids)
+
+    # --- selection --------------------------------------------------------------------
+    def _projection(self, items: Sequence[SelectItem] | None) -> KeyCondition | None:
+        if items is None:
+            return None
+        return KeyCondition.any_of([KeyCondition.subtree(i.path.key) for i in items if i.path])
+
+    def _fetch(self, objids: Sequence[int], keys: KeyCondition | None) -> dict[int, dict[str, Any]]:
+        """The objects (rebuilt from the rows ``keys`` selects) with these objids."""
+        if not objids:
+            return {}
+        key_sql = f" AND {keys.sql}" if keys else ""
+        key_params = keys.params if keys else ()
+        out: dict[int, dict[str, Any]] = {}
+        if len(objids) <= ID_LIST_LIMIT:
+            marks = ", ".join("?" * len(objids))
+            sql, params = self.mapping.rows_sql(
+                f"objid IN ({marks}){key_sql}", (*objids, *key_params)
+            )
+            out.update(rebuild_documents(self.backend.execute(sql, params)))
+            return out
+        with self._id_table(objids) as table:
+            sql, params = self.mapping.rows_sql(
+                f"objid IN (SELECT objid FROM {table}){key_sql}", key_params
+            )
+            out.update(rebuild_documents(self.backend.execute(sql, params)))
+        return out
+
+    def _id_table(self, objids: Sequence[int]) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def table() -> Iterator[str]:
+            name = "argo_intermediate"
+            self.backend.execute(
+                f"CREATE TEMPORARY TABLE {name} (objid {self.backend.types.bigint} PRIMARY KEY)"
+            )
+            try:
+                self.backend.insert_rows(name, ("objid",), [(i,) for i in sorted(set(objids))])
+                yield name
+            finally:
+                self.backend.execute(f"DROP TABLE {name}")
+
+        return table()
+
+    def _select(self, select: Select) -> list[dict[str, Any]]:
+        keys = self._projection(select.items)
+        needs_order = bool(select.order_by) or select.limit is not None or select.offset
+        if not needs_order:
+            if select.where is None:
+                where, params = (keys.sql, keys.params) if keys else ("1 = 1", ())
+                sql, params = self.mapping.rows_sql(where, params)
+                return [doc for _, doc in rebuild_documents(self.backend.execute(sql, params))]
+            objids = self._matching_ids(select.where)
+            documents = self._fetch(objids, keys)
+            return [documents[i] for i in objids if i in documents]
+        objids = self._ordered_ids(select)
+        documents = self._fetch(objids, keys)
+        return [documents[i] for i in objids if i in documents]
+
+    def _ordered_ids(self, select: Select) -> list[int]:
+        """The objids of the result in order, after ORDER BY, LIMIT and OFFSET."""
+        matched = objid_set(self.mapping, select.where)
+        sql, params = f"SELECT DISTINCT objid FROM ({matched.sql}) AS argo_s", list(matched.params)
+        if select.items is not None:
+            # Objects with none of the projected attributes are not in the result, so
+            # they must not take places under LIMIT.
+            keys = self._projection(select.items)
+            assert keys is not None
+            having, having_params = self.mapping.keyed_objids(keys)
+            sql = f"SELECT objid FROM ({sql}) AS argo_m WHERE objid IN ({having})"
+            params += having_params
+        joins, order = [], []
+        for n, (path, descending) in enumerate(select.order_by):
+            values, value_params = self.mapping.typed_values(path.key)
+            joins.append(f"LEFT JOIN ({values}) AS argo_o{n} ON argo_o{n}.objid = argo_m.objid")
+            params += value_params
+            o = f"argo_o{n}"
+            direction = " DESC" if descending else ""
+            rank = (
+                f"CASE WHEN {o}.valkind = {KIND_NULL} THEN 0 WHEN {o}.valbool IS NOT NULL THEN 1 "
+                f"WHEN {o}.valnum IS NOT NULL THEN 2 WHEN {o}.valstr IS NOT NULL THEN 3 ELSE 4 END"
+            )
+            # missing attributes last in either direction
+            order += [f"CASE WHEN {o}.objid IS NULL THEN 1 ELSE 0 END", rank + direction]
+            order += [f"{o}.{c}{direction}" for c in ("valbool", "valnum", "valstr")]
+        order.append("argo_m.objid")
+        query = f"SELECT argo_m.objid FROM ({sql}) AS argo_m {' '.join(joins)} ORDER BY {', '.join(order)}"
+        if select.limit is not None:
+            query += f" LIMIT {int(select.limit)}"
+            if select.offset:
+                query += f" OFFSET {int(select.offset)}"
+        elif select.offset:
+            query += f" LIMIT {2**62} OFFSET {int(select.offset)}"
+        return [int(r[0]) for r in self.backend.execute(query, params)]
+
+    # --- aggregates -------------------------------------------------------------------
+    def _aggregate(self, select: Select) -> list[dict[str, Any]]:
+        assert select.items is not None
+        matched = objid_set(self.mapping, select.where)
+        # parameters follow the text: the base relation, the joins, the filter
+        base_params: list[Any] = []
+        filter_sql, filter_params = "", []
+        if select.group_by is not None:
+            values, value_params = self.mapping.typed_values(select.group_by.key)
+            base = f"({values}) AS argo_g"
+            base_params += value_params
+            if select.where is not None:
+                filter_sql, filter_params = (
+                    f" WHERE argo_g.objid IN ({matched.sql})",
+                    list(matched.params),
+                )
+            group_cols = [f"argo_g.{c}" for c in ("valstr", "valnum", "valbool", "valkind")]
+            outputs = [*group_cols, "MIN(argo_g.valint)", "COUNT(argo_g.valint)", "COUNT(*)"]
+        else:
+            base = f"(SELECT DISTINCT objid FROM ({matched.sql}) AS argo_d) AS argo_g"
+            base_params += matched.params
+            group_cols, outputs = [], ["COUNT(*)"]
+        joins: list[str] = []
+        join_params: list[Any] = []
+        for n, item in enumerate(select.items):
+            if item.function is None or item.path is None:
+                continue
+            values, value_params = self.mapping.typed_values(item.path.key)
+            a = f"argo_a{n}"
+            joins.append(f"LEFT JOIN ({values}) AS {a} ON {a}.objid = argo_g.objid")
+            join_params += value_params
+            outputs += [
+                f"COUNT({a}.valstr)",
+                f"COUNT({a}.valnum)",
+                f"COUNT({a}.valbool)",
+                f"COUNT({a}.valint)",
+                f"SUM({a}.valnum)",
+                f"SUM({a}.valint)",
+                f"MIN({a}.valnum)",
+                f"MAX({a}.valnum)",
+                f"MIN({a}.valstr)",
+                f"MAX({a}.valstr)",
+                f"MIN({a}.valint)",
+                f"MAX({a}.valint)",
+            ]
+        query = f"SELECT {', '.join(outputs)} FROM {base} {' '.join(joins)}{filter_sql}"
+        if group_cols:
+            query += f" GROUP BY {', '.join(group_cols)}"
+        rows = self.backend.execute(query, [*base_params, *join_params, *filter_params])
+        results = [self._aggregate_row(select, row) for row in rows]
+        if select.group_by is None and not results:
+            results = [self._aggregate_row(select, None)]
+        return _order_aggregates(select, results)
+
+    def _aggregate_row(self, select: Select, row: tuple[Any, ...] | None) -> dict[str, Any]:
+        assert select.items is not None
+        out: dict[str, Any] = {}
+        position = 0
+        group_value: Any = None
+        count_all = 0
+        if row is not None:
+            if select.group_by is not None:
+                valstr, valnum, valbool, _valkind, min_int, n_int, count_all = row[:7]
+                position = 7
+                if valstr is not None:
+                    group_value = valstr
+                elif valnum is not None:
+                    group_value = int(min_int) if n_int else float(valnum)
+                elif valbool is not None:
+                    group_value = bool(valbool)
+                # else JSON null (or an empty container, grouped with it)
+            else:
+                count_all = row[0]
+                position = 1
+        if select.group_by is not None and select.group_by.key not in [
+            i.path.key for i in select.items if i.function is None and i.path
+        ]:
+            out[select.group_by.key] = group_value
+        for item in select.items:
+            if item.function is None:
+                out[item.name] = group_value
+                continue
+            if item.path is None:  # COUNT(*)
+                out[item.name] = int(count_all or 0)
+                continue
+            stats = row[position : position + 12] if row is not None else (0,) * 4 + (None,) * 8
+            position += 12
+            out[item.name] = _aggregate_value(item, stats)
+        return out
+
+    # --- joins ------------------------------------------------------------------------
+    def _join(self, select: Select, other: Collection) -> list[dict[str, Any]]:
+        join = select.join
+        assert join is not None
+        if other.backend is not self.backend or other.mapping.name != self.mapping.name:
+            raise DocumentError(
+                f"cannot join {self.name!r} with {other.name!r}: they live on different backends"
+            )
+        left_alias = select.alias or self.name
+        parts, params = [], []
+        for json_type in ("str", "num", "bool"):
+            ls, rs = self.mapping.source(json_type), other.mapping.source(json_type)
+            parts.append(
+                f"SELECT argo_l.objid AS lid, argo_r.objid AS rid FROM {ls.table} AS argo_l "
+                f"JOIN {rs.table} AS argo_r ON argo_l.{ls.column} = argo_r.{rs.column} "
+                "WHERE argo_l.keystr = ? AND argo_r.keystr = ?"
+            )
+            params += [join.left.key, join.right.key]
+        pairs_sql = " UNION ".join(parts)
+        conditions = ""
+        if select.where is not None:
+            sql, where_params = self._join_condition(select.where, left_alias, join.alias, other)
+            conditions = f" WHERE {sql}"
+            params += where_params
+        query = f"SELECT lid, rid FROM ({pairs_sql}) AS argo_p{conditions} ORDER BY lid, rid"
+        pairs = [(int(a), int(b)) for a, b in self.backend.execute(query, params)]
+        if select.limit is not None or select.offset:
+            end = None if select.limit is None else select.offset + select.limit
+            pairs = pairs[select.offset : end]
+        left_items = right_items = None
+        if select.items is not None:
+            left_items = [i for i in select.items if i.path and i.path.alias == left_alias]
+            right_items = [i for i in select.items if i.path and i.path.alias == join.alias]
+        lefts = (
+            self._fetch(sorted({a for a, _ in pairs}), self._projection(left_items))
+            if left_items != []
+            else {}
+        )
+        rights = (
+            other._fetch(sorted({b for _, b in pairs}), other._projection(right_items))
+            if right_items != []
+            else {}
+        )
+        results = []
+        for a, b in pairs:
+            left, right = lefts.get(a), rights.get(b)
+            if select.items is not None and left is None and right is None:
+                continue
+            results.append({"left": left or {}, "right": right or {}})
+        return results
+
+    def _join_condition(
+        self, where: Predicate, left_alias: str, right_alias: str, other: Collection
+    ) -> tuple[str, list[Any]]:
+        """A join's WHERE as a boolean over (lid, rid): each leaf is a membership test."""
+        from dataclasses import replace
+
+        from tesseradb.documents._argosql import And, Not, Or
+
+        def walk(pred: Predicate) -> tuple[str, list[Any]]:
+            if isinstance(pred, And | Or):
+                parts = [walk(p) for p in pred.items]
+                joiner = " AND " if isinstance(pred, And) else " OR "
+                return "(" + joiner.join(p[0] for p in parts) + ")", [
+                    x for p in parts for x in p[1]
+                ]
+            if isinstance(pred, Not):
+                sql, params = walk(pred.item)
+                return f"NOT {sql}", params
+            path = pred.path
+            side = self if path.alias == left_alias else other
+            column = "lid" if path.alias == left_alias else "rid"
+            matched = objid_set(side.mapping, replace(pred, path=PathRef(path.steps)))
+            return f"{column} IN ({matched.sql})", list(matched.params)
+
+        from tesseradb.documents._argosql import push_not
+
+        return walk(push_not(where))
+
+
+class _Numbered(str):
+    """A line of a JSON lines file that remembers its line number."""
+
+    number: int
+
+    def __new__(cls, line: str | bytes, number: int) -> _Numbered:
+        text = line.decode("utf-8", errors="strict") if isinstance(line, bytes) else line
+        obj = super().__new__(cls, text)
+        obj.number = number
+        return obj
+
+    @property
+    def text(self) -> str:
+        return str(self)
+
+
+def _assign(doc: dict[str, Any], steps: tuple[str | int, ...], value: Any, objid: int) -> None:
+    node: Any = doc
+    where = ""
+    for step, following in zip(steps, [*steps[1:], None], strict=True):
+        where += f"[{step}]" if isinstance(step, int) else (f".{step}" if where else step)
+        if isinstance(step, int):
+            if not isinstance(node, list):
+                raise DocumentError(f"UPDATE: {where} of object {objid} is not in an array")
+            if step > len(node):
+                raise DocumentError(
+                    f"UPDATE: {where} of object {objid} is past the end of an array of {len(node)}"
+                )
+            if following is None:
+                if step == len(node):
+                    node.append(value)
+                else:
+                    node[step] = value
+                return
+            if step == len(node):
+                node.append([] if isinstance(following, int) else {})
+            node = node[step]
+        else:
+            if not isinstance(node, dict):
+                raise DocumentError(
+                    f"UPDATE: the parent of {where} in object {objid} is not an object"
+                )
+            if following is None:
+                node[step] = value
+                return
+            if step not in node:
+                node[step] = [] if isinstance(following, int) else {}
+            node = node[step]
+
+
+def _aggregate_value(item: SelectItem, stats: tuple[Any, ...]) -> Any:
+    (
+        n_str,
+        n_num,
+        n_bool,
+        n_int,
+        sum_num,
+        sum_int,
+        min_num,
+        max_num,
+        min_str,
+        max_str,
+        min_int,
+        max_int,
+    ) = stats
+    function = item.function or ""
+    if function == "count":
+        return int(n_str or 0) + int(n_num or 0) + int(n_bool or 0)
+    if function in ("sum", "avg"):
+        if n_str or n_bool:
+            what = "strings" if n_str else "booleans"
+            raise DocumentTypeError(
+                f"{function.upper()}({item.path}) over {what}: it takes numbers only"
+            )
+        if not n_num:
+            return None
+        if function == "avg":
+            return float(sum_num) / int(n_num)
+        return int(sum_int) if n_int == n_num else float(sum_num)
+    if n_bool:
+        raise DocumentTypeError(f"{function.upper()}({item.path}) over booleans")
+    if n_str and n_num:
+        raise DocumentTypeError(f"{function.upper()}({item.path}) over both strings and numbers")
+    if n_str:
+        return min_str if function == "min" else max_str
+    if not n_num:
+        return None
+    if n_int == n_num:
+        return int(min_int if function == "min" else max_int)
+    return float(min_num if function == "min" else max_num)
+
+
+def _order_aggregates(select: Select, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Aggregate rows sorted by ORDER BY (output names or the group path), else by group value."""
+
+    def rank(value: Any) -> tuple[int, Any]:
+        if value is None:
+            return (0, 0)
+        if isinstance(value, bool):
+            return (1, value)
+        if isinstance(value, int | float):
+            return (2, value)
+        return (3, value)
+
+    if select.group_by is not None:
+        results.sort(key=lambda r: rank(r.get(select.group_by.key if select.group_by else "")))
+    for path, descending in reversed(select.order_by):
+        name = str(path.steps[0]) if len(path.steps) == 1 else path.key
+        if results and name not in results[0]:
+            raise DocumentError(f"ORDER BY {name}: not an output of the aggregate query")
+        results.sort(key=lambda r: rank(r.get(name)), reverse=descending)
+    if select.limit is not None or select.offset:
+        end = None if select.limit is None else select.offset + select.limit
+        results = results[select.offset : end]
+    return results
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON text of a result object (as the CLI prints it)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

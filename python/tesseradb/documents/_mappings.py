@@ -1,0 +1,287 @@
+"""The paper's two mappings of a collection onto relational tables, and the SQL over them.
+
+``argo1`` keeps a collection in one vertical table with one value column per
+JSON type; ``argo3`` in one table per type (plus, beyond the paper, a small
+table for ``null``, ``{}`` and ``[]``). Both share the column names
+``objid, keystr, ord, valstr, valnum, valint, valbool, valkind``; a
+:class:`Source` says which table and column hold values of one type, so the
+predicate translation (:mod:`._plan`) is written once for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tesseradb.documents._backends import Backend
+from tesseradb.documents._keys import Leaf
+
+__all__ = ["MAPPINGS", "ROW_COLUMNS", "KeyCondition", "Mapping", "Source", "make_mapping"]
+
+MAPPINGS = ("argo1", "argo3")
+ROW_COLUMNS = ("objid", "keystr", "ord", "valstr", "valnum", "valint", "valbool", "valkind")
+# the JSON types a literal can have, and the table/column of each
+TYPES = ("str", "num", "bool", "nil")
+_VALUE_COLUMN = {"str": "valstr", "num": "valnum", "bool": "valbool", "nil": "valkind"}
+
+
+@dataclass(frozen=True)
+class KeyCondition:
+    """A condition on ``keystr`` as SQL with its parameters."""
+
+    sql: str
+    params: tuple[Any, ...]
+
+    @staticmethod
+    def exact(key: str) -> KeyCondition:
+        return KeyCondition("keystr = ?", (key,))
+
+    @staticmethod
+    def subtree(key: str) -> KeyCondition:
+        """The key and everything nested under it (``key.x``, ``key[3]``)."""
+        # '/' follows '.' and '\' follows '[' in code point order: half-open ranges
+        # that an index on keystr can serve, unlike LIKE with escapes.
+        return KeyCondition(
+            "(keystr = ? OR (keystr >= ? AND keystr < ?) OR (keystr >= ? AND keystr < ?))",
+            (key, key + ".", key + "/", key + "[", key + "\\"),
+        )
+
+    @staticmethod
+    def element(key: str, backend: Backend) -> KeyCondition:
+        """The direct elements ``key[<n>]`` of an array (the paper's ``ANY``)."""
+        return KeyCondition(
+            f"keystr >= ? AND keystr < ? AND {backend.element_suffix(len(key) + 2)}",
+            (key + "[", key + "\\"),
+        )
+
+    @staticmethod
+    def any_of(conditions: Sequence[KeyCondition]) -> KeyCondition:
+        return KeyCondition(
+            "(" + " OR ".join(c.sql for c in conditions) + ")",
+            tuple(p for c in conditions for p in c.params),
+        )
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where values of one JSON type live: ``table`` and its ``column``."""
+
+    table: str
+    column: str
+
+
+class Mapping:
+    """The tables of one collection under one mapping on one backend."""
+
+    name: str
+
+    def __init__(self, collection: str, backend: Backend) -> None:
+        self.collection = collection.lower()
+        self.backend = backend
+
+    def _table(self, suffix: str) -> str:
+        return f'"argo_{self.collection}_{suffix}"'
+
+    # --- layout ------------------------------------------------------------------
+    def tables(self) -> dict[str, tuple[str, ...]]:
+        """Table name -> its value columns (after objid, keystr, ord)."""
+        raise NotImplementedError
+
+    def source(self, json_type: str) -> Source:
+        raise NotImplementedError
+
+    def create(self) -> None:
+        t = self.backend.types
+        column_types = {
+            "valstr": t.text,
+            "valnum": t.double,
+            "valint": t.bigint,
+            "valbool": t.boolean,
+            "valkind": t.small,
+        }
+        for table, values in self.tables().items():
+            columns = [
+                f"objid {t.objid} NOT NULL",
+                f"keystr {t.key} NOT NULL",
+                f"ord {t.bigint} NOT NULL",
+            ]
+            columns += [f"{v} {column_types[v]}" for v in values]
+            self.backend.execute(f"CREATE TABLE {table} ({', '.join(columns)})")
+        self.create_indexes()
+
+    def create_indexes(self) -> None:
+        """The paper's indexes: objid and keystr, and the string and number values by key."""
+        for table, values in self.tables().items():
+            base = table.strip('"')
+            indexes = [("objid", ["objid"]), ("key", ["keystr"])]
+            indexes += [(v, ["keystr", v]) for v in values if v in ("valstr", "valnum")]
+            for suffix, columns in indexes:
+                if suffix == "key" and len(indexes) > 2:
+                    continue  # the (keystr, value) indexes serve keystr alone too
+                cols = ", ".join(self.backend.index_column(c) for c in columns)
+                self.backend.execute(f'CREATE INDEX "{base}_{suffix}" ON {table} ({cols})')
+
+    def drop(self) -> None:
+        for table in self.tables():
+            self.backend.execute(f"DROP TABLE IF EXISTS {table}")
+
+    def exists(self) -> bool:
+        return any(self.backend.table_exists(t) for t in self.tables())
+
+    # --- writing -------------------------------------------------------------------
+    def insert(self, objids: Sequence[int], documents: Sequence[Sequence[Leaf]]) -> None:
+        raise NotImplementedError
+
+    def delete(self, objids: Sequence[int]) -> None:
+        for table in self.tables():
+            for start in range(0, len(objids), 500):
+                part = objids[start : start + 500]
+                self.backend.execute(
+                    f"DELETE FROM {table} WHERE objid IN ({', '.join('?' * len(part))})", part
+                )
+
+    # --- reading -------------------------------------------------------------------
+    def objids_sql(self) -> str:
+        """SQL giving every objid of the collection (no duplicates)."""
+        return " UNION ".join(f"SELECT objid FROM {t}" for t in self.tables())
+
+    def keyed_objids(self, key: KeyCondition) -> tuple[str, tuple[Any, ...]]:
+        """SQL for the objids having a row whose key satisfies ``key``."""
+        parts = [f"SELECT objid FROM {t} WHERE {key.sql}" for t in self.tables()]
+        return " UNION ".join(parts), key.params * len(parts)
+
+    def rows_sql(self, where: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+        """SQL for the rows (all of ROW_COLUMNS) satisfying ``where``, by objid and ord."""
+        raise NotImplementedError
+
+    def typed_values(self, key: str) -> tuple[str, tuple[Any, ...]]:
+        """SQL for ``objid, valstr, valnum, valint, valbool, valkind`` of the exact key ``key``."""
+        raise NotImplementedError
+
+
+class Argo1(Mapping):
+    """One vertical table: ``argo_<c>_data``."""
+
+    name = "argo1"
+
+    def tables(self) -> dict[str, tuple[str, ...]]:
+        return {self._table("data"): ("valstr", "valnum", "valint", "valbool", "valkind")}
+
+    def source(self, json_type: str) -> Source:
+        return Source(self._table("data"), _VALUE_COLUMN[json_type])
+
+    def objids_sql(self) -> str:
+        return f"SELECT DISTINCT objid FROM {self._table('data')}"
+
+    def keyed_objids(self, key: KeyCondition) -> tuple[str, tuple[Any, ...]]:
+        return f"SELECT DISTINCT objid FROM {self._table('data')} WHERE {key.sql}", key.params
+
+    def insert(self, objids: Sequence[int], documents: Sequence[Sequence[Leaf]]) -> None:
+        rows = [
+            (objid, f.keystr, f.ord, f.valstr, f.valnum, f.valint, f.valbool, f.valkind)
+            for objid, leaves in zip(objids, documents, strict=True)
+            for f in leaves
+        ]
+        self.backend.insert_rows(self._table("data"), ROW_COLUMNS, rows)
+
+    def rows_sql(self, where: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+        return (
+            f"SELECT {', '.join(ROW_COLUMNS)} FROM {self._table('data')} WHERE {where} "
+            "ORDER BY objid, ord",
+            params,
+        )
+
+    def typed_values(self, key: str) -> tuple[str, tuple[Any, ...]]:
+        return (
+            "SELECT objid, valstr, valnum, valint, valbool, valkind "
+            f"FROM {self._table('data')} WHERE keystr = ?",
+            (key,),
+        )
+
+
+class Argo3(Mapping):
+    """One table per JSON type: ``argo_<c>_str``, ``_num``, ``_bool`` (and ``_nil``)."""
+
+    name = "argo3"
+
+    def tables(self) -> dict[str, tuple[str, ...]]:
+        return {
+            self._table("str"): ("valstr",),
+            self._table("num"): ("valnum", "valint"),
+            self._table("bool"): ("valbool",),
+            self._table("nil"): ("valkind",),
+        }
+
+    def source(self, json_type: str) -> Source:
+        return Source(self._table(json_type), _VALUE_COLUMN[json_type])
+
+    def insert(self, objids: Sequence[int], documents: Sequence[Sequence[Leaf]]) -> None:
+        by_type: dict[str, list[tuple[Any, ...]]] = {t: [] for t in TYPES}
+        for objid, leaves in zip(objids, documents, strict=True):
+            for f in leaves:
+                if f.valstr is not None:
+                    by_type["str"].append((objid, f.keystr, f.ord, f.valstr))
+                elif f.valnum is not None:
+                    by_type["num"].append((objid, f.keystr, f.ord, f.valnum, f.valint))
+                elif f.valbool is not None:
+                    by_type["bool"].append((objid, f.keystr, f.ord, f.valbool))
+                else:
+                    by_type["nil"].append((objid, f.keystr, f.ord, f.valkind))
+        for json_type, rows in by_type.items():
+            table = self._table(json_type)
+            if rows:
+                columns = ("objid", "keystr", "ord", *self.tables()[table])
+                self.backend.insert_rows(table, columns, rows)
+
+    def _padded(self, table: str) -> str:
+        """The table's columns as all of ROW_COLUMNS, NULL (typed) where it has none."""
+        t = self.backend.types
+        own = self.tables()[table]
+        types = {
+            "valstr": t.text,
+            "valnum": t.double,
+            "valint": t.bigint,
+            "valbool": t.boolean,
+            "valkind": t.small,
+        }
+        cols = ["objid", "keystr", "ord"]
+        for column in ROW_COLUMNS[3:]:
+            if column in own:
+                cols.append(column)
+            else:
+                typ = types[column].split(" COLLATE")[0].split(" CHARACTER")[0]
+                if self.backend.kind == "mariadb":  # MariaDB casts to CHAR/SIGNED, not TEXT/BIGINT
+                    typ = {
+                        "TEXT": "CHAR",
+                        "BIGINT": "SIGNED",
+                        "SMALLINT": "SIGNED",
+                        "BOOLEAN": "SIGNED",
+                        "DOUBLE": "DOUBLE",
+                    }[typ]
+                cols.append(f"CAST(NULL AS {typ}) AS {column}")
+        return ", ".join(cols)
+
+    def rows_sql(self, where: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+        parts = [f"SELECT {self._padded(t)} FROM {t} WHERE {where}" for t in self.tables()]
+        return (
+            "SELECT * FROM (" + " UNION ALL ".join(parts) + ") AS argo_rows ORDER BY objid, ord",
+            params * len(parts),
+        )
+
+    def typed_values(self, key: str) -> tuple[str, tuple[Any, ...]]:
+        parts = []
+        for table in self.tables():
+            padded = self._padded(table).replace("keystr, ord, ", "", 1)
+            parts.append(f"SELECT {padded} FROM {table} WHERE keystr = ?")
+        return " UNION ALL ".join(parts), (key,) * len(parts)
+
+
+def make_mapping(name: str, collection: str, backend: Backend) -> Mapping:
+    if name == "argo1":
+        return Argo1(collection, backend)
+    if name == "argo3":
+        return Argo3(collection, backend)
+    from tesseradb.errors import DocumentError
+
+    raise DocumentError(f"unknown mapping {name!r}: use 'argo1' or 'argo3'")

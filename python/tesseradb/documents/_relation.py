@@ -1,0 +1,88 @@
+"""A collection as a relation for ``db.sql``: columns ``objid`` (BIGINT) and ``doc`` (JSON).
+
+Documents can then meet arrays, streams and attached files in one statement
+through DuckDB's JSON functions (``doc->>'str1'``). A range or set on
+``objid`` is pushed down; everything else is filtered by DuckDB.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from tesseradb.documents._keys import rebuild_documents
+from tesseradb.sql.predicate import Predicate
+from tesseradb.sql.relation import Estimate
+
+if TYPE_CHECKING:
+    from tesseradb.documents._collection import Collection
+
+__all__ = ["CollectionRelation"]
+
+SCAN_BATCH_OBJECTS = 50_000
+
+
+class CollectionRelation:
+    """The objects of one collection, rebuilt, as Arrow batches of (objid, doc)."""
+
+    def __init__(self, collection: Collection) -> None:
+        self.collection = collection
+        self.name = collection.name
+
+    def schema(self) -> pa.Schema:
+        return pa.schema([("objid", pa.int64()), ("doc", pa.json_())])
+
+    def _objid_bounds(self, predicate: Predicate | None) -> tuple[str, list[int]]:
+        if predicate is None:
+            return "1 = 1", []
+        lower = {k.lower(): v for k, v in predicate.items()}
+        domain = lower.get("objid")
+        if domain is None:
+            return "1 = 1", []
+        hull = domain.ranges.hull()
+        if hull is None:
+            return "1 = 0", []
+        parts, params = [], []
+        if hull.lo is not None and not (isinstance(hull.lo, float) and math.isnan(hull.lo)):
+            parts.append("objid >= ?")
+            params.append(math.floor(hull.lo))
+        if hull.hi is not None and not (isinstance(hull.hi, float) and math.isnan(hull.hi)):
+            parts.append("objid <= ?")
+            params.append(math.ceil(hull.hi))
+        return (" AND ".join(parts) or "1 = 1"), params
+
+    def scan(
+        self, columns: Sequence[str] | None, predicate: Predicate | None
+    ) -> pa.RecordBatchReader:
+        schema = self.schema()
+        if predicate is not None and predicate.is_false:
+            return pa.RecordBatchReader.from_batches(schema, iter(()))
+        where, params = self._objid_bounds(predicate)
+        with self.collection.backend.transaction():
+            sql, all_params = self.collection.mapping.rows_sql(where, tuple(params))
+            rows = self.collection.backend.execute(sql, all_params)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            objids: list[int] = []
+            docs: list[str] = []
+            for objid, doc in rebuild_documents(rows):
+                objids.append(objid)
+                docs.append(json.dumps(doc, ensure_ascii=False))
+                if len(objids) >= SCAN_BATCH_OBJECTS:
+                    yield pa.record_batch(
+                        [pa.array(objids, pa.int64()), pa.array(docs, pa.json_())], schema=schema
+                    )
+                    objids, docs = [], []
+            if objids:
+                yield pa.record_batch(
+                    [pa.array(objids, pa.int64()), pa.array(docs, pa.json_())], schema=schema
+                )
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def estimate(self, predicate: Predicate | None) -> Estimate:
+        return Estimate(rows=self.collection.count())

@@ -1,0 +1,71 @@
+"""The document side of a database: its backend connections and open collections.
+
+One connection per backend (the embedded files ``documents/documents.sqlite``
+and ``documents/documents.duckdb``, or a server URL) is shared by every
+collection on it, so statements on one backend are serialised by its lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from tesseradb.documents._backends import EMBEDDED_BACKENDS, Backend, open_backend
+from tesseradb.documents._collection import Collection
+from tesseradb.documents._mappings import MAPPINGS, make_mapping
+from tesseradb.errors import DocumentError
+
+__all__ = ["DEFAULT_BACKEND", "DEFAULT_MAPPING", "DocumentStore"]
+
+# The best embedded configuration measured by `tessera bench nobench` (docs/benchmarks.md).
+DEFAULT_BACKEND = "duckdb"
+DEFAULT_MAPPING = "argo1"
+
+
+class DocumentStore:
+    """Backends and collections of one database directory."""
+
+    def __init__(self, directory: Path, read_only: bool) -> None:
+        self.directory = directory
+        self.read_only = read_only
+        self._backends: dict[str, Backend] = {}
+        self._collections: dict[str, Collection] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def check_options(backend: str, mapping: str) -> None:
+        if mapping not in MAPPINGS:
+            raise DocumentError(f"unknown mapping {mapping!r}: use 'argo1' or 'argo3'")
+        if backend not in EMBEDDED_BACKENDS and "://" not in backend:
+            raise DocumentError(
+                f"unknown document backend {backend!r}: use 'sqlite', 'duckdb' or a "
+                "postgresql:// or mysql:// URL"
+            )
+
+    def backend(self, spec: str) -> Backend:
+        with self._lock:
+            if spec not in self._backends:
+                self._backends[spec] = open_backend(spec, self.directory, self.read_only)
+            return self._backends[spec]
+
+    def open(self, name: str, backend: str, mapping: str) -> Collection:
+        key = name.lower()
+        with self._lock:
+            found = self._collections.get(key)
+        if found is not None:
+            return found
+        connection = self.backend(backend)
+        collection = Collection(name, connection, make_mapping(mapping, name, connection), backend)
+        with self._lock:
+            return self._collections.setdefault(key, collection)
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._collections.pop(name.lower(), None)
+
+    def close(self) -> None:
+        with self._lock:
+            for backend in self._backends.values():
+                backend.close()
+            self._backends.clear()
+            self._collections.clear()
