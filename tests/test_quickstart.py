@@ -17,6 +17,7 @@ def test_quickstart_runs(capsys: pytest.CaptureFixture[str]) -> None:
         "trips in the box",
         "bright pixels",
         "image(s) then",
+        "{'left': {'name': 'George Bluth'}, 'right': {'kids': ['Sally']}}",
         "Done.",
     ):
         assert expected in out

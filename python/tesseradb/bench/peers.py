@@ -43,6 +43,21 @@ def _mariadb() -> str | None:
     return _module("pymysql")()
 
 
+def _document_configurations() -> list[Peer]:
+    """TesseraDB's collections on each backend under each mapping (``tessera bench nobench``)."""
+    checks = {
+        "sqlite": lambda: None,
+        "duckdb": lambda: None,
+        "postgresql": _postgres,
+        "mariadb": _mariadb,
+    }
+    return [
+        Peer(f"tessera-{backend}-{mapping}", f"TesseraDB documents, {mapping} on {backend}", check)
+        for backend, check in checks.items()
+        for mapping in ("argo1", "argo3")
+    ]
+
+
 PEERS: dict[str, Peer] = {
     p.name: p
     for p in (
@@ -60,6 +75,10 @@ PEERS: dict[str, Peer] = {
         Peer("zarr", "plain zarr-python scripts", _module("zarr")),
         Peer("tiledb", "TileDB-Py dense arrays (the 'bench' extra)", _module("tiledb")),
         Peer("h5py", "plain h5py and numpy scripts", _module("h5py")),
+        Peer("postgresql-jsonb", "PostgreSQL jsonb with GIN and expression indexes", _postgres),
+        Peer("sqlite-json", "SQLite's JSON functions with expression indexes", _module("sqlite3")),
+        Peer("duckdb-json", "DuckDB's JSON type", _module("duckdb")),
+        *_document_configurations(),
     )
 }
 

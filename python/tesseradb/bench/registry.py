@@ -34,6 +34,7 @@ _MODULES = {
     "ptf": "tesseradb.bench.ptf",
     "mdds": "tesseradb.bench.mdds",
     "arrays": "tesseradb.bench.arrays",
+    "nobench": "tesseradb.bench.nobench",
 }
 
 

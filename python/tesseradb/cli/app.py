@@ -156,6 +156,37 @@ def sql(
 
 
 @app.command()
+def argo(
+    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    statement: Annotated[
+        str, typer.Argument(help="One Argo/SQL statement (SELECT, INSERT, DELETE, UPDATE).")
+    ],
+    param: Annotated[
+        list[str],
+        typer.Option(
+            "--param", "-p", help="A parameter: VALUE for ?, NAME=VALUE for :NAME (JSON values)."
+        ),
+    ] = [],  # noqa: B006
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Open the database read-only.")
+    ] = False,
+) -> None:
+    """Run an Argo/SQL STATEMENT on the JSON collections at PATH; print the objects as JSON lines."""
+    import json
+
+    from tesseradb.errors import TesseraError
+
+    db = _open(path, read_only=read_only)
+    try:
+        for obj in db.argo(statement, _parse_params(param)):
+            sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    except TesseraError as err:
+        _fail(str(err))
+    finally:
+        db.close()
+
+
+@app.command()
 def shell(
     path: Annotated[Path, typer.Argument(help="The database directory.")],
     read_only: Annotated[

@@ -10,22 +10,27 @@ on the backend too; only the rebuilding of objects happens in Python.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import io
-import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tesseradb.documents._argosql import (
+    And,
     Delete,
     Insert,
+    Not,
+    Or,
     PathRef,
     Predicate,
     Select,
     SelectItem,
     Statement,
     Update,
+    push_not,
 )
 from tesseradb.documents._backends import Backend
 from tesseradb.documents._keys import (
@@ -116,10 +121,6 @@ class Collection:
         if limit is not None:
             text += f" LIMIT {int(limit)}"
         return self.run(parse_statement(text, params))
-
-    def bytes_on_disk(self) -> int | None:
-        """The collection's share of an embedded backend's file (None on servers)."""
-        return None
 
     # --- writing ------------------------------------------------------------------
     def _allocate(self, count: int) -> int:
@@ -273,22 +274,18 @@ class Collection:
             out.update(rebuild_documents(self.backend.execute(sql, params)))
         return out
 
-    def _id_table(self, objids: Sequence[int]) -> Any:
-        import contextlib
-
-        @contextlib.contextmanager
-        def table() -> Iterator[str]:
-            name = "argo_intermediate"
-            self.backend.execute(
-                f"CREATE TEMPORARY TABLE {name} (objid {self.backend.types.bigint} PRIMARY KEY)"
-            )
-            try:
-                self.backend.insert_rows(name, ("objid",), [(i,) for i in sorted(set(objids))])
-                yield name
-            finally:
-                self.backend.execute(f"DROP TABLE {name}")
-
-        return table()
+    @contextlib.contextmanager
+    def _id_table(self, objids: Sequence[int]) -> Iterator[str]:
+        """The objids in a temporary table (the paper's ``argo_intermediate``), for the block."""
+        name = "argo_intermediate"
+        self.backend.execute(
+            f"CREATE TEMPORARY TABLE {name} (objid {self.backend.types.bigint} PRIMARY KEY)"
+        )
+        try:
+            self.backend.insert_rows(name, ("objid",), [(i,) for i in sorted(set(objids))])
+            yield name
+        finally:
+            self.backend.execute(f"DROP TABLE {name}")
 
     def _select(self, select: Select) -> list[dict[str, Any]]:
         keys = self._projection(select.items)
@@ -440,19 +437,41 @@ class Collection:
                 f"cannot join {self.name!r} with {other.name!r}: they live on different backends"
             )
         left_alias = select.alias or self.name
-        parts, params = [], []
+        # Conjuncts that touch one side restrict that side inside every branch of the
+        # pair query (so Q11's 0.1% of left objects is joined, not all of them);
+        # the rest is a filter over the pairs.
+        sides: dict[str, list[Predicate]] = {left_alias: [], join.alias: []}
+        mixed: list[Predicate] = []
+        if select.where is not None:
+            pushed = push_not(select.where)
+            for conjunct in pushed.items if isinstance(pushed, And) else (pushed,):
+                aliases = _aliases(conjunct)
+                (sides[aliases.pop()] if len(aliases) == 1 else mixed).append(conjunct)
+        restrict, restrict_params = "", cast(list[Any], [])
+        for alias, column, side in ((left_alias, "argo_l", self), (join.alias, "argo_r", other)):
+            if sides[alias]:
+                unaliased = [_unaliased(p) for p in sides[alias]]
+                matched = objid_set(
+                    side.mapping, unaliased[0] if len(unaliased) == 1 else And(tuple(unaliased))
+                )
+                restrict += f" AND {column}.objid IN ({matched.sql})"
+                restrict_params += matched.params
+        parts: list[str] = []
+        params: list[Any] = []
         for json_type in ("str", "num", "bool"):
             ls, rs = self.mapping.source(json_type), other.mapping.source(json_type)
             parts.append(
                 f"SELECT argo_l.objid AS lid, argo_r.objid AS rid FROM {ls.table} AS argo_l "
                 f"JOIN {rs.table} AS argo_r ON argo_l.{ls.column} = argo_r.{rs.column} "
-                "WHERE argo_l.keystr = ? AND argo_r.keystr = ?"
+                f"WHERE argo_l.keystr = ? AND argo_r.keystr = ?{restrict}"
             )
-            params += [join.left.key, join.right.key]
+            params += [join.left.key, join.right.key, *restrict_params]
         pairs_sql = " UNION ".join(parts)
         conditions = ""
-        if select.where is not None:
-            sql, where_params = self._join_condition(select.where, left_alias, join.alias, other)
+        if mixed:
+            sql, where_params = self._join_condition(
+                And(tuple(mixed)), left_alias, join.alias, other
+            )
             conditions = f" WHERE {sql}"
             params += where_params
         query = f"SELECT lid, rid FROM ({pairs_sql}) AS argo_p{conditions} ORDER BY lid, rid"
@@ -486,9 +505,6 @@ class Collection:
         self, where: Predicate, left_alias: str, right_alias: str, other: Collection
     ) -> tuple[str, list[Any]]:
         """A join's WHERE as a boolean over (lid, rid): each leaf is a membership test."""
-        from dataclasses import replace
-
-        from tesseradb.documents._argosql import And, Not, Or
 
         def walk(pred: Predicate) -> tuple[str, list[Any]]:
             if isinstance(pred, And | Or):
@@ -503,10 +519,8 @@ class Collection:
             path = pred.path
             side = self if path.alias == left_alias else other
             column = "lid" if path.alias == left_alias else "rid"
-            matched = objid_set(side.mapping, replace(pred, path=PathRef(path.steps)))
+            matched = objid_set(side.mapping, _unaliased(pred))
             return f"{column} IN ({matched.sql})", list(matched.params)
-
-        from tesseradb.documents._argosql import push_not
 
         return walk(push_not(where))
 
@@ -525,6 +539,23 @@ class _Numbered(str):
     @property
     def text(self) -> str:
         return str(self)
+
+
+def _aliases(pred: Predicate) -> set[str]:
+    """The join sides a (pushed-down) predicate refers to."""
+    if isinstance(pred, And | Or):
+        return set().union(*(_aliases(p) for p in pred.items))
+    if isinstance(pred, Not):
+        return _aliases(pred.item)
+    return {pred.path.alias or ""}
+
+
+def _unaliased(pred: Predicate) -> Predicate:
+    if isinstance(pred, And | Or):
+        return type(pred)(tuple(_unaliased(p) for p in pred.items))
+    if isinstance(pred, Not):
+        return Not(_unaliased(pred.item))
+    return dataclasses.replace(pred, path=PathRef(pred.path.steps))
 
 
 def _assign(doc: dict[str, Any], steps: tuple[str | int, ...], value: Any, objid: int) -> None:
@@ -626,8 +657,3 @@ def _order_aggregates(select: Select, results: list[dict[str, Any]]) -> list[dic
         end = None if select.limit is None else select.offset + select.limit
         results = results[select.offset : end]
     return results
-
-
-def dumps(value: Any) -> str:
-    """Canonical JSON text of a result object (as the CLI prints it)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -15,8 +15,10 @@ the value in the column of its type. Beyond the paper's prototype:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -67,11 +69,14 @@ class Leaf:
     valkind: int | None = None
 
 
+_SPECIAL = re.compile(r"[\\.\[\]]")
+
+
+@functools.lru_cache(maxsize=65536)
 def escape_key(key: str) -> str:
     """``key`` with ``\\ . [ ]`` escaped, so flattened paths split unambiguously."""
-    if not any(c in key for c in "\\.[]"):
-        return key
-    return "".join("\\" + c if c in "\\.[]" else c for c in key)
+    # cached: a collection's objects mostly repeat the same keys
+    return _SPECIAL.sub(lambda m: "\\" + m.group(), key)
 
 
 def join_path(path: Path) -> str:
