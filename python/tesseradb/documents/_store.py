@@ -18,8 +18,8 @@ from tesseradb.errors import DocumentError
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_MAPPING", "DocumentStore"]
 
 # The best embedded configuration measured by `tessera bench nobench` (docs/benchmarks.md).
-DEFAULT_BACKEND = "duckdb"
-DEFAULT_MAPPING = "argo1"
+DEFAULT_BACKEND = "sqlite"
+DEFAULT_MAPPING = "argo3"
 
 
 class DocumentStore:
