@@ -642,16 +642,10 @@ class Database:
         from tesseradb.errors import UnknownCollectionError
 
         self._check_open()
-        obj = self.catalog.get(name)
-        if obj is None or obj.kind != COLLECTION_KIND:
-            what = (
-                f"{name!r} is a {obj.kind}, not a collection"
-                if obj
-                else f"no collection named {name!r}"
-            )
-            raise UnknownCollectionError(
-                what, [c for c in self.collections() if c.lower().startswith(name[:1].lower())]
-            )
+        try:
+            obj = self.catalog.require(name, COLLECTION_KIND)
+        except ObjectNotFoundError as err:
+            raise UnknownCollectionError(str(err), err.suggestions) from None
         return self._document_store().open(obj.name, obj.spec["backend"], obj.spec["mapping"])
 
     def collections(self) -> list[str]:

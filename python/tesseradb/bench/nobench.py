@@ -460,32 +460,18 @@ def _measure_system(
     also: tuple[str, ...] = (),
 ) -> None:
     """Load, run Q1..Q11 with each run's parameters, then Q12; record under ``system`` (and ``also``)."""
-    import time
 
-    start = time.perf_counter()
-    load()
-    loaded = time.perf_counter() - start
-    for name in (system, *also):
-        ctx.record(name, "load", [loaded])
+    def measured(case: str, fn: Callable[[], Any], once: bool = False) -> Any:
+        answer = ctx.measure(system, case, fn, **({"repeat": 1, "warmup": 0} if once else {}))
+        for name in also:  # the same runs, reported under the other name too
+            ctx.record(name, case, ctx.report.results[-1].runs)
+        return answer
+
+    measured("load", load, once=True)
     for q in QUERIES:
-        runs = iter(params[q])
-        answer: list[Any] = []
-        times = []
-        for i in range(ctx.warmup + ctx.repeat):
-            p = next(runs)
-            start = time.perf_counter()
-            answer = query(q, p)
-            elapsed = time.perf_counter() - start
-            if i >= ctx.warmup:
-                times.append(elapsed)
-        for name in (system, *also):
-            ctx.record(name, q, times)
-        answers[q][system] = canonical_objects(answer)
-    ctx.progress(f"q12: {system}")
-    start = time.perf_counter()
-    insert(extra)
-    for name in (system, *also):
-        ctx.record(name, "q12", [time.perf_counter() - start])
+        runs = iter(params[q])  # warm-up and timed runs each take the next parameters
+        answers[q][system] = canonical_objects(measured(q, lambda q=q, r=runs: query(q, next(r))))
+    measured("q12", lambda: insert(extra), once=True)
 
 
 def run(ctx: BenchContext) -> None:
@@ -520,7 +506,6 @@ def run(ctx: BenchContext) -> None:
             _, backend, mapping = system.split("-")
             db = stack.enter_context(connect(ctx.scratch / f"{system}.tdb"))
             tessera = _Tessera(db, servers.get(backend, backend))
-            ctx.progress(f"load: {system}")
             _measure_system(
                 ctx,
                 system,
@@ -544,7 +529,6 @@ def run(ctx: BenchContext) -> None:
             if not ctx.wants(system):
                 continue
             peer = make()
-            ctx.progress(f"load: {system}")
             _measure_system(
                 ctx,
                 system,

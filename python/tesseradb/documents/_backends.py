@@ -38,6 +38,16 @@ class ColumnTypes:
     boolean: str
     small: str
 
+    def of(self, column: str) -> str:
+        """The type of one of the mapping's value columns."""
+        return {
+            "valstr": self.text,
+            "valnum": self.double,
+            "valint": self.bigint,
+            "valbool": self.boolean,
+            "valkind": self.small,
+        }[column]
+
 
 class Backend(ABC):
     """One connection to a relational backend holding collections."""
@@ -55,14 +65,14 @@ class Backend(ABC):
     def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Execute one statement; its rows (empty for statements without)."""
 
-    @abstractmethod
-    def _begin(self) -> None: ...
+    def _begin(self) -> None:
+        self._run("BEGIN", ())
 
-    @abstractmethod
-    def _commit(self) -> None: ...
+    def _commit(self) -> None:
+        self._run("COMMIT", ())
 
-    @abstractmethod
-    def _rollback(self) -> None: ...
+    def _rollback(self) -> None:
+        self._run("ROLLBACK", ())
 
     @abstractmethod
     def insert_rows(
@@ -86,6 +96,10 @@ class Backend(ABC):
 
     def describe(self) -> str:
         return self.kind
+
+    def typed_null(self, column: str) -> str:
+        """A NULL standing for ``column`` in a branch of a UNION that lacks it."""
+        return "NULL"
 
     # --- shared --------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -150,15 +164,6 @@ class SQLiteBackend(Backend):
     def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._con.execute(sql, tuple(params)).fetchall()
 
-    def _begin(self) -> None:
-        self._con.execute("BEGIN")
-
-    def _commit(self) -> None:
-        self._con.execute("COMMIT")
-
-    def _rollback(self) -> None:
-        self._con.execute("ROLLBACK")
-
     def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
     ) -> None:
@@ -197,15 +202,6 @@ class DuckDBBackend(Backend):
 
     def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._con.execute(sql, list(params)).fetchall()
-
-    def _begin(self) -> None:
-        self._con.execute("BEGIN TRANSACTION")
-
-    def _commit(self) -> None:
-        self._con.execute("COMMIT")
-
-    def _rollback(self) -> None:
-        self._con.execute("ROLLBACK")
 
     def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
@@ -290,15 +286,6 @@ class PostgresBackend(_ServerBackend):
         except psycopg.Error as err:
             raise DocumentBackendError(f"cannot connect to {self.describe()}: {err}") from err
 
-    def _begin(self) -> None:
-        self._con.execute("BEGIN")
-
-    def _commit(self) -> None:
-        self._con.execute("COMMIT")
-
-    def _rollback(self) -> None:
-        self._con.execute("ROLLBACK")
-
     def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
     ) -> None:
@@ -309,6 +296,11 @@ class PostgresBackend(_ServerBackend):
         ):
             for row in rows:
                 copy.write_row(row)
+
+    def typed_null(self, column: str) -> str:
+        # PostgreSQL types a UNION column pair by pair: a pair of NULLs would become
+        # text and then clash with the boolean or number branch.
+        return "CAST(NULL AS " + self.types.of(column).removesuffix(' COLLATE "C"') + ")"
 
     def element_suffix(self, start: int) -> str:
         start_param = int(start)  # our own integer, never query text

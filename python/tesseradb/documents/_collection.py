@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 from tesseradb.documents._argosql import (
     And,
@@ -30,6 +29,7 @@ from tesseradb.documents._argosql import (
     SelectItem,
     Statement,
     Update,
+    parse_statement,
     push_not,
 )
 from tesseradb.documents._backends import Backend
@@ -42,7 +42,7 @@ from tesseradb.documents._keys import (
 )
 from tesseradb.documents._mappings import KeyCondition, Mapping
 from tesseradb.documents._plan import objid_set
-from tesseradb.errors import DocumentError, DocumentTypeError
+from tesseradb.errors import DocumentError, DocumentTypeError, ObjectExistsError
 
 __all__ = ["META_TABLE", "Collection"]
 
@@ -54,11 +54,10 @@ ID_LIST_LIMIT = 1000  # objids bound as an IN list; more go through a temporary 
 class Collection:
     """A JSON collection (Argo): insert, query with Argo/SQL, bulk load."""
 
-    def __init__(self, name: str, backend: Backend, mapping: Mapping, backend_spec: str) -> None:
+    def __init__(self, name: str, backend: Backend, mapping: Mapping) -> None:
         self.name = name
         self.backend = backend
         self.mapping = mapping
-        self.backend_spec = backend_spec
 
     def __repr__(self) -> str:
         return (
@@ -77,8 +76,6 @@ class Collection:
 
     def create(self) -> None:
         """Create the collection's tables and its objid counter (one transaction)."""
-        from tesseradb.errors import ObjectExistsError
-
         with self.backend.transaction(write=True):
             self.ensure_meta(self.backend)
             if self.mapping.exists():
@@ -115,8 +112,6 @@ class Collection:
         self, where: str | None = None, params: Any = None, *, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """The objects matching an Argo/SQL predicate (``"num BETWEEN ? AND ?"``), in objid order."""
-        from tesseradb.documents._argosql import parse_statement
-
         text = f"SELECT * FROM `{self.name}`" + (f" WHERE {where}" if where else "")
         if limit is not None:
             text += f" LIMIT {int(limit)}"
@@ -152,11 +147,34 @@ class Collection:
         If object k is not acceptable, nothing of this call is kept and the
         error names k (counted from 1).
         """
+        return self._insert_all((f"object {k}", doc) for k, doc in enumerate(documents, start=1))
+
+    def load_jsonl(self, source: str | os.PathLike[str] | IO[Any]) -> int:
+        """Bulk-load JSON lines (a path or a text/binary file object), one transaction; the count.
+
+        Streamed in batches, never whole in memory. Blank lines are skipped;
+        an error names the line (the object's position in the load).
+        """
+
+        def numbered(handle: Iterable[str | bytes]) -> Iterator[tuple[str, str | bytes]]:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield f"line {number}", line
+
+        if isinstance(source, str | os.PathLike):
+            path = Path(source)
+            if not path.exists():
+                raise FileNotFoundError(f"no JSON lines file at {path}")
+            with path.open("rb") as handle:
+                return len(self._insert_all(numbered(handle)))
+        return len(self._insert_all(numbered(source)))
+
+    def _insert_all(self, items: Iterable[tuple[str, Any]]) -> list[int]:
+        """Flatten and insert ``(where, dict or JSON text)`` in batches, in one transaction."""
         objids: list[int] = []
         with self.backend.transaction(write=True):
             batch: list[list[Leaf]] = []
-            for k, doc in enumerate(documents, start=1):
-                where = f"object {k}"
+            for where, doc in items:
                 value = parse_document(doc, where) if isinstance(doc, str | bytes) else doc
                 batch.append(flatten_document(value, where))
                 if len(batch) >= LOAD_BATCH:
@@ -165,40 +183,6 @@ class Collection:
             if batch:
                 objids += self._insert_flattened(batch)
         return objids
-
-    def load_jsonl(self, source: str | os.PathLike[str] | io.IOBase) -> int:
-        """Bulk-load JSON lines (a path or a text/binary file object), one transaction; the count.
-
-        Streamed in batches, never whole in memory. Blank lines are skipped;
-        an error names the line (the object's position in the load).
-        """
-
-        def lines(handle: Iterable[Any]) -> Iterator[str | bytes]:
-            for number, line in enumerate(handle, start=1):
-                if line.strip():
-                    yield _Numbered(line, number)
-
-        if isinstance(source, str | os.PathLike):
-            path = Path(source)
-            if not path.exists():
-                raise FileNotFoundError(f"no JSON lines file at {path}")
-            with path.open("rb") as handle:
-                return self._load_lines(lines(handle))
-        return self._load_lines(lines(source))  # type: ignore[arg-type]
-
-    def _load_lines(self, items: Iterable[Any]) -> int:
-        count = 0
-        with self.backend.transaction(write=True):
-            batch: list[list[Leaf]] = []
-            for item in items:
-                where = f"line {item.number}"
-                batch.append(flatten_document(parse_document(item.text, where), where))
-                if len(batch) >= LOAD_BATCH:
-                    count += len(self._insert_flattened(batch))
-                    batch = []
-            if batch:
-                count += len(self._insert_flattened(batch))
-        return count
 
     # --- Argo/SQL -------------------------------------------------------------------
     def run(self, statement: Statement, other: Collection | None = None) -> list[dict[str, Any]]:
@@ -259,20 +243,17 @@ class Collection:
             return {}
         key_sql = f" AND {keys.sql}" if keys else ""
         key_params = keys.params if keys else ()
-        out: dict[int, dict[str, Any]] = {}
         if len(objids) <= ID_LIST_LIMIT:
             marks = ", ".join("?" * len(objids))
             sql, params = self.mapping.rows_sql(
                 f"objid IN ({marks}){key_sql}", (*objids, *key_params)
             )
-            out.update(rebuild_documents(self.backend.execute(sql, params)))
-            return out
+            return dict(rebuild_documents(self.backend.execute(sql, params)))
         with self._id_table(objids) as table:
             sql, params = self.mapping.rows_sql(
                 f"objid IN (SELECT objid FROM {table}){key_sql}", key_params
             )
-            out.update(rebuild_documents(self.backend.execute(sql, params)))
-        return out
+            return dict(rebuild_documents(self.backend.execute(sql, params)))
 
     @contextlib.contextmanager
     def _id_table(self, objids: Sequence[int]) -> Iterator[str]:
@@ -290,15 +271,11 @@ class Collection:
     def _select(self, select: Select) -> list[dict[str, Any]]:
         keys = self._projection(select.items)
         needs_order = bool(select.order_by) or select.limit is not None or select.offset
-        if not needs_order:
-            if select.where is None:
-                where, params = (keys.sql, keys.params) if keys else ("1 = 1", ())
-                sql, params = self.mapping.rows_sql(where, params)
-                return [doc for _, doc in rebuild_documents(self.backend.execute(sql, params))]
-            objids = self._matching_ids(select.where)
-            documents = self._fetch(objids, keys)
-            return [documents[i] for i in objids if i in documents]
-        objids = self._ordered_ids(select)
+        if not needs_order and select.where is None:  # every object: no objid list needed
+            where, params = (keys.sql, keys.params) if keys else ("1 = 1", ())
+            sql, params = self.mapping.rows_sql(where, params)
+            return [doc for _, doc in rebuild_documents(self.backend.execute(sql, params))]
+        objids = self._ordered_ids(select) if needs_order else self._matching_ids(select.where)
         documents = self._fetch(objids, keys)
         return [documents[i] for i in objids if i in documents]
 
@@ -334,7 +311,7 @@ class Collection:
             query += f" LIMIT {int(select.limit)}"
             if select.offset:
                 query += f" OFFSET {int(select.offset)}"
-        elif select.offset:
+        elif select.offset:  # MariaDB takes OFFSET only after a LIMIT
             query += f" LIMIT {2**62} OFFSET {int(select.offset)}"
         return [int(r[0]) for r in self.backend.execute(query, params)]
 
@@ -523,22 +500,6 @@ class Collection:
             return f"{column} IN ({matched.sql})", list(matched.params)
 
         return walk(push_not(where))
-
-
-class _Numbered(str):
-    """A line of a JSON lines file that remembers its line number."""
-
-    number: int
-
-    def __new__(cls, line: str | bytes, number: int) -> _Numbered:
-        text = line.decode("utf-8", errors="strict") if isinstance(line, bytes) else line
-        obj = super().__new__(cls, text)
-        obj.number = number
-        return obj
-
-    @property
-    def text(self) -> str:
-        return str(self)
 
 
 def _aliases(pred: Predicate) -> set[str]:

@@ -137,6 +137,8 @@ def parse_document(text: str | bytes, where: str = "document") -> dict[str, Any]
         ) from None
     except RecursionError:
         raise DocumentError(f"{where}: JSON nested too deeply") from None
+    except UnicodeDecodeError as err:
+        raise DocumentError(f"{where}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     if not isinstance(value, dict):
         raise DocumentError(
             f"{where}: a document must be a JSON object at the top level, not {_json_type(value)}"

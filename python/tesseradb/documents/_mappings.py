@@ -93,32 +93,26 @@ class Mapping:
 
     def create(self) -> None:
         t = self.backend.types
-        column_types = {
-            "valstr": t.text,
-            "valnum": t.double,
-            "valint": t.bigint,
-            "valbool": t.boolean,
-            "valkind": t.small,
-        }
         for table, values in self.tables().items():
             columns = [
                 f"objid {t.objid} NOT NULL",
                 f"keystr {t.key} NOT NULL",
                 f"ord {t.bigint} NOT NULL",
             ]
-            columns += [f"{v} {column_types[v]}" for v in values]
+            columns += [f"{v} {t.of(v)}" for v in values]
             self.backend.execute(f"CREATE TABLE {table} ({', '.join(columns)})")
         self.create_indexes()
 
     def create_indexes(self) -> None:
-        """The paper's indexes: objid and keystr, and the string and number values by key."""
+        """The paper's indexes on objid, keystr, valstr and valnum, as (objid), (keystr, value).
+
+        The composite indexes serve ``keystr`` alone too; a table without a
+        string or number column gets (keystr) by itself.
+        """
         for table, values in self.tables().items():
             base = table.strip('"')
-            indexes = [("objid", ["objid"]), ("key", ["keystr"])]
-            indexes += [(v, ["keystr", v]) for v in values if v in ("valstr", "valnum")]
-            for suffix, columns in indexes:
-                if suffix == "key" and len(indexes) > 2:
-                    continue  # the (keystr, value) indexes serve keystr alone too
+            by_key = [(v, ["keystr", v]) for v in values if v in ("valstr", "valnum")]
+            for suffix, columns in [("objid", ["objid"]), *(by_key or [("key", ["keystr"])])]:
                 cols = ", ".join(self.backend.index_column(c) for c in columns)
                 self.backend.execute(f'CREATE INDEX "{base}_{suffix}" ON {table} ({cols})')
 
@@ -234,33 +228,12 @@ class Argo3(Mapping):
                 columns = ("objid", "keystr", "ord", *self.tables()[table])
                 self.backend.insert_rows(table, columns, rows)
 
-    def _padded(self, table: str) -> str:
-        """The table's columns as all of ROW_COLUMNS, NULL (typed) where it has none."""
-        t = self.backend.types
+    def _padded(self, table: str, leading: tuple[str, ...] = ("objid", "keystr", "ord")) -> str:
+        """The table's value columns as all of ROW_COLUMNS' (NULL where it has none)."""
         own = self.tables()[table]
-        types = {
-            "valstr": t.text,
-            "valnum": t.double,
-            "valint": t.bigint,
-            "valbool": t.boolean,
-            "valkind": t.small,
-        }
-        cols = ["objid", "keystr", "ord"]
-        for column in ROW_COLUMNS[3:]:
-            if column in own:
-                cols.append(column)
-            else:
-                typ = types[column].split(" COLLATE")[0].split(" CHARACTER")[0]
-                if self.backend.kind == "mariadb":  # MariaDB casts to CHAR/SIGNED, not TEXT/BIGINT
-                    typ = {
-                        "TEXT": "CHAR",
-                        "BIGINT": "SIGNED",
-                        "SMALLINT": "SIGNED",
-                        "BOOLEAN": "SIGNED",
-                        "DOUBLE": "DOUBLE",
-                    }[typ]
-                cols.append(f"CAST(NULL AS {typ}) AS {column}")
-        return ", ".join(cols)
+        null = self.backend.typed_null
+        values = [c if c in own else f"{null(c)} AS {c}" for c in ROW_COLUMNS[3:]]
+        return ", ".join([*leading, *values])
 
     def rows_sql(self, where: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
         parts = [f"SELECT {self._padded(t)} FROM {t} WHERE {where}" for t in self.tables()]
@@ -272,7 +245,7 @@ class Argo3(Mapping):
     def typed_values(self, key: str) -> tuple[str, tuple[Any, ...]]:
         parts = []
         for table in self.tables():
-            padded = self._padded(table).replace("keystr, ord, ", "", 1)
+            padded = self._padded(table, leading=("objid",))
             parts.append(f"SELECT {padded} FROM {table} WHERE keystr = ?")
         return " UNION ALL ".join(parts), (key,) * len(parts)
 

@@ -55,7 +55,7 @@ class DocumentStore:
         if found is not None:
             return found
         connection = self.backend(backend)
-        collection = Collection(name, connection, make_mapping(mapping, name, connection), backend)
+        collection = Collection(name, connection, make_mapping(mapping, name, connection))
         with self._lock:
             return self._collections.setdefault(key, collection)
 
