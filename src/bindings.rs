@@ -3,6 +3,7 @@
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use std::sync::RwLock;
 
 use crate::kdtree::{self, KdNode, NodeOrderedTree, PackedKdTree, QueryBox};
@@ -356,4 +357,260 @@ impl PySegmentTree {
         let ids = py.detach(|| self.inner.read().expect("lock").query(&lo, &hi));
         Ok(ids.into_pyarray(py))
     }
+}
+
+/// Rows of JSON documents flattened for one of Argo's mappings (see `_core.pyi`).
+type DocumentRows<'py> = (Vec<Bound<'py, PyList>>, Vec<usize>);
+
+/// Flattens JSON texts (bytes or str) into row tuples; objids count from `first_objid`.
+///
+/// Returns the rows (`wide`: one list of Argo/1's 8-tuples; otherwise four lists,
+/// one per Argo/3 table) and the positions of the texts it refused, which the
+/// caller flattens on the Python path (where errors are named).
+#[pyfunction]
+pub fn flatten_documents<'py>(
+    py: Python<'py>,
+    texts: &Bound<'py, PyList>,
+    first_objid: i64,
+    wide: bool,
+) -> PyResult<DocumentRows<'py>> {
+    use crate::jsonflat::{self, Scalar};
+    use pyo3::types::{PyBytes, PyString, PyTuple};
+    use rayon::prelude::*;
+    use std::collections::HashMap;
+
+    // The texts are copied out so the parse can run without the GIL, in parallel.
+    let owned: Vec<Option<Vec<u8>>> = texts
+        .iter()
+        .map(|item| {
+            if let Ok(bytes) = item.cast::<PyBytes>() {
+                Some(bytes.as_bytes().to_vec())
+            } else if let Ok(text) = item.cast::<PyString>() {
+                text.to_str().ok().map(|s| s.as_bytes().to_vec()) // None: lone surrogates
+            } else {
+                None
+            }
+        })
+        .collect();
+    let flattened: Vec<Option<Vec<jsonflat::Leaf>>> = py.detach(|| {
+        owned
+            .par_iter()
+            .map(|text| text.as_deref().and_then(|t| jsonflat::flatten(t).ok()))
+            .collect()
+    });
+
+    let lists: Vec<Bound<'py, PyList>> = (0..if wide { 1 } else { 4 })
+        .map(|_| PyList::empty(py))
+        .collect();
+    let none = py.None().into_bound(py);
+    // Documents repeat their keys: one Python string per distinct key.
+    let mut keys: HashMap<&str, Bound<'py, PyString>> = HashMap::new();
+    let mut refused = Vec::new();
+    for (position, leaves) in flattened.iter().enumerate() {
+        let Some(leaves) = leaves else {
+            refused.push(position);
+            continue;
+        };
+        let objid = (first_objid + position as i64)
+            .into_pyobject(py)?
+            .into_any();
+        for leaf in leaves {
+            let key = keys
+                .entry(leaf.key.as_str())
+                .or_insert_with(|| PyString::new(py, &leaf.key))
+                .clone()
+                .into_any();
+            let ord = leaf.ord.into_pyobject(py)?.into_any();
+            // the value columns: valstr, valnum, valint, valbool, valkind
+            let mut values: [Bound<'py, PyAny>; 5] = std::array::from_fn(|_| none.clone());
+            let table = match &leaf.value {
+                Scalar::Str(s) => {
+                    values[0] = PyString::new(py, s).into_any();
+                    0
+                }
+                Scalar::Int(i) => {
+                    values[1] = (*i as f64).into_pyobject(py)?.into_any();
+                    values[2] = i.into_pyobject(py)?.into_any();
+                    1
+                }
+                Scalar::Float(x) => {
+                    values[1] = x.into_pyobject(py)?.into_any();
+                    1
+                }
+                Scalar::Bool(b) => {
+                    values[3] = b.into_pyobject(py)?.to_owned().into_any();
+                    2
+                }
+                Scalar::Kind(k) => {
+                    values[4] = k.into_pyobject(py)?.into_any();
+                    3
+                }
+            };
+            let [valstr, valnum, valint, valbool, valkind] = values;
+            let [objid, key, ord] = [objid.clone(), key, ord];
+            let row = match (wide, table) {
+                (true, _) => PyTuple::new(
+                    py,
+                    [objid, key, ord, valstr, valnum, valint, valbool, valkind],
+                )?,
+                (false, 0) => PyTuple::new(py, [objid, key, ord, valstr])?,
+                (false, 1) => PyTuple::new(py, [objid, key, ord, valnum, valint])?,
+                (false, 2) => PyTuple::new(py, [objid, key, ord, valbool])?,
+                (false, _) => PyTuple::new(py, [objid, key, ord, valkind])?,
+            };
+            lists[if wide { 0 } else { table }].append(row)?;
+        }
+    }
+    Ok((lists, refused))
+}
+
+/// Rebuilds documents from their rows (see `_core.pyi`): `(objid, document)` pairs.
+///
+/// Rows are `(objid, keystr, ord, valstr, valnum, valint, valbool, valkind)`,
+/// grouped by objid and in `ord` order within it, as `_keys.rebuild_documents`
+/// (the reference) takes them.
+#[pyfunction]
+pub fn rebuild_documents<'py>(
+    py: Python<'py>,
+    rows: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    use crate::jsonflat::{self, Step, KIND_EMPTY_ARRAY, KIND_EMPTY_DOCUMENT, KIND_EMPTY_OBJECT};
+    use pyo3::types::{PyDict, PyString, PyTuple};
+    use std::collections::HashMap;
+    use std::rc::Rc;
+
+    enum PyStep<'py> {
+        Key(Bound<'py, PyString>),
+        Index(i64),
+    }
+    fn container<'py>(py: Python<'py>, following: &PyStep<'py>) -> Bound<'py, PyAny> {
+        match following {
+            PyStep::Index(_) => PyList::empty(py).into_any(),
+            PyStep::Key(_) => PyDict::new(py).into_any(),
+        }
+    }
+
+    let out = PyList::empty(py);
+    let mut parsed: HashMap<String, Rc<Vec<PyStep<'py>>>> = HashMap::new();
+    let mut current: Option<(i64, Bound<'py, PyDict>)> = None;
+    // Subscripts come back compacted (a projection of kids[3] is a one-element
+    // array): a list's last element is reused only for the subscript it was made for.
+    let mut last_index: HashMap<usize, i64> = HashMap::new();
+    for row in rows.try_iter()? {
+        let row = row?;
+        let row = row.cast::<PyTuple>()?;
+        if row.len() != 8 {
+            return Err(PyValueError::new_err(format!(
+                "a document row has 8 columns, not {}",
+                row.len()
+            )));
+        }
+        let objid: i64 = row.get_item(0)?.extract()?;
+        if current.as_ref().is_none_or(|(id, _)| *id != objid) {
+            if let Some((id, doc)) = current.take() {
+                out.append((id, doc))?;
+            }
+            current = Some((objid, PyDict::new(py)));
+            last_index.clear();
+        }
+        let kind: Option<i64> = row.get_item(7)?.extract()?;
+        if kind == Some(KIND_EMPTY_DOCUMENT) {
+            continue;
+        }
+        let (valstr, valnum, valint, valbool) = (
+            row.get_item(3)?,
+            row.get_item(4)?,
+            row.get_item(5)?,
+            row.get_item(6)?,
+        );
+        let value = if !valstr.is_none() {
+            valstr
+        } else if !valint.is_none() {
+            valint.extract::<i64>()?.into_pyobject(py)?.into_any()
+        } else if !valnum.is_none() {
+            valnum.extract::<f64>()?.into_pyobject(py)?.into_any()
+        } else if !valbool.is_none() {
+            valbool
+                .is_truthy()?
+                .into_pyobject(py)?
+                .to_owned()
+                .into_any()
+        } else if kind == Some(KIND_EMPTY_OBJECT) {
+            PyDict::new(py).into_any()
+        } else if kind == Some(KIND_EMPTY_ARRAY) {
+            PyList::empty(py).into_any()
+        } else {
+            py.None().into_bound(py)
+        };
+        let keystr = row.get_item(1)?;
+        let keystr = keystr.cast::<PyString>()?.to_str()?;
+        let steps = match parsed.get(keystr) {
+            Some(steps) => steps.clone(),
+            None => {
+                let steps = jsonflat::parse_key(keystr).ok_or_else(|| {
+                    PyValueError::new_err(format!("{keystr:?} is not a flattened key"))
+                })?;
+                let steps: Rc<Vec<PyStep<'py>>> = Rc::new(
+                    steps
+                        .into_iter()
+                        .map(|s| match s {
+                            Step::Key(k) => PyStep::Key(PyString::new(py, &k)),
+                            Step::Index(i) => PyStep::Index(i),
+                        })
+                        .collect(),
+                );
+                parsed.insert(keystr.to_owned(), steps.clone());
+                steps
+            }
+        };
+        let (_, root) = current.as_ref().expect("a document is open");
+        let mut node = root.clone().into_any();
+        let mut value = Some(value);
+        for (i, step) in steps.iter().enumerate() {
+            let following = steps.get(i + 1);
+            match step {
+                PyStep::Key(key) => {
+                    let dict = node.cast::<PyDict>()?.clone();
+                    match following {
+                        None => dict.set_item(key, value.take())?,
+                        Some(next) => {
+                            node = match dict.get_item(key)? {
+                                Some(child) => child,
+                                None => {
+                                    let child = container(py, next);
+                                    dict.set_item(key, &child)?;
+                                    child
+                                }
+                            };
+                        }
+                    }
+                }
+                PyStep::Index(index) => {
+                    let list = node.cast::<PyList>()?.clone();
+                    let address = list.as_ptr() as usize;
+                    match following {
+                        None => {
+                            list.append(value.take())?;
+                            last_index.insert(address, *index);
+                        }
+                        Some(next) => {
+                            let len = list.len();
+                            node = if len > 0 && last_index.get(&address) == Some(index) {
+                                list.get_item(len - 1)?
+                            } else {
+                                let child = container(py, next);
+                                list.append(&child)?;
+                                last_index.insert(address, *index);
+                                child
+                            };
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some((id, doc)) = current {
+        out.append((id, doc))?;
+    }
+    Ok(out)
 }

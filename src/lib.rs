@@ -8,6 +8,7 @@ use pyo3::types::PyDict;
 
 pub mod bindings;
 pub mod info;
+pub mod jsonflat;
 pub mod kdtree;
 pub mod rtree;
 
@@ -49,6 +50,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::search_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::gather, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::pad_strings, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::flatten_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::rebuild_documents, m)?)?;
     m.add_class::<bindings::PyKdTree>()?;
     m.add_class::<bindings::PySegmentTree>()?;
     Ok(())

@@ -1,6 +1,7 @@
 """Typed stub of the Rust extension module ``tesseradb._core``."""
 
-from typing import final
+from collections.abc import Iterable
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
@@ -10,9 +11,11 @@ __all__ = [
     "SegmentTree",
     "__version__",
     "build_info",
+    "flatten_documents",
     "gather",
     "kdtree_partition",
     "pad_strings",
+    "rebuild_documents",
     "search_segments",
 ]
 
@@ -27,6 +30,30 @@ def build_info() -> dict[str, str | int]:
         ``version`` (the crate version, equal to the package version),
         ``profile`` (``release`` or ``debug``), ``target_arch``, ``target_os``
         and ``threads`` (the size of the rayon pool the kernels share).
+    """
+
+def flatten_documents(
+    texts: list[Any], first_objid: int, wide: bool
+) -> tuple[list[list[tuple[Any, ...]]], list[int]]:
+    """Argo's key flattening of JSON texts (``bytes`` or ``str``), in parallel without the GIL.
+
+    Text ``i`` gets objid ``first_objid + i``. Returns the rows and the
+    positions of the items it refused: anything not a JSON object it can
+    read exactly as Python's ``json`` would (malformed text, numbers beyond
+    64-bit integers or doubles, lone surrogates) and anything not text. With
+    ``wide`` the rows are one list of ``(objid, keystr, ord, valstr, valnum,
+    valint, valbool, valkind)``; otherwise four lists, for strings
+    ``(..., valstr)``, numbers ``(..., valnum, valint)``, booleans
+    ``(..., valbool)`` and null/empty containers ``(..., valkind)``, each
+    starting ``objid, keystr, ord``.
+    """
+
+def rebuild_documents(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, dict[str, Any]]]:
+    """``(objid, document)`` from Argo rows ``(objid, keystr, ord, valstr, valnum, valint, valbool, valkind)``.
+
+    Rows come grouped by objid and in ``ord`` order within it; the same
+    documents as ``tesseradb.documents.rebuild_documents`` (the reference).
+    Raises ``ValueError`` for a key the flattening cannot have made.
     """
 
 def kdtree_partition(

@@ -351,6 +351,30 @@ class TestWrites:
         assert coll.count() == 2500
         assert q(coll, "WHERE n < 0") == []
 
+    def test_large_load_into_empty_collection_rebuilds_indexes(
+        self, make_collection: Any, monkeypatch: Any
+    ) -> None:
+        # several batches into an empty collection: indexes dropped, rebuilt at the end
+        monkeypatch.setattr("tesseradb.documents._collection.LOAD_BATCH", 100)
+        coll = make_collection()
+        broken = [json.dumps({"n": i, "s": f"v{i}"}) for i in range(250)] + ["[1]"]
+        with pytest.raises(DocumentError, match="line 251"):
+            coll.load_jsonl(io.StringIO("\n".join(broken)))
+        assert coll.count() == 0
+        assert coll.load_jsonl(io.StringIO("\n".join(broken[:250]))) == 250
+        assert [d["n"] for d in q(coll, "WHERE s = 'v7' OR n BETWEEN 200 AND 202")] == [
+            7,
+            200,
+            201,
+            202,
+        ]
+        if coll.backend.transactional_ddl:  # every index is there again: dropping them works
+            with pytest.raises(RuntimeError, match="undo"), coll.backend.transaction(write=True):
+                coll.mapping.drop_indexes()
+                raise RuntimeError("undo")
+        coll.insert_many([{"n": 1000}])  # later inserts keep them up to date
+        assert q(coll, "WHERE n = 1000") == [{"n": 1000}]
+
 
 class TestJoins:
     def test_self_join_nobench_style(self, make_collection: Any, docdb: Any) -> None:

@@ -54,6 +54,15 @@ class Backend(ABC):
 
     kind: str
     types: ColumnTypes
+    # DDL inside a transaction is rolled back with it (MariaDB commits at DDL), so
+    # a bulk load may drop and rebuild indexes without giving up atomicity.
+    transactional_ddl = True
+    # Tables with PRIMARY KEY (objid, keystr): one attribute of an object is one key
+    # lookup and no separate objid index is kept (a flattened key is unique in its
+    # object). SQLite (WITHOUT ROWID) and InnoDB also store rows in that order, so
+    # an object's rows sit together. DuckDB's keys are costly ART indexes: not there.
+    keyed_by_object = True
+    table_options = ""
 
     def __init__(self, read_only: bool = False) -> None:
         self.read_only = read_only
@@ -93,6 +102,9 @@ class Backend(ABC):
     def index_column(self, column: str) -> str:
         """How ``column`` appears in CREATE INDEX (MariaDB needs a prefix length on TEXT)."""
         return column
+
+    def drop_index_sql(self, index: str, table: str) -> str:
+        return f"DROP INDEX {index}"
 
     def describe(self) -> str:
         return self.kind
@@ -144,6 +156,7 @@ class Backend(ABC):
 
 class SQLiteBackend(Backend):
     kind = "sqlite"
+    table_options = " WITHOUT ROWID"
     types = ColumnTypes("INTEGER", "TEXT", "TEXT", "REAL", "INTEGER", "INTEGER", "INTEGER")
 
     def __init__(self, path: Path, read_only: bool = False) -> None:
@@ -190,6 +203,7 @@ class SQLiteBackend(Backend):
 
 class DuckDBBackend(Backend):
     kind = "duckdb"
+    keyed_by_object = False
     types = ColumnTypes("BIGINT", "VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BOOLEAN", "SMALLINT")
 
     def __init__(self, path: Path, read_only: bool = False) -> None:
@@ -312,6 +326,7 @@ class PostgresBackend(_ServerBackend):
 
 class MariaDBBackend(_ServerBackend):
     kind = "mariadb"
+    transactional_ddl = False
     _COLLATE = "CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
     types = ColumnTypes(
         "BIGINT",
@@ -363,6 +378,9 @@ class MariaDBBackend(_ServerBackend):
 
     def index_column(self, column: str) -> str:
         return f"{column}(255)" if column == "valstr" else column
+
+    def drop_index_sql(self, index: str, table: str) -> str:
+        return f"DROP INDEX {index} ON {table}"
 
     def element_suffix(self, start: int) -> str:
         start_param = int(start)  # our own integer, never query text

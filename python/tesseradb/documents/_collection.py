@@ -4,8 +4,8 @@
 it plans the WHERE clause into a set of objids (:mod:`._plan`), fetches the
 rows of those objects (only the projected keys' subtrees when there is a
 projection) ordered by objid and ``ord``, and rebuilds the objects
-(:func:`rebuild_documents`). Joins, aggregates, ORDER BY and LIMIT are SQL
-on the backend too; only the rebuilding of objects happens in Python.
+(``tesseradb._core.rebuild_documents``). Joins, aggregates, ORDER BY and LIMIT are SQL
+on the backend too; flattening and rebuilding objects are Rust kernels.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
+from tesseradb._core import flatten_documents, rebuild_documents
 from tesseradb.documents._argosql import (
     And,
     Delete,
@@ -33,13 +34,7 @@ from tesseradb.documents._argosql import (
     push_not,
 )
 from tesseradb.documents._backends import Backend
-from tesseradb.documents._keys import (
-    KIND_NULL,
-    Leaf,
-    flatten_document,
-    parse_document,
-    rebuild_documents,
-)
+from tesseradb.documents._keys import KIND_NULL, flatten_document, parse_document
 from tesseradb.documents._mappings import KeyCondition, Mapping
 from tesseradb.documents._plan import objid_set
 from tesseradb.errors import DocumentError, DocumentTypeError, ObjectExistsError
@@ -131,11 +126,21 @@ class Collection:
             raise DocumentError(f"collection {self.name!r} has lost its objid counter")
         return int(rows[0][0]) - count
 
-    def _insert_flattened(self, batch: Sequence[Sequence[Leaf]]) -> list[int]:
+    def _insert_batch(self, batch: Sequence[tuple[str, Any]]) -> range:
+        """Flatten and insert ``(where, dict or JSON text)`` items; their objids.
+
+        JSON texts are flattened by the Rust kernel; what it refuses (dicts,
+        and texts it is not sure of) takes the Python path, which raises the
+        error naming ``where`` for bad input.
+        """
         first = self._allocate(len(batch))
-        objids = list(range(first, first + len(batch)))
-        self.mapping.insert(objids, batch)
-        return objids
+        rows, refused = flatten_documents([doc for _, doc in batch], first, self.mapping.wide)
+        for position in refused:
+            where, doc = batch[position]
+            value = parse_document(doc, where) if isinstance(doc, str | bytes) else doc
+            self.mapping.add_rows(rows, first + position, flatten_document(value, where))
+        self.mapping.insert_rows(rows)
+        return range(first, first + len(batch))
 
     def insert(self, document: dict[str, Any] | str) -> int:
         """Insert one object (a dict or JSON text); its objid."""
@@ -170,19 +175,36 @@ class Collection:
         return len(self._insert_all(numbered(source)))
 
     def _insert_all(self, items: Iterable[tuple[str, Any]]) -> list[int]:
-        """Flatten and insert ``(where, dict or JSON text)`` in batches, in one transaction."""
+        """Insert ``(where, dict or JSON text)`` items in batches, in one transaction.
+
+        A load of more than one batch into an empty collection drops the
+        indexes first and builds them at the end (sorting once is far cheaper
+        than keeping them up to date row by row), where the backend's DDL is
+        part of the transaction, so a failed load still leaves nothing behind.
+        """
         objids: list[int] = []
+        rebuild_indexes = False
         with self.backend.transaction(write=True):
-            batch: list[list[Leaf]] = []
-            for where, doc in items:
-                value = parse_document(doc, where) if isinstance(doc, str | bytes) else doc
-                batch.append(flatten_document(value, where))
+            batch: list[tuple[str, Any]] = []
+            for item in items:
+                batch.append(item)
                 if len(batch) >= LOAD_BATCH:
-                    objids += self._insert_flattened(batch)
+                    if not objids and self.backend.transactional_ddl and self._is_empty():
+                        self.mapping.drop_indexes()
+                        rebuild_indexes = True
+                    objids += self._insert_batch(batch)
                     batch = []
             if batch:
-                objids += self._insert_flattened(batch)
+                objids += self._insert_batch(batch)
+            if rebuild_indexes:
+                self.mapping.create_indexes()
         return objids
+
+    def _is_empty(self) -> bool:
+        return not any(
+            self.backend.execute(f"SELECT 1 FROM {table} LIMIT 1")
+            for table in self.mapping.tables()
+        )
 
     # --- Argo/SQL -------------------------------------------------------------------
     def run(self, statement: Statement, other: Collection | None = None) -> list[dict[str, Any]]:
@@ -319,18 +341,19 @@ class Collection:
     def _aggregate(self, select: Select) -> list[dict[str, Any]]:
         assert select.items is not None
         matched = objid_set(self.mapping, select.where)
-        # parameters follow the text: the base relation, the joins, the filter
+        # parameters follow the text: the base relation, then the joins
         base_params: list[Any] = []
-        filter_sql, filter_params = "", []
+        prefix = ""
         if select.group_by is not None:
-            values, value_params = self.mapping.typed_values(select.group_by.key)
+            within = None
+            if select.where is not None:
+                # the group values of the matching objects only, reached by objid
+                prefix = f"WITH argo_w AS (SELECT DISTINCT objid FROM ({matched.sql}) AS argo_d) "
+                base_params += matched.params
+                within = "argo_w"
+            values, value_params = self.mapping.typed_values(select.group_by.key, within)
             base = f"({values}) AS argo_g"
             base_params += value_params
-            if select.where is not None:
-                filter_sql, filter_params = (
-                    f" WHERE argo_g.objid IN ({matched.sql})",
-                    list(matched.params),
-                )
             group_cols = [f"argo_g.{c}" for c in ("valstr", "valnum", "valbool", "valkind")]
             outputs = [*group_cols, "MIN(argo_g.valint)", "COUNT(argo_g.valint)", "COUNT(*)"]
         else:
@@ -360,10 +383,10 @@ class Collection:
                 f"MIN({a}.valint)",
                 f"MAX({a}.valint)",
             ]
-        query = f"SELECT {', '.join(outputs)} FROM {base} {' '.join(joins)}{filter_sql}"
+        query = f"{prefix}SELECT {', '.join(outputs)} FROM {base} {' '.join(joins)}"
         if group_cols:
             query += f" GROUP BY {', '.join(group_cols)}"
-        rows = self.backend.execute(query, [*base_params, *join_params, *filter_params])
+        rows = self.backend.execute(query, [*base_params, *join_params])
         results = [self._aggregate_row(select, row) for row in rows]
         if select.group_by is None and not results:
             results = [self._aggregate_row(select, None)]

@@ -161,7 +161,11 @@ def _json_type(value: Any) -> str:
 
 
 def flatten_document(doc: Any, where: str = "document") -> list[Leaf]:
-    """The leaves of one document in depth-first order (``ord`` = position)."""
+    """The leaves of one document in depth-first order (``ord`` = position).
+
+    The reference flattening, and the path for dicts and for JSON text the
+    kernel ``tesseradb._core.flatten_documents`` refuses (it raises the errors).
+    """
     if not isinstance(doc, dict):
         raise DocumentError(
             f"{where}: a document must be a JSON object at the top level, not {_json_type(doc)}"
@@ -259,7 +263,9 @@ def rebuild_documents(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(objid, document) from rows ``(objid, keystr, ord, valstr, valnum, valint, valbool, valkind)``.
 
-    Rows must come grouped by objid and ordered by ``ord`` within it.
+    Rows must come grouped by objid and ordered by ``ord`` within it. This is
+    the reference: collections use the Rust kernel
+    ``tesseradb._core.rebuild_documents``, tested to give the same documents.
     """
     current: int | None = None
     builder = _Builder()

@@ -21,8 +21,7 @@ __all__ = ["MAPPINGS", "ROW_COLUMNS", "KeyCondition", "Mapping", "Source", "make
 
 MAPPINGS = ("argo1", "argo3")
 ROW_COLUMNS = ("objid", "keystr", "ord", "valstr", "valnum", "valint", "valbool", "valkind")
-# the JSON types a literal can have, and the table/column of each
-TYPES = ("str", "num", "bool", "nil")
+# the table/column of each JSON type a literal can have
 _VALUE_COLUMN = {"str": "valstr", "num": "valnum", "bool": "valbool", "nil": "valkind"}
 
 
@@ -100,21 +99,37 @@ class Mapping:
                 f"ord {t.bigint} NOT NULL",
             ]
             columns += [f"{v} {t.of(v)}" for v in values]
-            self.backend.execute(f"CREATE TABLE {table} ({', '.join(columns)})")
+            if self.backend.keyed_by_object:
+                columns.append("PRIMARY KEY (objid, keystr)")
+            self.backend.execute(
+                f"CREATE TABLE {table} ({', '.join(columns)}){self.backend.table_options}"
+            )
         self.create_indexes()
 
-    def create_indexes(self) -> None:
-        """The paper's indexes on objid, keystr, valstr and valnum, as (objid), (keystr, value).
+    def indexes(self) -> list[tuple[str, str, list[str]]]:
+        """(table, index name, columns) of the paper's indexes on objid, keystr, valstr and valnum.
 
-        The composite indexes serve ``keystr`` alone too; a table without a
-        string or number column gets (keystr) by itself.
+        They are built as (objid) and (keystr, value): the composite indexes
+        serve ``keystr`` alone too; a table without a string or number column
+        gets (keystr) by itself. Strings also get (valstr, keystr), for the
+        lookups that know the value but only a range of keys (``'w' = ANY arr``
+        matches ``arr[0]``, ``arr[1]``, ...).
         """
+        out = []
         for table, values in self.tables().items():
             base = table.strip('"')
             by_key = [(v, ["keystr", v]) for v in values if v in ("valstr", "valnum")]
-            for suffix, columns in [("objid", ["objid"]), *(by_key or [("key", ["keystr"])])]:
-                cols = ", ".join(self.backend.index_column(c) for c in columns)
-                self.backend.execute(f'CREATE INDEX "{base}_{suffix}" ON {table} ({cols})')
+            by_value = [("value", ["valstr", "keystr"])] if "valstr" in values else []
+            # a table keyed by (objid, keystr) needs no separate objid index
+            by_objid = [] if self.backend.keyed_by_object else [("objid", ["objid"])]
+            for suffix, columns in [*by_objid, *(by_key or [("key", ["keystr"])]), *by_value]:
+                out.append((table, f'"{base}_{suffix}"', columns))
+        return out
+
+    def create_indexes(self) -> None:
+        for table, name, columns in self.indexes():
+            cols = ", ".join(self.backend.index_column(c) for c in columns)
+            self.backend.execute(f"CREATE INDEX {name} ON {table} ({cols})")
 
     def drop(self) -> None:
         for table in self.tables():
@@ -124,8 +139,35 @@ class Mapping:
         return any(self.backend.table_exists(t) for t in self.tables())
 
     # --- writing -------------------------------------------------------------------
-    def insert(self, objids: Sequence[int], documents: Sequence[Sequence[Leaf]]) -> None:
+    # Rows travel as one list of tuples per table, in the order of tables(), each
+    # tuple (objid, keystr, ord, *that table's value columns): the layout that
+    # tesseradb._core.flatten_documents makes from JSON text (``wide`` for argo1).
+    wide: bool
+
+    def row_lists(self) -> list[list[tuple[Any, ...]]]:
+        return [[] for _ in self.tables()]
+
+    def add_rows(
+        self, rows: list[list[tuple[Any, ...]]], objid: int, leaves: Sequence[Leaf]
+    ) -> None:
+        """Append one document's leaves to ``rows`` (the Python path of flattening)."""
         raise NotImplementedError
+
+    def insert_rows(self, rows: list[list[tuple[Any, ...]]]) -> None:
+        for (table, values), table_rows in zip(self.tables().items(), rows, strict=True):
+            if table_rows:
+                self.backend.insert_rows(table, ("objid", "keystr", "ord", *values), table_rows)
+
+    def insert(self, objids: Sequence[int], documents: Sequence[Sequence[Leaf]]) -> None:
+        rows = self.row_lists()
+        for objid, leaves in zip(objids, documents, strict=True):
+            self.add_rows(rows, objid, leaves)
+        self.insert_rows(rows)
+
+    def drop_indexes(self) -> None:
+        """Drop the indexes (a bulk load into an empty collection builds them afterwards)."""
+        for table, name, _ in self.indexes():
+            self.backend.execute(self.backend.drop_index_sql(name, table))
 
     def delete(self, objids: Sequence[int]) -> None:
         for table in self.tables():
@@ -149,15 +191,35 @@ class Mapping:
         """SQL for the rows (all of ROW_COLUMNS) satisfying ``where``, by objid and ord."""
         raise NotImplementedError
 
-    def typed_values(self, key: str) -> tuple[str, tuple[Any, ...]]:
-        """SQL for ``objid, valstr, valnum, valint, valbool, valkind`` of the exact key ``key``."""
-        raise NotImplementedError
+    def typed_values(self, key: str, within: str | None = None) -> tuple[str, tuple[Any, ...]]:
+        """SQL for ``objid, valstr, valnum, valint, valbool, valkind`` of the exact key ``key``.
+
+        ``within`` names a relation of objids to take the values of only:
+        each table is then reached through its objids (by the (objid, keystr) key
+        or the objid index) instead of reading every value of the key.
+        """
+        parts = []
+        for table in self.tables():
+            padded = self._padded(table, leading=("argo_t.objid AS objid",))
+            source = f"{table} AS argo_t"
+            if within is not None:
+                source = f"{within} AS argo_w JOIN {source} ON argo_t.objid = argo_w.objid"
+            parts.append(f"SELECT {padded} FROM {source} WHERE argo_t.keystr = ?")
+        return " UNION ALL ".join(parts), (key,) * len(parts)
+
+    def _padded(self, table: str, leading: tuple[str, ...] = ("objid", "keystr", "ord")) -> str:
+        """The table's value columns as all of ROW_COLUMNS' (NULL where it has none)."""
+        own = self.tables()[table]
+        null = self.backend.typed_null
+        values = [c if c in own else f"{null(c)} AS {c}" for c in ROW_COLUMNS[3:]]
+        return ", ".join([*leading, *values])
 
 
 class Argo1(Mapping):
     """One vertical table: ``argo_<c>_data``."""
 
     name = "argo1"
+    wide = True
 
     def tables(self) -> dict[str, tuple[str, ...]]:
         return {self._table("data"): ("valstr", "valnum", "valint", "valbool", "valkind")}
@@ -171,13 +233,13 @@ class Argo1(Mapping):
     def keyed_objids(self, key: KeyCondition) -> tuple[str, tuple[Any, ...]]:
         return f"SELECT DISTINCT objid FROM {self._table('data')} WHERE {key.sql}", key.params
 
-    def insert(self, objids: Sequence[int], documents: Sequence[Sequence[Leaf]]) -> None:
-        rows = [
+    def add_rows(
+        self, rows: list[list[tuple[Any, ...]]], objid: int, leaves: Sequence[Leaf]
+    ) -> None:
+        rows[0].extend(
             (objid, f.keystr, f.ord, f.valstr, f.valnum, f.valint, f.valbool, f.valkind)
-            for objid, leaves in zip(objids, documents, strict=True)
             for f in leaves
-        ]
-        self.backend.insert_rows(self._table("data"), ROW_COLUMNS, rows)
+        )
 
     def rows_sql(self, where: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
         return (
@@ -186,18 +248,12 @@ class Argo1(Mapping):
             params,
         )
 
-    def typed_values(self, key: str) -> tuple[str, tuple[Any, ...]]:
-        return (
-            "SELECT objid, valstr, valnum, valint, valbool, valkind "
-            f"FROM {self._table('data')} WHERE keystr = ?",
-            (key,),
-        )
-
 
 class Argo3(Mapping):
     """One table per JSON type: ``argo_<c>_str``, ``_num``, ``_bool`` (and ``_nil``)."""
 
     name = "argo3"
+    wide = False
 
     def tables(self) -> dict[str, tuple[str, ...]]:
         return {
@@ -210,30 +266,19 @@ class Argo3(Mapping):
     def source(self, json_type: str) -> Source:
         return Source(self._table(json_type), _VALUE_COLUMN[json_type])
 
-    def insert(self, objids: Sequence[int], documents: Sequence[Sequence[Leaf]]) -> None:
-        by_type: dict[str, list[tuple[Any, ...]]] = {t: [] for t in TYPES}
-        for objid, leaves in zip(objids, documents, strict=True):
-            for f in leaves:
-                if f.valstr is not None:
-                    by_type["str"].append((objid, f.keystr, f.ord, f.valstr))
-                elif f.valnum is not None:
-                    by_type["num"].append((objid, f.keystr, f.ord, f.valnum, f.valint))
-                elif f.valbool is not None:
-                    by_type["bool"].append((objid, f.keystr, f.ord, f.valbool))
-                else:
-                    by_type["nil"].append((objid, f.keystr, f.ord, f.valkind))
-        for json_type, rows in by_type.items():
-            table = self._table(json_type)
-            if rows:
-                columns = ("objid", "keystr", "ord", *self.tables()[table])
-                self.backend.insert_rows(table, columns, rows)
-
-    def _padded(self, table: str, leading: tuple[str, ...] = ("objid", "keystr", "ord")) -> str:
-        """The table's value columns as all of ROW_COLUMNS' (NULL where it has none)."""
-        own = self.tables()[table]
-        null = self.backend.typed_null
-        values = [c if c in own else f"{null(c)} AS {c}" for c in ROW_COLUMNS[3:]]
-        return ", ".join([*leading, *values])
+    def add_rows(
+        self, rows: list[list[tuple[Any, ...]]], objid: int, leaves: Sequence[Leaf]
+    ) -> None:
+        strings, numbers, booleans, others = rows  # the order of tables()
+        for f in leaves:
+            if f.valstr is not None:
+                strings.append((objid, f.keystr, f.ord, f.valstr))
+            elif f.valnum is not None:
+                numbers.append((objid, f.keystr, f.ord, f.valnum, f.valint))
+            elif f.valbool is not None:
+                booleans.append((objid, f.keystr, f.ord, f.valbool))
+            else:
+                others.append((objid, f.keystr, f.ord, f.valkind))
 
     def rows_sql(self, where: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
         parts = [f"SELECT {self._padded(t)} FROM {t} WHERE {where}" for t in self.tables()]
@@ -241,13 +286,6 @@ class Argo3(Mapping):
             "SELECT * FROM (" + " UNION ALL ".join(parts) + ") AS argo_rows ORDER BY objid, ord",
             params * len(parts),
         )
-
-    def typed_values(self, key: str) -> tuple[str, tuple[Any, ...]]:
-        parts = []
-        for table in self.tables():
-            padded = self._padded(table, leading=("objid",))
-            parts.append(f"SELECT {padded} FROM {table} WHERE keystr = ?")
-        return " UNION ALL ".join(parts), (key,) * len(parts)
 
 
 def make_mapping(name: str, collection: str, backend: Backend) -> Mapping:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tesseradb.documents._keys import rebuild_documents
+from tesseradb._core import rebuild_documents
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Estimate
 
