@@ -447,7 +447,7 @@ pub fn flatten_documents<'py>(
                 }
             };
             let [valstr, valnum, valint, valbool, valkind] = values;
-            let [objid, key, ord] = [objid.clone(), key, ord];
+            let objid = objid.clone();
             let row = match (wide, table) {
                 (true, _) => PyTuple::new(
                     py,

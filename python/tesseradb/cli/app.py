@@ -22,6 +22,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+# the arguments most commands share
+DatabaseDir = Annotated[Path, typer.Argument(help="The database directory.")]
+ReadOnlyFlag = Annotated[bool, typer.Option("--read-only", help="Open the database read-only.")]
+
 
 class OutputFormat(StrEnum):
     table = "table"
@@ -111,7 +115,7 @@ def _parse_params(values: list[str]) -> list[Any] | dict[str, Any] | None:
 
 @app.command()
 def sql(
-    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    path: DatabaseDir,
     query: Annotated[
         str,
         typer.Argument(
@@ -131,9 +135,7 @@ def sql(
             "--param", "-p", help="A parameter: VALUE for ?, NAME=VALUE for $NAME (JSON values)."
         ),
     ] = [],  # noqa: B006
-    read_only: Annotated[
-        bool, typer.Option("--read-only", help="Open the database read-only.")
-    ] = False,
+    read_only: ReadOnlyFlag = False,
     max_rows: Annotated[int, typer.Option(help="Rows shown by --format table.")] = 100,
 ) -> None:
     """Run QUERY against the database at PATH and print the result."""
@@ -157,7 +159,7 @@ def sql(
 
 @app.command()
 def argo(
-    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    path: DatabaseDir,
     statement: Annotated[
         str, typer.Argument(help="One Argo/SQL statement (SELECT, INSERT, DELETE, UPDATE).")
     ],
@@ -167,9 +169,7 @@ def argo(
             "--param", "-p", help="A parameter: VALUE for ?, NAME=VALUE for :NAME (JSON values)."
         ),
     ] = [],  # noqa: B006
-    read_only: Annotated[
-        bool, typer.Option("--read-only", help="Open the database read-only.")
-    ] = False,
+    read_only: ReadOnlyFlag = False,
 ) -> None:
     """Run an Argo/SQL STATEMENT on the JSON collections at PATH; print the objects as JSON lines."""
     import json
@@ -188,10 +188,8 @@ def argo(
 
 @app.command()
 def shell(
-    path: Annotated[Path, typer.Argument(help="The database directory.")],
-    read_only: Annotated[
-        bool, typer.Option("--read-only", help="Open the database read-only.")
-    ] = False,
+    path: DatabaseDir,
+    read_only: ReadOnlyFlag = False,
 ) -> None:
     """An interactive SQL shell: statements end with ';'; type .help for the dot commands."""
     from tesseradb.cli.shell import Shell
@@ -204,7 +202,7 @@ def shell(
 
 
 @app.command()
-def info(path: Annotated[Path, typer.Argument(help="The database directory.")]) -> None:
+def info(path: DatabaseDir) -> None:
     """List the objects of the database with their kinds and sizes."""
     from rich.table import Table
 
@@ -238,7 +236,7 @@ def info(path: Annotated[Path, typer.Argument(help="The database directory.")]) 
 
 @app.command()
 def attach(
-    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    path: DatabaseDir,
     files: Annotated[
         str, typer.Argument(help="An HDF5/NetCDF4 file, or a glob of files with the same layout.")
     ],
@@ -271,7 +269,7 @@ def attach(
 
 @app.command()
 def detach(
-    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    path: DatabaseDir,
     name: Annotated[
         str, typer.Argument(help="The attachment to forget (its files are untouched).")
     ],
@@ -291,7 +289,7 @@ def detach(
 
 @app.command()
 def index(
-    path: Annotated[Path, typer.Argument(help="The database directory.")],
+    path: DatabaseDir,
     table: Annotated[str, typer.Argument(help="An attached table, as NAME.TABLE.")],
     columns: Annotated[list[str], typer.Argument(help="Columns to index.")],
     count: Annotated[int | None, typer.Option(help="Equal-weight bins.")] = None,

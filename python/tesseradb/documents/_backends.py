@@ -173,7 +173,8 @@ class SQLiteBackend(Backend):
         # LIKE is case-sensitive in Argo/SQL, as on the other backends.
         self._con.execute("PRAGMA case_sensitive_like=ON")
         self._con.execute("PRAGMA cache_size=-262144")  # 256 MiB
-        # a helper thread for the sorter: bulk loads build their indexes ~15% faster
+        # a helper thread for the sorter, which builds indexes after bulk loads (one
+        # 17M-row index of a 1M-object NoBench load: 25 s -> 21 s)
         self._con.execute("PRAGMA threads=2")
 
     def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
