@@ -215,6 +215,96 @@ pub fn search_segments<'py>(
     Ok((segments.into_pyarray(py), found.into_pyarray(py)))
 }
 
+/// A segment built by [`build_segments`]: its kd-tree and bounding box.
+type SegmentParts = (PyKdTree, Vec<f64>, Vec<f64>);
+/// What [`build_segments`] returns: order, bounds and the segments' parts.
+type BuiltChunk<'py> = (Bound<'py, PyArray1<u32>>, Vec<usize>, Vec<SegmentParts>);
+
+/// The segments of a chunk: its records grouped by segment label, each group's
+/// kd-tree (from dimension `initial_dimensions[s]`) and box, built in parallel.
+///
+/// Returns (order, bounds, segments): the chunk's record positions grouped by
+/// segment, in chunk order within a segment; where each group starts (one more
+/// entry than segments); and per segment (tree, lo, hi).
+#[pyfunction]
+pub fn build_segments<'py>(
+    py: Python<'py>,
+    coords: PyReadonlyArray2<'py, f64>,
+    labels: PyReadonlyArray1<'py, u32>,
+    initial_dimensions: Vec<usize>,
+) -> PyResult<BuiltChunk<'py>> {
+    let (data, dims) = rows(&coords)?;
+    let labels = labels.as_slice()?;
+    if labels.len() * dims != data.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} labels for {} rows of coords",
+            labels.len(),
+            data.len() / dims
+        )));
+    }
+    let count = initial_dimensions.len();
+    if let Some(l) = labels.iter().find(|&&l| l as usize >= count) {
+        return Err(PyValueError::new_err(format!(
+            "label {l} is not one of the {count} segments"
+        )));
+    }
+    let (order, bounds, built) =
+        py.detach(|| kdtree::build_segments(data, dims, labels, &initial_dimensions));
+    let segments = built
+        .into_iter()
+        .map(|s| (PyKdTree { inner: s.tree }, s.lo, s.hi))
+        .collect();
+    Ok((order.into_pyarray(py), bounds, segments))
+}
+
+/// The columns of packed binary records (whole records of `fields`, each given as
+/// (width in bytes, is char text)), unpacked in parallel.
+///
+/// A fixed-width field becomes a uint8 array of its values' native bytes; a
+/// `char` field an (int32 offsets, uint8 data) pair in Arrow's string layout,
+/// trailing NULs dropped. Raises ValueError naming the record and the field
+/// (its position) of a `char` value that is not UTF-8.
+#[pyfunction]
+pub fn unpack_records<'py>(
+    py: Python<'py>,
+    buffer: PyReadonlyArray1<'py, u8>,
+    fields: Vec<(usize, bool)>,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    use crate::packed::{self, Column, PackedField};
+    let buffer = buffer.as_slice()?;
+    let fields: Vec<PackedField> = fields
+        .into_iter()
+        .map(|(width, text)| PackedField { width, text })
+        .collect();
+    let size: usize = fields.iter().map(|f| f.width).sum();
+    if size == 0 || !buffer.len().is_multiple_of(size) {
+        return Err(PyValueError::new_err(format!(
+            "a buffer of {} bytes is not whole records of {size} bytes",
+            buffer.len()
+        )));
+    }
+    if fields.iter().any(|f| f.text) && buffer.len() > i32::MAX as usize {
+        return Err(PyValueError::new_err(
+            "unpack text records in pieces of less than 2 GiB",
+        ));
+    }
+    let columns = py.detach(|| packed::unpack(buffer, &fields)).map_err(|e| {
+        PyValueError::new_err(format!(
+            "record {}: field {} is not UTF-8 text",
+            e.record, e.field
+        ))
+    })?;
+    columns
+        .into_iter()
+        .map(|c| match c {
+            Column::Fixed(bytes) => Ok(bytes.into_pyarray(py).into_any()),
+            Column::Text { offsets, data } => (offsets.into_pyarray(py), data.into_pyarray(py))
+                .into_pyobject(py)
+                .map(|t| t.into_any()),
+        })
+        .collect()
+}
+
 /// Gathers fixed-width values: item `rows[i]` of `columns[segments[i]]`, each item
 /// `itemsize` bytes (the columns are byte views of one field in many segments).
 #[pyfunction]

@@ -57,14 +57,18 @@ pub fn build(coords: &[f64], dims: usize, initial_dimension: usize) -> PackedKdT
     );
     let n = coords.len() / dims;
     assert!(n < i32::MAX as usize, "too many records for one segment");
+    // keys folded once (-0.0 to 0.0, one NaN), so that comparisons are plain total_cmp
+    let keys: Vec<f64> = coords.iter().map(|&v| key(v)).collect();
     let mut order: Vec<u32> = (0..n as u32).collect();
     let mut nodes = Vec::with_capacity(n);
+    let mut scratch = Vec::with_capacity(n);
     build_into(
-        coords,
+        &keys,
         dims,
         &mut order,
         initial_dimension % dims,
         &mut nodes,
+        &mut scratch,
     );
     PackedKdTree {
         initial_dimension: initial_dimension % dims,
@@ -74,31 +78,37 @@ pub fn build(coords: &[f64], dims: usize, initial_dimension: usize) -> PackedKdT
 }
 
 fn build_into(
-    coords: &[f64],
+    keys: &[f64],
     dims: usize,
     part: &mut [u32],
     dim: usize,
     nodes: &mut Vec<KdNode>,
+    scratch: &mut Vec<(f64, u32)>,
 ) -> i32 {
     if part.is_empty() {
         return -1;
     }
     let mid = part.len() / 2;
-    let value = |r: u32| coords[r as usize * dims + dim];
-    // quickselect: the median record at `mid`, smaller-or-equal before it, greater-or-equal after
-    part.select_nth_unstable_by(mid, |&a, &b| cmp(value(a), value(b)));
-    let pivot = value(part[mid]);
+    // quickselect on (key, record) pairs copied side by side: the selection then
+    // reads memory in order instead of jumping through record positions
+    scratch.clear();
+    scratch.extend(part.iter().map(|&r| (keys[r as usize * dims + dim], r)));
+    scratch.select_nth_unstable_by(mid, |a, b| a.0.total_cmp(&b.0));
+    let pivot = scratch[mid].0;
     // Records equal to the pivot may lie after `mid`: gather them right after it, then
     // put the node after them, so that the left subtree holds every record <= pivot
     // and a search sends only "greater than the pivot" to the right.
     let mut equal = 0;
-    for i in mid + 1..part.len() {
-        if cmp(value(part[i]), pivot) != std::cmp::Ordering::Greater {
+    for i in mid + 1..scratch.len() {
+        if scratch[i].0.total_cmp(&pivot) != std::cmp::Ordering::Greater {
             equal += 1;
-            part.swap(mid + equal, i);
+            scratch.swap(mid + equal, i);
         }
     }
-    part.swap(mid, mid + equal);
+    scratch.swap(mid, mid + equal);
+    for (slot, &(_, r)) in part.iter_mut().zip(scratch.iter()) {
+        *slot = r;
+    }
     let at = mid + equal;
     let record = part[at];
     let index = nodes.len();
@@ -109,11 +119,98 @@ fn build_into(
     });
     let next = (dim + 1) % dims;
     let (left, rest) = part.split_at_mut(at);
-    let l = build_into(coords, dims, left, next, nodes);
-    let r = build_into(coords, dims, &mut rest[1..], next, nodes);
+    let l = build_into(keys, dims, left, next, nodes, scratch);
+    let r = build_into(keys, dims, &mut rest[1..], next, nodes, scratch);
     nodes[index].left = l;
     nodes[index].right = r;
     index as i32
+}
+
+/// Per dimension the smallest and the largest key of row-major `coords`: NaN, if
+/// present, is the largest (a dimension of only NaN has NaN as both); -0.0 is 0.0.
+pub fn bounding_box(coords: &[f64], dims: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut lo = vec![f64::NAN; dims];
+    let mut hi = vec![f64::NEG_INFINITY; dims];
+    let mut nan = vec![false; dims];
+    let mut any = false;
+    for row in coords.chunks_exact(dims) {
+        any = true;
+        for d in 0..dims {
+            let v = row[d];
+            if v.is_nan() {
+                nan[d] = true;
+            } else {
+                // f64::min/max skip the NaN lo starts from
+                lo[d] = lo[d].min(v + 0.0);
+                hi[d] = hi[d].max(v + 0.0);
+            }
+        }
+    }
+    for d in 0..dims {
+        if nan[d] || !any {
+            hi[d] = f64::NAN;
+        }
+    }
+    (lo, hi)
+}
+
+/// One segment built from a chunk: its kd-tree (over its records in segment order)
+/// and its bounding box.
+pub struct BuiltSegment {
+    pub tree: NodeOrderedTree,
+    pub lo: Vec<f64>,
+    pub hi: Vec<f64>,
+}
+
+/// The segments of a chunk whose records are labelled `labels[r] < initial.len()`.
+///
+/// Returns the chunk's record positions grouped by segment (a stable counting
+/// sort: within a segment in chunk order), where each segment's group starts
+/// (`bounds`, one more entry than segments), and each segment built in parallel:
+/// its packed kd-tree, starting from dimension `initial[s]`, and its box.
+///
+/// # Panics
+/// If a label is not below `initial.len()` or `coords` is not `labels.len() * dims` values.
+pub fn build_segments(
+    coords: &[f64],
+    dims: usize,
+    labels: &[u32],
+    initial: &[usize],
+) -> (Vec<u32>, Vec<usize>, Vec<BuiltSegment>) {
+    use rayon::prelude::*;
+    assert_eq!(
+        coords.len(),
+        labels.len() * dims,
+        "coords must hold n * dims values"
+    );
+    let count = initial.len();
+    let mut bounds = vec![0usize; count + 1];
+    for &l in labels {
+        bounds[l as usize + 1] += 1;
+    }
+    for s in 0..count {
+        bounds[s + 1] += bounds[s];
+    }
+    let mut next = bounds.clone();
+    let mut order = vec![0u32; labels.len()];
+    for (r, &l) in labels.iter().enumerate() {
+        order[next[l as usize]] = r as u32;
+        next[l as usize] += 1;
+    }
+    let segments = (0..count)
+        .into_par_iter()
+        .map(|s| {
+            let rows = &order[bounds[s]..bounds[s + 1]];
+            let mut own = Vec::with_capacity(rows.len() * dims);
+            for &r in rows {
+                own.extend_from_slice(&coords[r as usize * dims..(r as usize + 1) * dims]);
+            }
+            let (lo, hi) = bounding_box(&own, dims);
+            let tree = NodeOrderedTree::new(build(&own, dims, initial[s]), &own);
+            BuiltSegment { tree, lo, hi }
+        })
+        .collect();
+    (order, bounds, segments)
 }
 /// Kd-tree partitioning (MDDS §IV-B): divide a chunk's records into segments of at
 /// most `max_records` by the node counts of subtrees.
@@ -365,6 +462,68 @@ mod tests {
                 assert_eq!(ordered.search(&q, true), expected, "case {case}");
             }
         }
+    }
+
+    #[test]
+    fn built_segments_group_by_label_and_answer_like_a_scan() {
+        let mut rng = Rng(0x0DDB_A11C_0FFE_E123);
+        for case in 0..100 {
+            let dims = 1 + case % 4;
+            let count = 1 + case % 6;
+            let n = (rng.next() % 300) as usize;
+            let coords: Vec<f64> = (0..n * dims).map(|_| value(&mut rng)).collect();
+            let labels: Vec<u32> = (0..n).map(|_| (rng.next() % count as u64) as u32).collect();
+            let initial: Vec<usize> = (0..count).map(|s| s % dims).collect();
+            let (order, bounds, segments) = build_segments(&coords, dims, &labels, &initial);
+            assert_eq!(bounds.len(), count + 1);
+            assert_eq!(bounds[count], n);
+            for (s, seg) in segments.iter().enumerate() {
+                let rows = &order[bounds[s]..bounds[s + 1]];
+                assert!(rows.windows(2).all(|w| w[0] < w[1]), "stable: chunk order");
+                assert!(rows.iter().all(|&r| labels[r as usize] == s as u32));
+                let own: Vec<f64> = rows
+                    .iter()
+                    .flat_map(|&r| coords[r as usize * dims..(r as usize + 1) * dims].to_vec())
+                    .collect();
+                assert_eq!(seg.tree.tree.initial_dimension, initial[s]);
+                for _ in 0..5 {
+                    let lo: Vec<f64> = (0..dims).map(|_| bound(&mut rng, false)).collect();
+                    let hi: Vec<f64> = (0..dims).map(|_| bound(&mut rng, true)).collect();
+                    let q = QueryBox { lo, hi };
+                    assert_eq!(
+                        seg.tree.search(&q, false),
+                        scan(&own, dims, &q),
+                        "case {case}"
+                    );
+                }
+                if !rows.is_empty() {
+                    // the box contains every record of the segment
+                    let q = QueryBox {
+                        lo: seg
+                            .lo
+                            .iter()
+                            .map(|&v| if v.is_nan() { f64::NEG_INFINITY } else { v })
+                            .collect(),
+                        hi: seg.hi.clone(),
+                    };
+                    assert_eq!(seg.tree.search(&q, true).len(), rows.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bounding_box_puts_nan_on_top_and_folds_negative_zero() {
+        let coords = vec![-0.0, f64::NAN, 2.0, 1.0, f64::NEG_INFINITY, 3.0];
+        let (lo, hi) = bounding_box(&coords, 2);
+        assert_eq!(lo[0].to_bits(), f64::NEG_INFINITY.to_bits());
+        assert_eq!(hi[0], 2.0);
+        assert_eq!(lo[1], 1.0);
+        assert!(hi[1].is_nan());
+        let (lo, hi) = bounding_box(&[f64::NAN, -0.0], 2);
+        assert!(lo[0].is_nan() && hi[0].is_nan());
+        assert_eq!(lo[1].to_bits(), 0.0f64.to_bits());
+        assert_eq!(hi[1].to_bits(), 0.0f64.to_bits());
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod bindings;
 pub mod info;
 pub mod jsonflat;
 pub mod kdtree;
+pub mod packed;
 pub mod rtree;
 
 /// Test helpers shared by the kernels' tests.
@@ -48,6 +49,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::kdtree_partition, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::search_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::build_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::unpack_records, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::gather, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::pad_strings, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::flatten_documents, m)?)?;

@@ -11,12 +11,14 @@ __all__ = [
     "SegmentTree",
     "__version__",
     "build_info",
+    "build_segments",
     "flatten_documents",
     "gather",
     "kdtree_partition",
     "pad_strings",
     "rebuild_documents",
     "search_segments",
+    "unpack_records",
 ]
 
 __version__: str
@@ -76,6 +78,32 @@ def search_segments(
     ``trees`` and its row in that segment, grouped by tree in order, rows
     ascending within a tree. ``sequential`` looks at every row instead of
     descending the trees (MDDS's sequential iterator).
+    """
+
+def build_segments(
+    coords: npt.NDArray[np.float64],
+    labels: npt.NDArray[np.uint32],
+    initial_dimensions: list[int],
+) -> tuple[npt.NDArray[np.uint32], list[int], list[tuple[KdTree, list[float], list[float]]]]:
+    """The segments of a chunk, built in parallel (rayon) without the GIL.
+
+    ``labels[r]`` is row r's segment, below ``len(initial_dimensions)``.
+    Returns ``(order, bounds, segments)``: the rows grouped by segment (in
+    row order within one), where each group starts in ``order`` (one more
+    entry than segments), and per segment its kd-tree over its rows in that
+    order (from dimension ``initial_dimensions[s]``) and its box ``lo``,
+    ``hi`` (NaN, if present, as the largest value; -0.0 as 0.0).
+    """
+
+def unpack_records(
+    buffer: npt.NDArray[np.uint8], fields: list[tuple[int, bool]]
+) -> list[npt.NDArray[np.uint8] | tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8]]]:
+    """Columns of packed binary records, each field given as ``(width, is_char)``.
+
+    A fixed-width field gives its values' native bytes; a ``char`` field an
+    ``(offsets, data)`` pair in Arrow's string layout, trailing NULs dropped.
+    Raises ``ValueError`` ("record R: field F is not UTF-8 text") for a bad
+    ``char`` value, or for a buffer that is not whole records.
     """
 
 def gather(

@@ -97,6 +97,89 @@ def test_pad_strings_matches_numpy_fixed_width_bytes(texts: list[str], width: in
     assert padded.tobytes() == np.array(encoded, dtype=f"S{width}").tobytes()
 
 
+NUMERIC = ["<i1", "<i2", "<i4", "<i8", "<u1", "<u2", "<u4", "<u8", "<f4", "<f8"]
+
+
+@st.composite
+def packed_records(draw: st.DrawFn) -> tuple[np.dtype, bytes]:
+    """A packed record layout (numbers and NUL-padded text) and a buffer of its records."""
+    kinds = draw(st.lists(st.one_of(st.sampled_from(NUMERIC), st.integers(1, 5)), max_size=6))
+    dtype = np.dtype(
+        [(f"f{i}", k if isinstance(k, str) else f"S{k}") for i, k in enumerate(kinds)]
+        or [("x", "u1")]
+    )
+    n = draw(st.integers(0, 40))
+    # mostly text-like bytes (ASCII, NULs, UTF-8 lead and continuation bytes), some random
+    byte = st.one_of(st.sampled_from([0, 0, 65, 97, 0xC3, 0xA9, 0xFF]), st.integers(0, 255))
+    return dtype, bytes(
+        draw(st.lists(byte, min_size=n * dtype.itemsize, max_size=n * dtype.itemsize))
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(packed_records())
+def test_unpack_records_matches_numpy_structured_reading(layout: tuple[np.dtype, bytes]) -> None:
+    dtype, buffer = layout
+    records = np.frombuffer(buffer, dtype=dtype)
+    fields = [(dtype[name].itemsize, dtype[name].kind == "S") for name in dtype.names]
+    bad = [
+        (r, k)
+        for r in range(len(records))
+        for k, name in enumerate(dtype.names)
+        if dtype[name].kind == "S" and not _utf8(records[name][r])
+    ]
+    if bad:
+        record, field = bad[0]
+        with pytest.raises(ValueError, match=f"record {record}: field {field} is not UTF-8"):
+            _core.unpack_records(np.frombuffer(buffer, np.uint8), fields)
+        return
+    columns = _core.unpack_records(np.frombuffer(buffer, np.uint8), fields)
+    for name, column in zip(dtype.names, columns, strict=True):
+        if dtype[name].kind == "S":  # numpy's S drops trailing NULs too
+            offsets, data = column
+            texts = [bytes(data[offsets[i] : offsets[i + 1]]) for i in range(len(records))]
+            assert texts == records[name].tolist()
+        else:
+            expected = records[name].astype(dtype[name].newbyteorder("="))
+            assert column.view(expected.dtype).tobytes() == expected.tobytes()
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems(), st.integers(1, 6), st.data())
+def test_build_segments_groups_rows_and_builds_each_segment(
+    problem: tuple[np.ndarray, list[float], list[float], int], count: int, data: st.DataObject
+) -> None:
+    coords, lo, hi, first = problem
+    labels = np.array(
+        data.draw(st.lists(st.integers(0, count - 1), min_size=len(coords), max_size=len(coords))),
+        dtype=np.uint32,
+    )
+    initial = [(first + s) % coords.shape[1] for s in range(count)]
+    order, bounds, built = _core.build_segments(coords, labels, initial)
+    assert sorted(order.tolist()) == list(range(len(coords))) and len(built) == count
+    for s, (tree, seg_lo, seg_hi) in enumerate(built):
+        rows = order[bounds[s] : bounds[s + 1]]
+        assert rows.tolist() == np.flatnonzero(labels == s).tolist()  # in row order
+        own = coords[rows]
+        assert tree.initial_dimension == initial[s]
+        assert tree.search(lo, hi).tolist() == reference(own, lo, hi)
+        for d in range(coords.shape[1]):
+            keys = sorted(order_key(v) for v in own[:, d])
+            if not keys:
+                continue
+            assert order_key(seg_hi[d]) == keys[-1]
+            low = [k for k in keys if k[0] == 0]
+            assert math.isnan(seg_lo[d]) if not low else order_key(seg_lo[d]) == low[0]
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.integers(1, 9), st.lists(st.tuples(values, values), min_size=1, max_size=400), st.data())
 def test_segment_tree_finds_every_overlapping_box(

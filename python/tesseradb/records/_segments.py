@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 __all__ = ["Segment", "SegmentStore", "check_segmentation", "index_keys"]
 
 ITERATORS = ("kdtree", "sequential")
+UNPACK_RECORDS = 1 << 20  # binary records unpacked per Rust call
+UNPACK_BYTES = 1 << 30  # and at most these many bytes (text offsets are 32-bit)
+_NOT_TEXT = re.compile(r"record (\d+): field (\d+) is not UTF-8 text")
 SCHEMES = ("random", "kdtree")
 
 
@@ -138,7 +142,10 @@ class SegmentStore:
         segments = []
         for start in range(0, table.num_rows, self.max_chunk_records):
             chunk = table.slice(start, self.max_chunk_records)
-            segments.extend(self._segment_chunk(chunk, rng))
+            batches = chunk.to_batches()
+            # a chunk inside one piece of the table is a zero-copy batch
+            batch = batches[0] if len(batches) == 1 else chunk.combine_chunks().to_batches()[0]
+            segments.extend(self._segment_chunk(batch, rng))
         return segments
 
     def publish(self, segments: Sequence[Segment]) -> None:
@@ -195,7 +202,8 @@ class SegmentStore:
                     f"column {field.name!r} has a NULL at row {row}: records have no NULLs"
                 )
             try:
-                column = column.cast(field.type, safe=True)
+                if column.type != field.type:
+                    column = column.cast(field.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise DescriptorError(
                     f"column {field.name!r} ({column.type}) does not fit {field.type}: {err}"
@@ -211,21 +219,55 @@ class SegmentStore:
         return pa.Table.from_arrays(columns, schema=self.schema)
 
     def _from_binary(self, buffer: Any) -> pa.Table:
-        """Packed binary records laid out as the descriptor says (the paper's binary form)."""
+        """Packed binary records laid out as the descriptor says (the paper's binary form).
+
+        Unpacked into columns by a Rust kernel, in pieces whose text fits
+        Arrow's 32-bit string offsets.
+        """
         import numpy as np
-
-        size = self.descriptor.record_size
-        nbytes = memoryview(buffer).nbytes
-        if nbytes % size:
-            raise DescriptorError(
-                f"a buffer of {nbytes} bytes is not whole records: each record is {size} bytes, "
-                f"and {nbytes % size} bytes are left over after {nbytes // size} records"
-            )
-        return self._from_structured(np.frombuffer(buffer, dtype=self.descriptor.numpy_dtype))
-
-    def _from_structured(self, records: np.ndarray) -> pa.Table:
         import pyarrow as pa
 
+        from tesseradb import _core
+
+        size = self.descriptor.record_size
+        raw = np.frombuffer(buffer, dtype=np.uint8)
+        if raw.nbytes % size:
+            raise DescriptorError(
+                f"a buffer of {raw.nbytes} bytes is not whole records: each record is {size} bytes, "
+                f"and {raw.nbytes % size} bytes are left over after {raw.nbytes // size} records"
+            )
+        fields = self.descriptor.fields
+        layout = [(f.size, f.type == "char") for f in fields]
+        piece = max(1, min(UNPACK_RECORDS, UNPACK_BYTES // size))
+        batches = []
+        for first in range(0, raw.nbytes // size, piece):
+            part = raw[first * size : (first + piece) * size]
+            try:
+                columns = _core.unpack_records(part, layout)
+            except ValueError as err:
+                record, field = _NOT_TEXT.fullmatch(str(err)).groups()  # type: ignore[union-attr]
+                raise DescriptorError(
+                    f"record {first + int(record)}: char field {fields[int(field)].name!r} "
+                    "is not UTF-8 text"
+                ) from None
+            n = len(part) // size
+            arrays = [
+                pa.Array.from_buffers(
+                    pa.string(), n, [None, pa.py_buffer(c[0]), pa.py_buffer(c[1])]
+                )
+                if isinstance(c, tuple)
+                else pa.Array.from_buffers(f.arrow_type, n, [None, pa.py_buffer(c)])
+                for f, c in zip(fields, columns, strict=True)
+            ]
+            batches.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        return pa.Table.from_batches(batches, schema=self.schema)
+
+    def _from_structured(self, records: np.ndarray) -> pa.Table:
+        import numpy as np
+        import pyarrow as pa
+
+        if records.dtype == self.descriptor.numpy_dtype:  # the packed binary form itself
+            return self._from_binary(np.ascontiguousarray(records).view(np.uint8).reshape(-1))
         names = records.dtype.names or ()
         missing = [f.name for f in self.descriptor.fields if f.name not in names]
         if missing:
@@ -248,48 +290,43 @@ class SegmentStore:
                 ) from None
         return pa.table(columns)
 
-    def _segment_chunk(self, chunk: pa.Table, rng: Any) -> list[Segment]:
+    def _segment_chunk(self, chunk: pa.RecordBatch, rng: Any) -> list[Segment]:
         """Divide a chunk into segments by the stream's scheme.
 
         ``random`` (§IV-A): each record to one of ceil(chunk bytes / segment
         bytes) segments chosen uniformly at random. ``kdtree`` (§IV-B): the
         chunk's kd-tree cut into subtrees of at most overpacking x segment
         bytes / record size records (Rust); each segment's own kd-tree starts
-        from its subtree root's dimension.
+        from its subtree root's dimension. The segments' kd-trees and boxes
+        are built in one Rust call, in parallel.
         """
         import numpy as np
+        import pyarrow as pa
 
         from tesseradb import _core
 
         n = chunk.num_rows
-        roots = None
-        if self.scheme == "kdtree" and n:
+        if not n:
+            return []
+        dims = len(self.descriptor.index)
+        coords = index_keys(chunk, self.descriptor)
+        if self.scheme == "kdtree":
             limit = max(1, int(self.overpacking * self.segment_bytes / self.descriptor.record_size))
-            coords = index_keys(chunk.combine_chunks().to_batches()[0], self.descriptor)
             labels, roots = _core.kdtree_partition(coords, limit)
-            assignment, count = labels.astype(np.int64), len(roots)
+            initial = [int(r) % dims for r in roots]
         else:
             count = max(1, math.ceil(n * self.descriptor.record_size / self.segment_bytes))
-            assignment = rng.integers(0, count, n) if count > 1 else np.zeros(n, dtype=np.int64)
-        order = np.argsort(assignment, kind="stable")
-        bounds = np.searchsorted(assignment[order], np.arange(count + 1))
+            labels = rng.integers(0, count, n, dtype=np.uint32)
+            initial = [0] * count
+        order, bounds, built = _core.build_segments(coords, labels, initial)
         # one take of the whole chunk in segment order; segments are slices of it
-        batch = chunk.take(order).combine_chunks().to_batches()[0] if n else None
+        batch = chunk.take(pa.array(order))
         out = []
-        for s in range(count):
-            start, stop = int(bounds[s]), int(bounds[s + 1])
-            if stop > start and batch is not None:
-                first = int(roots[s]) % len(self.descriptor.index) if roots is not None else 0
-                out.append(self.build_segment(batch.slice(start, stop - start), first))
+        for s, (tree, lo, hi) in enumerate(built):
+            start, stop = bounds[s], bounds[s + 1]
+            if stop > start:
+                out.append(Segment(0, batch.slice(start, stop - start), tree, lo, hi))
         return out
-
-    def build_segment(self, data: pa.RecordBatch, initial_dimension: int = 0) -> Segment:
-        """A segment of ``data``: its packed kd-tree and bounding box (id 0 until published)."""
-        from tesseradb import _core
-
-        coords = index_keys(data, self.descriptor)
-        lo, hi = _box(coords)
-        return Segment(0, data, _core.KdTree(coords, initial_dimension), lo, hi)
 
     # --- queries ----------------------------------------------------------------------
     @property
@@ -501,16 +538,3 @@ def _utf8(value: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-def _box(coords: np.ndarray) -> tuple[list[float], list[float]]:
-    """Per dimension the smallest and largest key (NaN, if present, is the largest)."""
-    import numpy as np
-
-    lo, hi = [], []
-    for d in range(coords.shape[1]):
-        column = coords[:, d] + 0.0  # -0.0 is 0.0
-        finite = column[~np.isnan(column)]
-        lo.append(float(finite.min()) if len(finite) else math.nan)
-        hi.append(math.nan if len(finite) < len(column) else float(finite.max()))
-    return lo, hi
