@@ -394,3 +394,80 @@ def test_a_bad_row_in_a_text_file_object_is_located_too(db: Any) -> None:
     with pytest.raises(CSVError, match=r"line 2, field 'x': 'x' is not a number"):
         stream.ingest(source)
     assert not source.closed and stream.num_records == 0
+
+
+def _same(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]]) -> bool:
+    """Rows equal, floats to 1e-9 relative (sums may add in another order), NaN equal to NaN."""
+
+    def close(a: Any, b: Any) -> bool:
+        if isinstance(a, float) and isinstance(b, float):
+            return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9)
+        return bool(a == b) and type(a) is type(b)
+
+    return len(got) == len(want) and all(
+        len(g) == len(w) and all(close(a, b) for a, b in zip(g, w, strict=True))
+        for g, w in zip(got, want, strict=True)
+    )
+
+
+literals = st.decimals(-8, 8, places=3, allow_nan=False).map(lambda d: f"{d:f}")
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    n=st.integers(0, 2000),
+    seed=st.integers(0, 2**16),
+    data=st.data(),
+)
+def test_aggregates_answered_by_the_stream_equal_duckdb(
+    tmp_path_factory: pytest.TempPathFactory, n: int, seed: int, data: st.DataObject
+) -> None:
+    table = records(n, seed)
+    lits = data.draw(st.lists(literals, min_size=4, max_size=4))
+    # some values exactly at a literal's float32 or double image: the ambiguous rows
+    y = table.column("y").to_numpy().copy()
+    x = table.column("x").to_numpy().copy()
+    if n:
+        y[:: max(1, n // 7)] = np.float32(float(lits[0]))
+        x[:: max(1, n // 5)] = float(lits[2])
+    table = table.set_column(3, "x", pa.array(x)).set_column(4, "y", pa.array(y, pa.float32()))
+    fn = data.draw(st.sampled_from(["count(*)", "avg(n)", "min(y)", "max(x)", "sum(y)", "avg(t)"]))
+    op = data.draw(st.sampled_from(["<", "<=", ">", ">=", "="]))
+    query = (
+        f"SELECT {fn}, count(*) FROM s WHERE y {op} {lits[0]} AND y <= {lits[1]} "
+        f"AND x BETWEEN {lits[2]} AND {lits[3]}"
+    )
+    with tesseradb.connect(tmp_path_factory.mktemp("stream") / "db") as db:
+        db.create_stream("s", DESCRIPTOR, segment_bytes=4096, seed=seed).ingest(table)
+        assert _same(db.sql(query).fetchall(), reference(table, query)), query
+
+
+def test_the_stream_answers_box_aggregates_and_leaves_ambiguous_ones_to_sql(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tesseradb.records import Stream
+
+    answered: list[bool] = []
+    original = Stream.aggregate
+
+    def spy(self: Any, *args: Any) -> Any:
+        table = original(self, *args)
+        answered.append(table is not None)
+        return table
+
+    monkeypatch.setattr(Stream, "aggregate", spy)
+    table = records(5000, 3)
+    db.create_stream("s", DESCRIPTOR, segment_bytes=4096).ingest(table)
+    query = "SELECT avg(n), max(y), count(*) FROM s WHERE y >= 0.1 AND y < 2.35 AND x > -1.5"
+    assert _same(db.sql(query).fetchall(), reference(table, query))
+    assert answered == [True]
+    # a record holding float32(0.1): DuckDB's precision decides, so SQL answers
+    y = table.column("y").to_numpy().copy()
+    y[7] = np.float32(0.1)
+    table = table.set_column(4, "y", pa.array(y, pa.float32()))
+    db.drop("s")
+    db.create_stream("s", DESCRIPTOR, segment_bytes=4096).ingest(table)
+    assert _same(db.sql(query).fetchall(), reference(table, query))
+    assert answered == [True, False]

@@ -27,7 +27,7 @@ import itertools
 import math
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any
@@ -446,6 +446,54 @@ class SegmentStore:
             )
             yield from _finish(batch, names, predicate)
 
+    def aggregate(
+        self,
+        items: Sequence[tuple[str, str, str | None]],
+        predicate: Predicate | None,
+        ambiguous: Mapping[str, Sequence[float]],
+    ) -> list[tuple[str, pa.Array]] | None:
+        """``count``, ``avg``, ``min``, ``max`` and floating ``sum`` of the matching records.
+
+        ``items`` are (output name, function, column; None for ``count(*)``).
+        Answers from the found records' columns with DuckDB's meanings (NaN
+        above every number, an empty input gives NULL); returns None for what
+        it does not answer (other functions, text columns, integer sums,
+        whose type DuckDB widens) or when a found record holds one of the
+        ``ambiguous`` values of a column, and the query then runs as SQL.
+        """
+        import numpy as np
+        import pyarrow as pa
+
+        lower = {n.lower(): n for n in self.schema.names}
+        wanted: list[tuple[str, str, str | None]] = []
+        for out, fn, column in items:
+            name = lower.get(column.lower()) if column is not None else None
+            if column is not None and name is None:
+                return None
+            if name is not None:
+                type_ = self.schema.field(name).type
+                if pa.types.is_string(type_) or fn not in ("count", "avg", "min", "max", "sum"):
+                    return None
+                if fn == "sum" and not pa.types.is_floating(type_):
+                    return None
+            elif fn != "count":
+                return None
+            wanted.append((out, fn, name))
+        points = {}
+        for column, values in ambiguous.items():
+            if column.lower() not in lower:
+                return None
+            points[lower[column.lower()]] = np.array(values, dtype=np.float64)
+        columns = list(dict.fromkeys(c for _, _, c in wanted if c is not None))
+        parts = _Partials(columns)
+        needed = list(dict.fromkeys([*columns, *points])) or [self.descriptor.index[0]]
+        for batch in self.scan(needed, predicate):
+            for column, point_values in points.items():
+                if np.isin(batch.column(column).to_numpy(), point_values).any():
+                    return None
+            parts.add(batch)
+        return [(out, parts.result(fn, column, self.schema)) for out, fn, column in wanted]
+
     def _gather(
         self, segments: list[Segment], names: list[str], which: np.ndarray, rows: np.ndarray
     ) -> pa.RecordBatch:
@@ -538,3 +586,64 @@ def _utf8(value: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+class _Partials:
+    """Running count, sum, min, max and NaN per column over batches of records."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self.rows = 0
+        self.sums: dict[str, Any] = dict.fromkeys(columns, 0)
+        self.lows: dict[str, Any] = dict.fromkeys(columns)
+        self.highs: dict[str, Any] = dict.fromkeys(columns)
+        self.nan = dict.fromkeys(columns, False)
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        import numpy as np
+
+        self.rows += batch.num_rows
+        if not batch.num_rows:
+            return
+        for name in self.sums:
+            values = batch.column(name).to_numpy()
+            if values.dtype.kind == "f":
+                self.sums[name] += float(np.sum(values, dtype=np.float64))
+                nan = np.isnan(values)
+                if nan.any():
+                    self.nan[name] = True
+                    values = values[~nan]
+                    if not len(values):
+                        continue
+            else:
+                # exact: in int64 while no overflow is possible, else in Python integers
+                bound = max(abs(int(values.min())), abs(int(values.max())))
+                if bound * len(values) < 2**63:
+                    self.sums[name] += int(np.sum(values, dtype=np.int64))
+                else:
+                    self.sums[name] += sum(values.tolist())
+            low, high = values.min(), values.max()
+            if self.lows[name] is None or low < self.lows[name]:
+                self.lows[name] = low
+            if self.highs[name] is None or high > self.highs[name]:
+                self.highs[name] = high
+
+    def result(self, fn: str, column: str | None, schema: pa.Schema) -> pa.Array:
+        import pyarrow as pa
+
+        if fn == "count":
+            return pa.array([self.rows], pa.int64())
+        assert column is not None
+        type_ = schema.field(column).type
+        if fn == "avg":
+            value = None if not self.rows else self.sums[column] / self.rows
+            return pa.array([value], pa.float64())
+        if fn == "sum":
+            return pa.array([self.sums[column] if self.rows else None], pa.float64())
+        if not self.rows:
+            return pa.array([None], type_)
+        if fn == "max" and self.nan[column]:  # NaN is the largest value
+            return pa.array([math.nan], type_)
+        value = self.lows[column] if fn == "min" else self.highs[column]
+        if value is None:  # only NaN
+            return pa.array([math.nan], type_)
+        return pa.array([value.item()], type_)

@@ -24,7 +24,7 @@ import io
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -352,6 +352,35 @@ class Stream:
         rows = self._store.rows_in(ids)
         width = self.descriptor.record_size
         return Estimate(rows, rows * width)
+
+    # the engine may hand aggregate() a WHERE that is exact but for float values in
+    # ``ambiguous``: the store gives up when a candidate record holds one
+    checks_ambiguous_floats = True
+
+    def aggregate(
+        self,
+        items: Sequence[tuple[str, str, str | None]],
+        group_by: Sequence[str],
+        predicate: Predicate | None,
+        ambiguous: Mapping[str, Sequence[float]] | None = None,
+    ) -> pa.Table | None:
+        """A single-stream aggregate query answered from the found records, without SQL.
+
+        ``SELECT avg(passenger_count) FROM s WHERE <box>`` (MDDS's queries)
+        needs only the matching records' one column: the engine asks here
+        first, and runs the statement as SQL when this returns None
+        (grouping, text columns, functions it does not compute, a found
+        record holding an ``ambiguous`` value).
+        """
+        import pyarrow as pa
+
+        if group_by:
+            return None
+        columns = self._store.aggregate(items, predicate, ambiguous or {})
+        if columns is None:
+            return None
+        # names may repeat (SELECT count(*), count(*)): a table from arrays keeps both
+        return pa.Table.from_arrays([a for _, a in columns], names=[n for n, _ in columns])
 
     def describe_scan(
         self, columns: Sequence[str] | None, predicate: Predicate | None

@@ -94,7 +94,13 @@ class Analysis:
         table from its bitmap indexes) when that is exact; see the engine.
         """
         query = self.aggregate_only
-        if query is None or query.group_by or query.order or len(query.items) != 1:
+        if (
+            query is None
+            or query.group_by
+            or query.order
+            or query.ambiguous
+            or len(query.items) != 1
+        ):
             return None
         name, fn, column = query.items[0]
         if fn != "count" or column is not None:
@@ -117,6 +123,11 @@ class AggregateQuery:
     group_by: tuple[str, ...]
     predicate: Predicate
     order: tuple[tuple[str, bool], ...] = ()
+    # (column, values): the predicate is exact except for rows holding one of these
+    # values in that column, where a float literal's meaning depends on the precision
+    # DuckDB compares in (see _ambiguity_point); a relation answering the query must
+    # give up when a candidate row holds one
+    ambiguous: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
 SchemaLookup = Callable[[str], "pa.Schema | None"]
@@ -290,6 +301,9 @@ class _StatementAnalyser:
         self.columns_of = columns_of
         self.equijoins: list[EquiJoin] = []
         self.aggregate_only: AggregateQuery | None = None
+        # while deriving an aggregate query's WHERE: float comparisons taken as exact
+        # but for one value per column (None: such comparisons are inexact)
+        self._ambiguous: dict[str, set[float]] | None = None
         self.relations = relations
         self.others = others
         self._schemas: dict[str, pa.Schema | None] = {}
@@ -599,14 +613,19 @@ class _StatementAnalyser:
         if not items:
             return
         where = select.args.get("where")
-        pred, exact = (
-            (Predicate(), True)
-            if where is None
-            else self._derive(where.this, src, sources, negate=False)
-        )
+        self._ambiguous = {}
+        try:
+            pred, exact = (
+                (Predicate(), True)
+                if where is None
+                else self._derive(where.this, src, sources, negate=False)
+            )
+            ambiguous = tuple(sorted((c, tuple(sorted(v))) for c, v in self._ambiguous.items()))
+        finally:
+            self._ambiguous = None
         if exact:
             self.aggregate_only = AggregateQuery(
-                src.relation, tuple(items), tuple(group_by), pred, tuple(order)
+                src.relation, tuple(items), tuple(group_by), pred, tuple(order), ambiguous
             )
 
     def _atom_is_exact(
@@ -617,17 +636,16 @@ class _StatementAnalyser:
         try:
             if isinstance(node, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
                 try:
-                    _, ctype = self._column_of(node.this, src, sources)
+                    column, ctype = self._column_of(node.this, src, sources)
                     value = self._literal(node.expression)
                 except _Unknown:
-                    _, ctype = self._column_of(node.expression, src, sources)
+                    column, ctype = self._column_of(node.expression, src, sources)
                     value = self._literal(node.this)
-                return _exact(ctype, value)
+                return self._exact_but_for(column, ctype, value)
             if isinstance(node, exp.Between):
-                _, ctype = self._column_of(node.this, src, sources)
-                return _exact(ctype, self._literal(node.args["low"])) and _exact(
-                    ctype, self._literal(node.args["high"])
-                )
+                column, ctype = self._column_of(node.this, src, sources)
+                low = self._exact_but_for(column, ctype, self._literal(node.args["low"]))
+                return low and self._exact_but_for(column, ctype, self._literal(node.args["high"]))
             if isinstance(node, exp.In):
                 _, ctype = self._column_of(node.this, src, sources)
                 values = [self._literal(e, allow_null=True) for e in node.expressions]
@@ -638,6 +656,18 @@ class _StatementAnalyser:
         except _Unknown:
             return False
         return isinstance(node, (exp.Is, exp.Column))
+
+    def _exact_but_for(self, column: str, ctype: pa.DataType, value: Any) -> bool:
+        """Whether comparing ``column`` with ``value`` maps to exact bounds; while deriving an
+        aggregate query, a float comparison counts as exact but for its ambiguity point."""
+        if _exact(ctype, value):
+            return True
+        point = _ambiguity_point(ctype, value) if self._ambiguous is not None else None
+        if point is None:
+            return False
+        assert self._ambiguous is not None
+        self._ambiguous.setdefault(column, set()).add(point)
+        return True
 
     def _find_equijoins(
         self, node: exp.Expression, sources: dict[str, _Source], only: str | None
@@ -960,6 +990,40 @@ def _exact(ctype: pa.DataType, value: Any) -> bool:
             not _finite(value) or Fraction(candidates[0]) == Fraction(value)
         )
     return False
+
+
+def _ambiguity_point(ctype: pa.DataType, value: Any) -> float | None:
+    """For a float column compared with a number that does not map to one exact bound:
+    the only column value the comparison's outcome may depend on, or None.
+
+    The comparison constant is the literal itself, its double ``d``, or
+    ``d`` rounded to the column's float type (which one depends on how
+    DuckDB types the literal). All of them lie within half a double step
+    of the literal, and ``d`` rounded to the column type is the nearest
+    column value to ``d``: no other value of the column type lies between
+    them, so a row whose value differs from that one compares the same way
+    under every reading.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    if type_class(ctype) != "float" or isinstance(value, bool):
+        return None
+    if not isinstance(value, (int, float, Decimal)):
+        return None
+    try:
+        as_double = float(value)
+    except OverflowError:
+        return None
+    if not math.isfinite(as_double):
+        return None
+    if ctype == pa.float64():
+        return as_double
+    if ctype == pa.float32():
+        with np.errstate(over="ignore"):
+            point = float(np.float32(as_double))
+        return point if math.isfinite(point) else None
+    return None
 
 
 def _finite(value: Any) -> bool:

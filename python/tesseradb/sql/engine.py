@@ -374,11 +374,14 @@ class SQLEngine:
         return Result(pa.table({name: pa.array([rows], pa.int64())}), {relation.name: ScanStats()})
 
     def _aggregate_without_rows(self, analysis: Analysis) -> Result | None:
-        """A single-relation aggregate query answered by the relation's ``aggregate`` (arrays).
+        """A single-relation aggregate query answered by the relation's ``aggregate``.
 
-        The relation computes it from its storage (an array's chunks, by
-        numpy reductions) or returns None, and the statement then runs as
-        usual. Tests check both paths give the same answers.
+        The relation computes it from its storage (an array's chunks by numpy
+        reductions, a stream's found records) or returns None, and the
+        statement then runs as usual. A WHERE exact but for float ambiguity
+        points (see ``AggregateQuery.ambiguous``) goes only to relations that
+        say they check for them (``checks_ambiguous_floats``). Tests check
+        both paths give the same answers.
         """
         query = analysis.aggregate_only
         if query is None:
@@ -387,11 +390,16 @@ class SQLEngine:
         aggregate = getattr(relation, "aggregate", None)
         if relation is None or aggregate is None:
             return None
-        table = aggregate(
-            list(query.items),
-            list(query.group_by),
-            None if query.predicate.is_true else query.predicate,
-        )
+        predicate = None if query.predicate.is_true else query.predicate
+        if query.ambiguous:
+            # only relations that check the candidate rows for the ambiguity points
+            if not getattr(relation, "checks_ambiguous_floats", False):
+                return None
+            table = aggregate(
+                list(query.items), list(query.group_by), predicate, dict(query.ambiguous)
+            )
+        else:
+            table = aggregate(list(query.items), list(query.group_by), predicate)
         if table is None:
             return None
         if query.order:
