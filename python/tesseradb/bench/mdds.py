@@ -195,7 +195,8 @@ GHCN_INDEXES = [
     "CREATE INDEX idx4 ON mdds_table (element_id, latitude)",
 ]
 
-QUERY_WARMUP = 2  # query latencies: the median of the runs after two warm-ups, as the paper
+QUERY_WARMUP = 2  # query latencies: the median of five runs after two warm-ups, as the paper
+QUERY_RUNS = 5  # (whatever --repeat says, which sets how often each ingest is repeated)
 YEAR_2013 = (1_356_998_400, 1_388_534_400)  # 2013-01-01 .. 2014-01-01 UTC
 
 
@@ -547,6 +548,7 @@ def _tessera(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[st
                             f"taxi_q{q_no}_{scheme}_scheme",
                             lambda q=query, db=db: db.sql(q).fetchall(),
                             warmup=QUERY_WARMUP,
+                            repeat=QUERY_RUNS,
                         )
 
     # ingest while a query loop runs (0, 10, 100 ms between queries)
@@ -618,6 +620,7 @@ def _tessera(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[st
                     f"{dataset}_q{q_no}",
                     lambda q=query, db=db: db.sql(q).fetchall(),
                     warmup=QUERY_WARMUP,
+                    repeat=QUERY_RUNS,
                 )
             if dataset == "taxi":
                 with _fresh(ctx, "tessera_sequential") as db2:
@@ -631,6 +634,7 @@ def _tessera(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[st
                             f"taxi_q{q_no}_sequential_iterator",
                             lambda q=query, db2=db2: db2.sql(q).fetchall(),
                             warmup=QUERY_WARMUP,
+                            repeat=QUERY_RUNS,
                         )
     _total_bytes(ctx, "tessera")
 
@@ -752,6 +756,7 @@ def _sqlite(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[str
                     f"{dataset}_q{q_no}",
                     lambda q=query, con=con: con.execute(q).fetchall(),
                     warmup=QUERY_WARMUP,
+                    repeat=QUERY_RUNS,
                 )
         finally:
             con.close()
@@ -787,6 +792,7 @@ def _duckdb(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[str
                     f"{dataset}_q{q_no}",
                     lambda q=query, con=con: con.execute(q).fetchall(),
                     warmup=QUERY_WARMUP,
+                    repeat=QUERY_RUNS,
                 )
         finally:
             con.close()
@@ -845,6 +851,7 @@ def _postgres(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[s
                         f"{dataset}_q{q_no}",
                         lambda q=query, con=con: con.execute(q).fetchall(),
                         warmup=QUERY_WARMUP,
+                        repeat=QUERY_RUNS,
                     )
     _total_bytes(ctx, "postgresql")
 
