@@ -45,10 +45,10 @@ if TYPE_CHECKING:
 __all__ = ["Segment", "SegmentStore", "check_segmentation", "index_keys"]
 
 ITERATORS = ("kdtree", "sequential")
+SCHEMES = ("random", "kdtree")
 UNPACK_RECORDS = 1 << 20  # binary records unpacked per Rust call
 UNPACK_BYTES = 1 << 30  # and at most these many bytes (text offsets are 32-bit)
-_NOT_TEXT = re.compile(r"record (\d+): field (\d+) is not UTF-8 text")
-SCHEMES = ("random", "kdtree")
+_NOT_TEXT = re.compile(r"record (\d+): field (\d+) is not UTF-8 text")  # unpack_records' error
 
 
 @dataclass
