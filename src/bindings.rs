@@ -257,19 +257,22 @@ pub fn build_segments<'py>(
     Ok((order.into_pyarray(py), bounds, segments))
 }
 
+/// What [`unpack_records`] returns: the columns, or where the first bad text is.
+type UnpackedRecords<'py> = (Vec<Bound<'py, PyAny>>, Option<(usize, usize)>);
+
 /// The columns of packed binary records (whole records of `fields`, each given as
 /// (width in bytes, is char text)), unpacked in parallel.
 ///
 /// A fixed-width field becomes a uint8 array of its values' native bytes; a
 /// `char` field an (int32 offsets, uint8 data) pair in Arrow's string layout,
-/// trailing NULs dropped. Raises ValueError naming the record and the field
-/// (its position) of a `char` value that is not UTF-8.
+/// trailing NULs dropped. Returns (columns, None), or ([], (record, field)) for
+/// the first `char` value that is not UTF-8, for the caller to name.
 #[pyfunction]
 pub fn unpack_records<'py>(
     py: Python<'py>,
     buffer: PyReadonlyArray1<'py, u8>,
     fields: Vec<(usize, bool)>,
-) -> PyResult<Vec<Bound<'py, PyAny>>> {
+) -> PyResult<UnpackedRecords<'py>> {
     use crate::packed::{self, Column, PackedField};
     let buffer = buffer.as_slice()?;
     let fields: Vec<PackedField> = fields
@@ -288,13 +291,11 @@ pub fn unpack_records<'py>(
             "unpack text records in pieces of less than 2 GiB",
         ));
     }
-    let columns = py.detach(|| packed::unpack(buffer, &fields)).map_err(|e| {
-        PyValueError::new_err(format!(
-            "record {}: field {} is not UTF-8 text",
-            e.record, e.field
-        ))
-    })?;
-    columns
+    let columns = match py.detach(|| packed::unpack(buffer, &fields)) {
+        Ok(columns) => columns,
+        Err(bad) => return Ok((Vec::new(), Some((bad.record, bad.field)))),
+    };
+    let columns = columns
         .into_iter()
         .map(|c| match c {
             Column::Fixed(bytes) => Ok(bytes.into_pyarray(py).into_any()),
@@ -302,7 +303,8 @@ pub fn unpack_records<'py>(
                 .into_pyobject(py)
                 .map(|t| t.into_any()),
         })
-        .collect()
+        .collect::<PyResult<_>>()?;
+    Ok((columns, None))
 }
 
 /// Gathers fixed-width values: item `rows[i]` of `columns[segments[i]]`, each item

@@ -138,9 +138,7 @@ fn unpack_block(
             let mut data = Vec::with_capacity(n * width);
             offsets.push(0i32);
             for record in block.chunks_exact(size) {
-                let value = &record[start..start + width];
-                let end = value.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
-                let text = &value[..end];
+                let text = without_trailing_nuls(&record[start..start + width]);
                 if !text.is_ascii() && std::str::from_utf8(text).is_err() {
                     return Err(first_not_text(block, size, fields, starts, first_record));
                 }
@@ -169,6 +167,12 @@ fn unpack_block(
     Ok(texts)
 }
 
+/// A `char` value without its NUL padding (a NUL inside the text stays, as in numpy).
+fn without_trailing_nuls(value: &[u8]) -> &[u8] {
+    let end = value.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+    &value[..end]
+}
+
 /// The first (record, then field) `char` value of a block that is not UTF-8 text.
 fn first_not_text(
     block: &[u8],
@@ -179,9 +183,8 @@ fn first_not_text(
 ) -> NotText {
     for (i, record) in block.chunks_exact(size).enumerate() {
         for (k, (field, &start)) in fields.iter().zip(starts).enumerate() {
-            let value = &record[start..start + field.width];
-            let end = value.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
-            if field.text && std::str::from_utf8(&value[..end]).is_err() {
+            let value = without_trailing_nuls(&record[start..start + field.width]);
+            if field.text && std::str::from_utf8(value).is_err() {
                 return NotText {
                     record: first_record + i,
                     field: k,

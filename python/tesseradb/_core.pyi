@@ -97,13 +97,17 @@ def build_segments(
 
 def unpack_records(
     buffer: npt.NDArray[np.uint8], fields: list[tuple[int, bool]]
-) -> list[npt.NDArray[np.uint8] | tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8]]]:
+) -> tuple[
+    list[npt.NDArray[np.uint8] | tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8]]],
+    tuple[int, int] | None,
+]:
     """Columns of packed binary records, each field given as ``(width, is_char)``.
 
     A fixed-width field gives its values' native bytes; a ``char`` field an
     ``(offsets, data)`` pair in Arrow's string layout, trailing NULs dropped.
-    Raises ``ValueError`` ("record R: field F is not UTF-8 text") for a bad
-    ``char`` value, or for a buffer that is not whole records.
+    Returns ``(columns, None)``, or ``([], (record, field))`` for the first
+    ``char`` value (by record, then field) that is not UTF-8. Raises
+    ``ValueError`` for a buffer that is not whole records.
     """
 
 def gather(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tesseradb.arrays._boxes import Box
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     import numpy as np
     import pyarrow as pa
@@ -75,8 +75,15 @@ class ArrayRelation:
         items: Sequence[tuple[str, str, str | None]],
         group_by: Sequence[str],
         predicate: Predicate | None,
+        ambiguous: Mapping[str, Sequence[float]],
     ) -> pa.Table | None:
-        """A single-array aggregate query answered from the chunks (None: run it as SQL)."""
+        """A single-array aggregate query answered from the chunks (None: run it as SQL).
+
+        A WHERE with ``ambiguous`` float values goes to SQL: the chunk
+        reductions do not look at the rows the filter keeps.
+        """
+        if ambiguous:
+            return None
         return aggregate(self.array, items, group_by, predicate)
 
 

@@ -542,14 +542,14 @@ def _tessera(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[st
                     met = [_inspected(db, q) for q in TAXI_QUERIES]
                     ctx.record("tessera", f"overlap_{scheme}", met, "fraction", "of segments")
                     stream.flush()
-                    for q_no, query in enumerate(TAXI_QUERIES, 1):
-                        ctx.measure(
-                            "tessera",
-                            f"taxi_q{q_no}_{scheme}_scheme",
-                            lambda q=query, db=db: db.sql(q).fetchall(),
-                            warmup=QUERY_WARMUP,
-                            repeat=QUERY_RUNS,
-                        )
+                    _time_queries(
+                        ctx,
+                        "tessera",
+                        "taxi",
+                        TAXI_QUERIES,
+                        lambda q, db=db: db.sql(q).fetchall(),
+                        suffix=f"_{scheme}_scheme",
+                    )
 
     # ingest while a query loop runs (0, 10, 100 ms between queries)
     for gap in (0, 10, 100):
@@ -614,29 +614,47 @@ def _tessera(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[st
             _feed(stream, data[dataset], 2)
             stream.flush()
             ctx.record("tessera", f"bytes_on_disk_{dataset}", [stream.bytes_on_disk], "bytes", "B")
-            for q_no, query in enumerate(queries, 1):
-                answers[f"{dataset}_q{q_no}"]["tessera"] = ctx.measure(
-                    "tessera",
-                    f"{dataset}_q{q_no}",
-                    lambda q=query, db=db: db.sql(q).fetchall(),
-                    warmup=QUERY_WARMUP,
-                    repeat=QUERY_RUNS,
-                )
+            _time_queries(
+                ctx, "tessera", dataset, queries, lambda q, db=db: db.sql(q).fetchall(), answers
+            )
             if dataset == "taxi":
                 with _fresh(ctx, "tessera_sequential") as db2:
                     s2 = db2.create_stream(
                         "mdds_table", TAXI_DESCRIPTOR, cache_bytes=cache, iterator="sequential"
                     )
                     _feed(s2, data[dataset], 2)
-                    for q_no, query in enumerate(queries, 1):
-                        ctx.measure(
-                            "tessera",
-                            f"taxi_q{q_no}_sequential_iterator",
-                            lambda q=query, db2=db2: db2.sql(q).fetchall(),
-                            warmup=QUERY_WARMUP,
-                            repeat=QUERY_RUNS,
-                        )
+                    _time_queries(
+                        ctx,
+                        "tessera",
+                        "taxi",
+                        queries,
+                        lambda q, db2=db2: db2.sql(q).fetchall(),
+                        suffix="_sequential_iterator",
+                    )
     _total_bytes(ctx, "tessera")
+
+
+def _time_queries(
+    ctx: BenchContext,
+    system: str,
+    dataset: str,
+    queries: list[str],
+    run: Any,
+    answers: dict[str, dict[str, Any]] | None = None,
+    suffix: str = "",
+) -> None:
+    """Case ``{dataset}_q{n}{suffix}`` per query: the median of QUERY_RUNS runs of
+    ``run(query)`` after QUERY_WARMUP warm-ups; its answer kept for the agreement check."""
+    for q_no, query in enumerate(queries, 1):
+        answer = ctx.measure(
+            system,
+            f"{dataset}_q{q_no}{suffix}",
+            lambda q=query: run(q),
+            warmup=QUERY_WARMUP,
+            repeat=QUERY_RUNS,
+        )
+        if answers is not None:
+            answers[f"{dataset}_q{q_no}"][system] = answer
 
 
 def _inspected(db: Any, query: str) -> float:
@@ -750,14 +768,14 @@ def _sqlite(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[str
                     "sqlite", "ingest", [table.num_rows / elapsed], "per_second", "records/s"
                 )
             ctx.record("sqlite", f"bytes_on_disk_{dataset}", [path.stat().st_size], "bytes", "B")
-            for q_no, query in enumerate(queries, 1):
-                answers[f"{dataset}_q{q_no}"]["sqlite"] = ctx.measure(
-                    "sqlite",
-                    f"{dataset}_q{q_no}",
-                    lambda q=query, con=con: con.execute(q).fetchall(),
-                    warmup=QUERY_WARMUP,
-                    repeat=QUERY_RUNS,
-                )
+            _time_queries(
+                ctx,
+                "sqlite",
+                dataset,
+                queries,
+                lambda q, con=con: con.execute(q).fetchall(),
+                answers,
+            )
         finally:
             con.close()
     _total_bytes(ctx, "sqlite")
@@ -786,14 +804,14 @@ def _duckdb(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[str
         con = duckdb.connect(str(path))
         try:
             ctx.record("duckdb", f"bytes_on_disk_{dataset}", [path.stat().st_size], "bytes", "B")
-            for q_no, query in enumerate(queries, 1):
-                answers[f"{dataset}_q{q_no}"]["duckdb"] = ctx.measure(
-                    "duckdb",
-                    f"{dataset}_q{q_no}",
-                    lambda q=query, con=con: con.execute(q).fetchall(),
-                    warmup=QUERY_WARMUP,
-                    repeat=QUERY_RUNS,
-                )
+            _time_queries(
+                ctx,
+                "duckdb",
+                dataset,
+                queries,
+                lambda q, con=con: con.execute(q).fetchall(),
+                answers,
+            )
         finally:
             con.close()
     _total_bytes(ctx, "duckdb")
@@ -845,14 +863,14 @@ def _postgres(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[s
                 ctx.record(
                     "postgresql", f"bytes_on_disk_{dataset}", [size[0] if size else 0], "bytes", "B"
                 )
-                for q_no, query in enumerate(queries, 1):
-                    answers[f"{dataset}_q{q_no}"]["postgresql"] = ctx.measure(
-                        "postgresql",
-                        f"{dataset}_q{q_no}",
-                        lambda q=query, con=con: con.execute(q).fetchall(),
-                        warmup=QUERY_WARMUP,
-                        repeat=QUERY_RUNS,
-                    )
+                _time_queries(
+                    ctx,
+                    "postgresql",
+                    dataset,
+                    queries,
+                    lambda q, con=con: con.execute(q).fetchall(),
+                    answers,
+                )
     _total_bytes(ctx, "postgresql")
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +47,6 @@ ITERATORS = ("kdtree", "sequential")
 SCHEMES = ("random", "kdtree")
 UNPACK_RECORDS = 1 << 20  # binary records unpacked per Rust call
 UNPACK_BYTES = 1 << 30  # and at most these many bytes (text offsets are 32-bit)
-_NOT_TEXT = re.compile(r"record (\d+): field (\d+) is not UTF-8 text")  # unpack_records' error
 
 
 @dataclass
@@ -242,14 +240,12 @@ class SegmentStore:
         batches = []
         for first in range(0, raw.nbytes // size, piece):
             part = raw[first * size : (first + piece) * size]
-            try:
-                columns = _core.unpack_records(part, layout)
-            except ValueError as err:
-                record, field = _NOT_TEXT.fullmatch(str(err)).groups()  # type: ignore[union-attr]
+            columns, not_text = _core.unpack_records(part, layout)
+            if not_text is not None:
+                record, field = not_text
                 raise DescriptorError(
-                    f"record {first + int(record)}: char field {fields[int(field)].name!r} "
-                    "is not UTF-8 text"
-                ) from None
+                    f"record {first + record}: char field {fields[field].name!r} is not UTF-8 text"
+                )
             n = len(part) // size
             arrays = [
                 pa.Array.from_buffers(

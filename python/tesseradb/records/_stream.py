@@ -353,16 +353,12 @@ class Stream:
         width = self.descriptor.record_size
         return Estimate(rows, rows * width)
 
-    # the engine may hand aggregate() a WHERE that is exact but for float values in
-    # ``ambiguous``: the store gives up when a candidate record holds one
-    checks_ambiguous_floats = True
-
     def aggregate(
         self,
         items: Sequence[tuple[str, str, str | None]],
         group_by: Sequence[str],
         predicate: Predicate | None,
-        ambiguous: Mapping[str, Sequence[float]] | None = None,
+        ambiguous: Mapping[str, Sequence[float]],
     ) -> pa.Table | None:
         """A single-stream aggregate query answered from the found records, without SQL.
 
@@ -376,7 +372,7 @@ class Stream:
 
         if group_by:
             return None
-        columns = self._store.aggregate(items, predicate, ambiguous or {})
+        columns = self._store.aggregate(items, predicate, ambiguous)
         if columns is None:
             return None
         # names may repeat (SELECT count(*), count(*)): a table from arrays keeps both

@@ -378,10 +378,10 @@ class SQLEngine:
 
         The relation computes it from its storage (an array's chunks by numpy
         reductions, a stream's found records) or returns None, and the
-        statement then runs as usual. A WHERE exact but for float ambiguity
-        points (see ``AggregateQuery.ambiguous``) goes only to relations that
-        say they check for them (``checks_ambiguous_floats``). Tests check
-        both paths give the same answers.
+        statement then runs as usual. ``ambiguous`` gives, per column, the
+        values at which the WHERE is not exact (see ``AggregateQuery``); a
+        relation that finds a candidate row holding one, or cannot look,
+        returns None. Tests check both paths give the same answers.
         """
         query = analysis.aggregate_only
         if query is None:
@@ -390,16 +390,12 @@ class SQLEngine:
         aggregate = getattr(relation, "aggregate", None)
         if relation is None or aggregate is None:
             return None
-        predicate = None if query.predicate.is_true else query.predicate
-        if query.ambiguous:
-            # only relations that check the candidate rows for the ambiguity points
-            if not getattr(relation, "checks_ambiguous_floats", False):
-                return None
-            table = aggregate(
-                list(query.items), list(query.group_by), predicate, dict(query.ambiguous)
-            )
-        else:
-            table = aggregate(list(query.items), list(query.group_by), predicate)
+        table = aggregate(
+            list(query.items),
+            list(query.group_by),
+            None if query.predicate.is_true else query.predicate,
+            dict(query.ambiguous),
+        )
         if table is None:
             return None
         if query.order:
