@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 pub mod bindings;
+pub mod chunks;
 pub mod info;
 pub mod jsonflat;
 pub mod kdtree;
@@ -52,6 +53,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::build_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::unpack_records, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::gather, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::decode_chunks, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::reduce_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::pad_strings, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::flatten_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::rebuild_documents, m)?)?;

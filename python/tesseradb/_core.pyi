@@ -12,11 +12,13 @@ __all__ = [
     "__version__",
     "build_info",
     "build_segments",
+    "decode_chunks",
     "flatten_documents",
     "gather",
     "kdtree_partition",
     "pad_strings",
     "rebuild_documents",
+    "reduce_chunks",
     "search_segments",
     "unpack_records",
 ]
@@ -190,3 +192,41 @@ class SegmentTree:
         """Remove segment ``id`` (with the box it was inserted with); whether it was there."""
     def query(self, lo: list[float], hi: list[float]) -> npt.NDArray[np.uint64]:
         """Ids of the segments whose boxes may meet ``[lo, hi]``, ascending."""
+
+def decode_chunks(
+    chunks: list[tuple[bytes, list[int]]],
+    chunk_shape: list[int],
+    lo: list[int],
+    hi: list[int],
+    itemsize: int,
+    codec: str,
+    checksum: bool,
+    out: npt.NDArray[np.uint8],
+) -> tuple[int, str] | None:
+    """Decode stored Zarr chunks of one attribute into ``out``, the byte view of box ``lo..hi``.
+
+    ``chunks`` are (payload, grid coordinates); ``codec`` is "zstd" or "raw" (after
+    little-endian bytes), ``checksum`` whether a CRC-32C ends each payload. Returns
+    None, or (index, reason) for the first chunk that cannot be decoded.
+    """
+
+def reduce_chunks(
+    chunks: list[tuple[bytes, list[int]]],
+    chunk_shape: list[int],
+    lo: list[int],
+    hi: list[int],
+    itemsize: int,
+    codec: str,
+    checksum: bool,
+    kind: str,
+    null: bytes | None,
+    extremes: bool,
+) -> tuple[list[tuple[Any, Any, Any, Any, bool]], tuple[int, str] | None]:
+    """Count, sum, min, max and NaN-seen of the non-NULL cells of each chunk's part of box
+    ``lo..hi``, without making the cells.
+
+    ``kind`` is numpy's dtype kind ("i", "u", "b" or "f"); ``null`` the fill value's bytes
+    of a nullable attribute. Sums wrap like numpy's (int64, uint64, float64); float min and
+    max skip NaN; without ``extremes`` min, max and NaN-seen are not computed. Returns (partials, None), or ([], (index, reason)) for the first chunk that
+    cannot be decoded.
+    """

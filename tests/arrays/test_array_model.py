@@ -66,6 +66,8 @@ def schemas(draw: Any) -> dict[str, Any]:
         "dims": dims,
         "attrs": attrs,
         "origin": [draw(st.integers(-100, 100)) for _ in range(ndim)],
+        # zstd and none are read by the Rust chunk decoder, blosc by zarr-python
+        "codec": draw(st.sampled_from(["zstd", "none", "blosc"])),
     }
 
 
@@ -83,7 +85,7 @@ def _create(db: tesseradb.Database, spec: dict[str, Any]) -> tuple[Any, Model]:
         {"name": f"a{i}", "dtype": t, "fill": 1 if t != "bool" else True}
         for i, t in enumerate(spec["attrs"])
     ]
-    arr = db.create_array("m", dims, attrs, origin=spec["origin"])
+    arr = db.create_array("m", dims, attrs, origin=spec["origin"], codec=spec["codec"])
     shape = tuple(d["length"] for d in spec["dims"])
     model = Model(
         shape,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import ArrayBoundsError, Box, chunk_box, chunk_grid, parse_key
+from tesseradb.arrays._decode import read_box
 from tesseradb.arrays._repository import ArrayConflictError, ArrayRepository, chunk_error
 from tesseradb.errors import ReadOnlyError, TesseraError
 
@@ -192,6 +193,20 @@ class _ArrayBase:
         if box.empty:
             return np.full(box.shape, attr.fill, dtype=attr.numpy_dtype)
         array = self._zarr(session, attr.name)
+        decoded = read_box(
+            session,
+            str(self._repo.directory),
+            array,
+            attr.fill,
+            attr.numpy_dtype,
+            box,
+            self.schema.chunk_shape,
+        )
+        if decoded is not None:
+            values, failed = decoded
+            if failed is not None:
+                raise self._corrupt(attr, *failed)
+            return values
         try:
             return np.asarray(array[box.slices])
         except Exception as err:
@@ -200,16 +215,19 @@ class _ArrayBase:
             self._locate_damage(array, attr, box, err)
             raise
 
+    def _corrupt(self, attr: Any, coords: tuple[int, ...], reason: str) -> ArrayCorruptError:
+        return ArrayCorruptError(
+            f"array {self.name!r}, attribute {attr.name!r}, chunk {coords}: the stored "
+            f"chunk cannot be decoded ({reason})"
+        )
+
     def _locate_damage(self, array: Any, attr: Any, box: Box, err: BaseException) -> None:
         for coords, part in chunk_grid(box, self.schema.chunk_shape):
             try:
                 array[part.slices]
             except Exception as inner:
                 if chunk_error(inner):
-                    raise ArrayCorruptError(
-                        f"array {self.name!r}, attribute {attr.name!r}, chunk {coords}: the stored "
-                        f"chunk cannot be decoded ({type(inner).__name__}: {inner})"
-                    ) from None
+                    raise self._corrupt(attr, coords, f"{type(inner).__name__}: {inner}") from None
                 raise
         raise ArrayCorruptError(
             f"array {self.name!r}, attribute {attr.name!r}: stored data cannot be decoded ({err})"

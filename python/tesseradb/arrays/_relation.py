@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import Box
+from tesseradb.arrays._decode import reduce_box
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -315,11 +316,79 @@ def aggregate(
 
     if group_axes and not regions:
         return pa.table({out: pa.array([], _result_type(fn, a)) for out, fn, a in resolved})
-    with ThreadPoolExecutor(_workers()) as pool:
-        for offset, part in pool.map(partial, [r for _, r in regions]):
-            acc.combine(offset, part)
+    if (
+        group_axes
+        or filter_cols
+        or box is None
+        or not _fold_in_rust(array, session, acc, box, regions)
+    ):
+        with ThreadPoolExecutor(_workers()) as pool:
+            for offset, part in pool.map(partial, [r for _, r in regions]):
+                acc.combine(offset, part)
     assert box is not None or not group_axes
     return pa.table(acc.finish(schema, box, group_axes))
+
+
+def _fold_in_rust(
+    array: Array,
+    session: Any,
+    acc: _Accumulator,
+    box: Box,
+    regions: Sequence[tuple[tuple[int, ...], Box]],
+) -> bool:
+    """Fold every attribute's chunks into ``acc`` in Rust (no cells are made); False if the
+    attributes' encoding or the functions (``stddev``) need the numpy path.
+
+    Only for one group (no GROUP BY) and no attribute filter: then a chunk's
+    count, sum, min and max over its part of the box are all the query needs.
+    """
+    import numpy as np
+
+    if acc.spread:
+        return False
+    if not regions:
+        return True  # no written chunk in the box: no rows
+    chunk_shape = array.schema.chunk_shape
+    where = str(array._repo.directory)
+    entries: dict[str, Any] = {}
+    coords = [c for c, _ in regions]
+    for name, attr in acc.attrs.items():
+        extremes = any(fn in ("min", "max") and a is attr for _, fn, a in acc.items)
+        zarr_array = array._zarr(session, name)
+        stored = reduce_box(session, where, zarr_array, attr, box, coords, chunk_shape, extremes)
+        if stored is None:
+            return False
+        partials, failed = stored
+        if failed is not None:
+            raise array._corrupt(attr, *failed)
+        entry = _fold_partials(attr, partials, extremes)
+        if entry is not None:
+            entries[name] = entry
+    acc.combine((), {"rows": np.int64(sum(r.size for _, r in regions)), **entries})
+    return True
+
+
+def _fold_partials(
+    attr: Attribute, partials: Sequence[tuple[Any, ...]], extremes: bool
+) -> dict[str, Any] | None:
+    """One accumulator entry from the chunks' (count, sum, min, max, NaN seen), as numpy
+    would have reduced them (sums wrap in the same types); None if no cell counted."""
+    import numpy as np
+
+    live = [p for p in partials if p[0] > 0]
+    if not live:
+        return None
+    columns = list(zip(*live, strict=True))
+    entry = {
+        "count": np.int64(sum(columns[0])),
+        "sum": np.array(columns[1], dtype=_sum_dtype(attr)).sum(),
+    }
+    if extremes:
+        entry["min"] = np.array(columns[2], dtype=_minmax_dtype(attr)).min()
+        entry["max"] = np.array(columns[3], dtype=_minmax_dtype(attr)).max()
+        if attr.numpy_dtype.kind == "f":
+            entry["nan"] = np.bool_(any(columns[4]))
+    return entry
 
 
 def _result_type(fn: str, attr: Any) -> pa.DataType:
@@ -487,8 +556,9 @@ class _Accumulator:
                 st["mean"][where] += delta * n_b / n
             st["count"][where] += entry["count"]
             st["sum"][where] += entry["sum"]
-            st["min"][where] = np.minimum(st["min"][where], entry["min"])
-            st["max"][where] = np.maximum(st["max"][where], entry["max"])
+            if "min" in entry:  # left out where no min or max is asked for
+                st["min"][where] = np.minimum(st["min"][where], entry["min"])
+                st["max"][where] = np.maximum(st["max"][where], entry["max"])
             if "nan" in entry:
                 st["nan"][where] |= entry["nan"]
 

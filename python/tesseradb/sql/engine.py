@@ -386,6 +386,9 @@ class SQLEngine:
         query = analysis.aggregate_only
         if query is None:
             return None
+        names = [item[0] for item in query.items]
+        if len(set(names)) != len(names):
+            return None  # results are keyed by output name: let DuckDB repeat a name
         relation = self.namespace.relation(query.relation)
         aggregate = getattr(relation, "aggregate", None)
         if relation is None or aggregate is None:

@@ -1,0 +1,214 @@
+"""Reading a box of one attribute by decoding its stored chunks in Rust.
+
+zarr-python decodes each chunk a read touches into a new buffer of the whole
+chunk and copies the wanted part out, one chunk per task of its event loop.
+For the encodings TesseraDB writes (little-endian ``bytes``, then ``zstd`` or
+nothing, then ``crc32c``) :func:`read_box` fetches the chunks' stored bytes
+from the Icechunk session in one batch and ``_core.decode_chunks`` decodes
+them in parallel with the GIL released, each only as far as the box's last
+cell, straight into the result. Any other encoding returns None and the
+caller reads through zarr-python.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.arrays._boxes import Box, chunk_grid
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def chunk_codec(array: Any) -> tuple[str, bool] | None:
+    """(codec, checksum) for ``_core.decode_chunks`` if it can read ``array``'s chunks, else None."""
+    from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
+
+    if sys.byteorder != "little":
+        return None
+    codecs = list(array.metadata.codecs)
+    if not codecs or not isinstance(codecs[0], BytesCodec):
+        return None
+    if codecs[0].endian is not None and codecs[0].endian.value != "little":
+        return None
+    rest = codecs[1:]
+    checksum = bool(rest) and isinstance(rest[-1], Crc32cCodec)
+    if checksum:
+        rest = rest[:-1]
+    if not rest:
+        return "raw", checksum
+    if len(rest) == 1 and isinstance(rest[0], ZstdCodec):
+        return "zstd", checksum
+    return None
+
+
+class PayloadCache:
+    """Stored chunk bytes of committed snapshots, least recently used dropped past a byte budget.
+
+    A snapshot never changes, so (repository, snapshot, key) always names the
+    same bytes: repeated reads skip Icechunk's fetch (~0.25 ms per chunk on a
+    local disk, more than decoding a well-compressed chunk) the way a
+    database's buffer pool skips its disk. Sessions with uncommitted writes
+    are never cached.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._held = 0
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
+
+    def get(self, key: tuple[str, str, str]) -> bytes | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str, str], payload: bytes) -> None:
+        if len(payload) > self.budget // 8:
+            return  # one huge chunk would push out everything else
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = payload
+            self._held += len(payload)
+            while self._held > self.budget:
+                _, dropped = self._entries.popitem(last=False)
+                self._held -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._held = 0
+
+
+PAYLOADS = PayloadCache(256 << 20)
+
+
+def clear_chunk_cache() -> None:
+    """Drop every cached stored chunk (later reads fetch from the repositories again)."""
+    PAYLOADS.clear()
+
+
+def fetch_chunks(session: Any, where: str, keys: Sequence[str]) -> list[bytes | None]:
+    """The stored bytes of each key in ``session`` of the repository at ``where`` (None for a
+    chunk never written), from :data:`PAYLOADS` or fetched concurrently."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    snapshot = str(session.snapshot_id) if session.read_only else None
+    found: list[bytes | None] = [None] * len(keys)
+    missing = list(range(len(keys)))
+    if snapshot is not None:
+        for i, key in enumerate(keys):
+            found[i] = PAYLOADS.get((where, snapshot, key))
+        missing = [i for i in missing if found[i] is None]
+    if not missing:
+        return found
+    prototype = default_buffer_prototype()
+
+    async def fetch() -> list[Any]:
+        return await asyncio.gather(*(session.store.get(keys[i], prototype) for i in missing))
+
+    for i, buffer in zip(missing, sync(fetch()), strict=True):
+        if buffer is not None:
+            found[i] = buffer.to_bytes()
+            if snapshot is not None:
+                PAYLOADS.put((where, snapshot, keys[i]), found[i])
+    return found
+
+
+def read_box(
+    session: Any,
+    where: str,
+    array: Any,
+    fill: Any,
+    dtype: np.dtype[Any],
+    box: Box,
+    chunk_shape: Sequence[int],
+) -> tuple[np.ndarray, tuple[tuple[int, ...], str] | None] | None:
+    """The cells of ``box`` and None, or (partial result, (chunk, reason)) for a chunk that
+    cannot be decoded; None when this path cannot read ``array``'s encoding."""
+    import numpy as np
+
+    from tesseradb import _core
+
+    codec = chunk_codec(array)
+    if codec is None:
+        return None
+    out = np.empty(box.shape, dtype=dtype)
+    parts = list(chunk_grid(box, chunk_shape))
+    prefix = f"{array.path}/" if array.path else ""
+    payloads = fetch_chunks(
+        session, where, [prefix + array.metadata.encode_chunk_key(c) for c, _ in parts]
+    )
+    stored: list[tuple[bytes, list[int]]] = []
+    for (coords, part), payload in zip(parts, payloads, strict=True):
+        if payload is None:  # never written: the fill value
+            out[part.relative_to(box)] = fill
+        else:
+            stored.append((payload, list(coords)))
+    failed = _core.decode_chunks(
+        stored,
+        list(chunk_shape),
+        list(box.lo),
+        list(box.hi),
+        out.dtype.itemsize,
+        codec[0],
+        codec[1],
+        out.reshape(-1).view(np.uint8),
+    )
+    if failed is not None:
+        index, reason = failed
+        return out, (tuple(stored[index][1]), reason)
+    return out, None
+
+
+def reduce_box(
+    session: Any,
+    where: str,
+    array: Any,
+    attr: Any,
+    box: Box,
+    chunks: Sequence[tuple[int, ...]],
+    chunk_shape: Sequence[int],
+    extremes: bool,
+) -> tuple[list[tuple[Any, ...]], tuple[tuple[int, ...], str] | None] | None:
+    """(count, sum, min, max, NaN seen) of the non-NULL cells of each of ``chunks``' part of
+    ``box``, reduced in Rust without making the cells (min, max and NaN seen only with
+    ``extremes``); (_, (chunk, reason)) for a chunk that cannot be decoded; None when this
+    path cannot read ``array``'s encoding."""
+    import numpy as np
+
+    from tesseradb import _core
+
+    codec = chunk_codec(array)
+    if codec is None:
+        return None
+    prefix = f"{array.path}/" if array.path else ""
+    keys = [prefix + array.metadata.encode_chunk_key(c) for c in chunks]
+    payloads = fetch_chunks(session, where, keys)
+    stored = [(p, list(c)) for p, c in zip(payloads, chunks, strict=True) if p is not None]
+    # a chunk written for other attributes only holds this one's fill value
+    unwritten = [list(c) for p, c in zip(payloads, chunks, strict=True) if p is None]
+    dtype = attr.numpy_dtype
+    null = np.asarray(attr.fill, dtype=dtype).tobytes() if attr.nullable else None
+    geometry = (list(chunk_shape), list(box.lo), list(box.hi), dtype.itemsize)
+    partials, failed = _core.reduce_chunks(stored, *geometry, *codec, dtype.kind, null, extremes)
+    if failed is not None:
+        index, reason = failed
+        return [], (tuple(stored[index][1]), reason)
+    if unwritten:
+        fill = np.full(tuple(chunk_shape), attr.fill, dtype=dtype).tobytes()
+        filled, _ = _core.reduce_chunks(
+            [(fill, c) for c in unwritten], *geometry, "raw", False, dtype.kind, null, extremes
+        )
+        partials += filled
+    return partials, None

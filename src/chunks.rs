@@ -1,0 +1,745 @@
+//! Decoding an array attribute's stored Zarr chunks straight into a box.
+//!
+//! zarr-python decodes every chunk a read touches into a fresh buffer of the
+//! whole chunk, then copies the wanted part out. Here each chunk is decoded
+//! into a buffer its thread reuses, only as far as the last cell the box
+//! needs (a zstd frame is read as a stream and dropped there), and the rows
+//! of the box are copied from it into the caller's array, chunks in parallel.
+//! The stored bytes are plain Zarr v3: little-endian `bytes`, then optionally
+//! `zstd`, then optionally `crc32c` (the checksum of the bytes before it).
+
+use rayon::prelude::*;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
+
+/// How the array's chunks were encoded after the `bytes` codec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    Zstd,
+    Raw,
+}
+
+/// The box to fill: `lo..hi` in cells of the whole array, chunked by `chunk`.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub chunk: Vec<usize>,
+    pub lo: Vec<usize>,
+    pub hi: Vec<usize>,
+    pub itemsize: usize,
+    pub codec: Codec,
+    pub checksum: bool,
+}
+
+/// Why a decode failed: bad arguments, or chunk `index` of the input is damaged.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Failure {
+    Input(String),
+    Chunk(usize, String),
+}
+
+impl Layout {
+    fn ndim(&self) -> usize {
+        self.chunk.len()
+    }
+
+    fn out_shape(&self) -> Vec<usize> {
+        self.lo.iter().zip(&self.hi).map(|(l, h)| h - l).collect()
+    }
+
+    fn check(&self, out_len: usize) -> Result<(), Failure> {
+        let n = self.ndim();
+        if n == 0 || self.lo.len() != n || self.hi.len() != n {
+            return Err(Failure::Input(
+                "chunk shape, box start and box end need the same number (at least one) of dimensions"
+                    .into(),
+            ));
+        }
+        if self.itemsize == 0 || self.chunk.contains(&0) {
+            return Err(Failure::Input(
+                "chunk lengths and itemsize must be positive".into(),
+            ));
+        }
+        if self.lo.iter().zip(&self.hi).any(|(l, h)| l > h) {
+            return Err(Failure::Input("box start past its end".into()));
+        }
+        let cells: usize = self.out_shape().iter().product();
+        if cells * self.itemsize != out_len {
+            return Err(Failure::Input(format!(
+                "the output holds {out_len} bytes, the box needs {}",
+                cells * self.itemsize
+            )));
+        }
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// Each thread's decode buffer and zstd context, kept between chunks and
+    /// calls: a fresh context allocates (and page-faults) its window buffer
+    /// for every chunk, which costs as much as decoding a well-compressed one.
+    static SCRATCH: RefCell<(Vec<u8>, Option<DCtx<'static>>)> = const { RefCell::new((Vec::new(), None)) };
+}
+
+/// The output array's base address, shared by the threads that write
+/// disjoint parts of it.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut u8);
+// SAFETY: every chunk writes only its own part of the box, and the chunk
+// coordinates are checked to be distinct, so no two threads write one byte.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// Decodes `chunks` (payload, grid coordinates) into `out`, the box of
+/// `layout` in C order. Cells of the box in no listed chunk are left as they
+/// are. Chunks are decoded in parallel; the failure reported is the one of
+/// the lowest chunk index.
+pub fn decode_chunks(
+    layout: &Layout,
+    chunks: &[(&[u8], &[usize])],
+    out: &mut [u8],
+) -> Result<(), Failure> {
+    layout.check(out.len())?;
+    let n = layout.ndim();
+    let mut seen = HashSet::with_capacity(chunks.len());
+    for (_, coords) in chunks {
+        if coords.len() != n {
+            return Err(Failure::Input(format!(
+                "chunk coordinates {coords:?} do not have {n} dimensions"
+            )));
+        }
+        if !seen.insert(*coords) {
+            return Err(Failure::Input(format!("chunk {coords:?} is listed twice")));
+        }
+    }
+    let base = OutPtr(out.as_mut_ptr());
+    let results: Vec<Result<(), Failure>> = chunks
+        .par_iter()
+        .enumerate()
+        .map(|(index, (payload, coords))| {
+            decode_one(layout, payload, coords, base)
+                .map_err(|message| Failure::Chunk(index, message))
+        })
+        .collect();
+    results.into_iter().collect()
+}
+
+/// How an attribute's cells are read for [`reduce_chunks`]; the width is the layout's itemsize.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Signed,
+    Unsigned,
+    Float,
+}
+
+/// One chunk's count, sum, min and max of the non-NULL cells of its part of
+/// the box, in the type numpy reduces them in (sums wrap like numpy's).
+/// Floats: `min`/`max` skip NaN (+inf/-inf when none is left) and `nan`
+/// tells whether a NaN was seen; an empty part has count 0 and min > max.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Totals<T> {
+    pub count: u64,
+    pub sum: T,
+    pub min: T,
+    pub max: T,
+    pub nan: bool,
+}
+
+impl<T> Totals<T> {
+    fn empty(sum: T, min: T, max: T) -> Self {
+        Totals {
+            count: 0,
+            sum,
+            min,
+            max,
+            nan: false,
+        }
+    }
+}
+
+/// [`Totals`] of signed, unsigned or float cells.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Partial {
+    Signed(Totals<i64>),
+    Unsigned(Totals<u64>),
+    Float(Totals<f64>),
+}
+
+/// Reduces each chunk's part of the box without writing it anywhere: the
+/// chunk is decoded into its thread's buffer and folded there. `null` is the
+/// fill value's bytes of a nullable attribute (cells equal to it are NULL;
+/// for floats a NaN fill makes every NaN NULL). Without `extremes` min and
+/// max (and NaN-seen) are not computed and keep their start values. Chunks
+/// run in parallel.
+pub fn reduce_chunks(
+    layout: &Layout,
+    kind: Kind,
+    null: Option<&[u8]>,
+    extremes: bool,
+    chunks: &[(&[u8], &[usize])],
+) -> Result<Vec<Partial>, Failure> {
+    let width = layout.itemsize;
+    let valid_width = match kind {
+        Kind::Signed | Kind::Unsigned => matches!(width, 1 | 2 | 4 | 8),
+        Kind::Float => matches!(width, 4 | 8),
+    };
+    if !valid_width || null.is_some_and(|n| n.len() != width) {
+        return Err(Failure::Input(format!(
+            "cannot reduce {kind:?} cells of {width} bytes (NULL value of {:?} bytes)",
+            null.map(<[u8]>::len)
+        )));
+    }
+    let cells: usize = layout.out_shape().iter().product();
+    layout.check(cells * width)?;
+    for (_, coords) in chunks {
+        if coords.len() != layout.ndim() {
+            return Err(Failure::Input(format!(
+                "chunk coordinates {coords:?} do not have {} dimensions",
+                layout.ndim()
+            )));
+        }
+    }
+    chunks
+        .par_iter()
+        .enumerate()
+        .map(|(index, (payload, coords))| {
+            with_decoded(layout, payload, coords, |lo, hi, src| {
+                let row = (hi[lo.len() - 1] - lo[lo.len() - 1]) * width;
+                let mut fold = Fold::new(kind, width, null, extremes);
+                for_each_row(layout, lo, hi, |_, from| fold.add(&src[from..from + row]));
+                fold.partial
+            })
+            .map_err(|message| Failure::Chunk(index, message))
+        })
+        .collect()
+}
+
+struct Fold<'a> {
+    width: usize,
+    /// whether min and max are wanted (else they stay at their start values)
+    extremes: bool,
+    null: Option<&'a [u8]>,
+    partial: Partial,
+}
+
+fn float_of(b: &[u8]) -> f64 {
+    match b.len() {
+        4 => f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64,
+        _ => f64::from_le_bytes(b.try_into().expect("8 bytes")),
+    }
+}
+
+/// Folds one row of `T` cells (little-endian bytes) into the running values;
+/// one loop per cell type and case, so the compiler can vectorise the
+/// common ones (no NULL value; a sum and count without min and max).
+macro_rules! fold_row {
+    ($fold:expr, $row:expr, $t:ty, $wide:ty, $p:expr) => {{
+        let p = $p;
+        let null: Option<$t> = $fold
+            .null
+            .map(|b: &[u8]| <$t>::from_le_bytes(b.try_into().expect("width")));
+        let cells = $row
+            .chunks_exact(std::mem::size_of::<$t>())
+            .map(|cell| <$t>::from_le_bytes(cell.try_into().expect("width")));
+        match (null, $fold.extremes) {
+            (None, false) => {
+                p.count += cells.len() as u64;
+                p.sum = cells.fold(p.sum, |s, v| s.wrapping_add(v as $wide));
+            }
+            (None, true) => {
+                p.count += cells.len() as u64;
+                for v in cells {
+                    let w = v as $wide;
+                    p.sum = p.sum.wrapping_add(w);
+                    p.min = p.min.min(w);
+                    p.max = p.max.max(w);
+                }
+            }
+            (Some(null), _) => {
+                for v in cells.filter(|v| *v != null) {
+                    let w = v as $wide;
+                    p.count += 1;
+                    p.sum = p.sum.wrapping_add(w);
+                    p.min = p.min.min(w);
+                    p.max = p.max.max(w);
+                }
+            }
+        }
+    }};
+}
+
+/// The float version of [`fold_row`]: NaN counts and poisons the sum, as in
+/// numpy, but is kept out of min and max (the caller puts it back).
+macro_rules! fold_floats {
+    ($fold:expr, $row:expr, $t:ty, $null:expr, $p:expr) => {{
+        let p = $p;
+        let cells = $row.chunks_exact(std::mem::size_of::<$t>());
+        if $null.is_none() && !$fold.extremes {
+            p.count += cells.len() as u64;
+            p.sum = cells.fold(p.sum, |s, cell| {
+                s + <$t>::from_le_bytes(cell.try_into().expect("width")) as f64
+            });
+        } else {
+            for cell in cells {
+                let v = <$t>::from_le_bytes(cell.try_into().expect("width")) as f64;
+                if let Some(fill) = $null {
+                    if v == fill || (fill.is_nan() && v.is_nan()) {
+                        continue;
+                    }
+                }
+                p.count += 1;
+                p.sum += v;
+                if v.is_nan() {
+                    p.nan = true;
+                } else {
+                    p.min = p.min.min(v);
+                    p.max = p.max.max(v);
+                }
+            }
+        }
+    }};
+}
+
+impl<'a> Fold<'a> {
+    fn new(kind: Kind, width: usize, null: Option<&'a [u8]>, extremes: bool) -> Self {
+        let partial = match kind {
+            Kind::Signed => Partial::Signed(Totals::empty(0, i64::MAX, i64::MIN)),
+            Kind::Unsigned => Partial::Unsigned(Totals::empty(0, u64::MAX, 0)),
+            Kind::Float => Partial::Float(Totals::empty(0.0, f64::INFINITY, f64::NEG_INFINITY)),
+        };
+        Fold {
+            width,
+            extremes,
+            null,
+            partial,
+        }
+    }
+
+    fn add(&mut self, row: &[u8]) {
+        match &mut self.partial {
+            Partial::Signed(p) => match self.width {
+                1 => fold_row!(self, row, i8, i64, p),
+                2 => fold_row!(self, row, i16, i64, p),
+                4 => fold_row!(self, row, i32, i64, p),
+                _ => fold_row!(self, row, i64, i64, p),
+            },
+            Partial::Unsigned(p) => match self.width {
+                1 => fold_row!(self, row, u8, u64, p),
+                2 => fold_row!(self, row, u16, u64, p),
+                4 => fold_row!(self, row, u32, u64, p),
+                _ => fold_row!(self, row, u64, u64, p),
+            },
+            Partial::Float(p) => {
+                let null = self.null.map(float_of);
+                if self.width == 4 {
+                    fold_floats!(self, row, f32, null, p)
+                } else {
+                    fold_floats!(self, row, f64, null, p)
+                }
+            }
+        }
+    }
+}
+
+/// The part of chunk `coords` inside the box, in the chunk's own cells, or
+/// None when the chunk misses the box.
+fn chunk_part(layout: &Layout, coords: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
+    let mut lo = Vec::with_capacity(coords.len());
+    let mut hi = Vec::with_capacity(coords.len());
+    for (d, &at) in coords.iter().enumerate() {
+        let origin = at.checked_mul(layout.chunk[d])?;
+        let start = layout.lo[d].max(origin);
+        let end = layout.hi[d].min(origin.saturating_add(layout.chunk[d]));
+        if start >= end {
+            return None;
+        }
+        lo.push(start - origin);
+        hi.push(end - origin);
+    }
+    Some((lo, hi))
+}
+
+fn decode_one(
+    layout: &Layout,
+    payload: &[u8],
+    coords: &[usize],
+    out: OutPtr,
+) -> Result<(), String> {
+    let out_shape = layout.out_shape();
+    let row = |lo: &[usize], hi: &[usize]| (hi[lo.len() - 1] - lo[lo.len() - 1]) * layout.itemsize;
+    with_decoded(layout, payload, coords, |lo, hi, src| {
+        let width = row(lo, hi);
+        let mut target = vec![0; lo.len()];
+        for_each_row(layout, lo, hi, |index, from| {
+            for d in 0..index.len() {
+                target[d] = coords[d] * layout.chunk[d] + index[d] - layout.lo[d];
+            }
+            let to = linear(&target, &out_shape) * layout.itemsize;
+            // SAFETY: `to..to + width` lies inside the box (the part is
+            // clipped to it and `check` matched the output's length to the
+            // box), and only this chunk's thread writes the cells of this chunk.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src[from..from + width].as_ptr(),
+                    out.0.add(to),
+                    width,
+                );
+            }
+        });
+    })
+}
+
+/// Checks and decodes chunk `coords` as far as its part of the box, then
+/// hands `consume` the part (`lo..hi` in the chunk's cells) and the decoded
+/// bytes (the chunk in C order, at least up to the part's last cell).
+fn with_decoded<R>(
+    layout: &Layout,
+    payload: &[u8],
+    coords: &[usize],
+    consume: impl FnOnce(&[usize], &[usize], &[u8]) -> R,
+) -> Result<R, String> {
+    let (lo, hi) = chunk_part(layout, coords)
+        .ok_or_else(|| format!("chunk {coords:?} does not meet the box"))?;
+    let chunk_cells: usize = layout.chunk.iter().product();
+    let full = chunk_cells * layout.itemsize;
+    let last: Vec<usize> = hi.iter().map(|h| h - 1).collect();
+    let needed = (linear(&last, &layout.chunk) + 1) * layout.itemsize;
+    let body = if layout.checksum {
+        if payload.len() < 4 {
+            return Err(format!(
+                "{} bytes cannot hold a CRC-32C checksum",
+                payload.len()
+            ));
+        }
+        let (body, tail) = payload.split_at(payload.len() - 4);
+        let stored = u32::from_le_bytes(tail.try_into().expect("four bytes"));
+        let actual = crc32c::crc32c(body);
+        if stored != actual {
+            return Err(format!(
+                "CRC-32C checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"
+            ));
+        }
+        body
+    } else {
+        payload
+    };
+    match layout.codec {
+        Codec::Raw => {
+            if body.len() != full {
+                return Err(format!("{} bytes where a chunk has {full}", body.len()));
+            }
+            Ok(consume(&lo, &hi, body))
+        }
+        Codec::Zstd => SCRATCH.with(|cell| {
+            let (scratch, context) = &mut *cell.borrow_mut();
+            if scratch.len() < needed {
+                scratch.resize(needed, 0);
+            }
+            let context = context.get_or_insert_with(DCtx::create);
+            let buffer = &mut scratch[..needed];
+            zstd_prefix(context, body, buffer, full)?;
+            Ok(consume(&lo, &hi, buffer))
+        }),
+    }
+}
+
+/// Decodes the first `buffer.len()` bytes of the zstd frame `body` (which
+/// must decode to `full` bytes); a frame read only in part is dropped there.
+fn zstd_prefix(
+    context: &mut DCtx<'static>,
+    body: &[u8],
+    buffer: &mut [u8],
+    full: usize,
+) -> Result<(), String> {
+    let fail = |code: usize| format!("zstd: {}", zstd::zstd_safe::get_error_name(code));
+    context.reset(ResetDirective::SessionOnly).map_err(fail)?;
+    if buffer.len() == full {
+        let size = context.decompress(buffer, body).map_err(fail)?;
+        if size != full {
+            return Err(format!("decodes to {size} bytes where a chunk has {full}"));
+        }
+        return Ok(());
+    }
+    let wanted = buffer.len();
+    let mut output = OutBuffer::around(buffer);
+    let mut input = InBuffer::around(body);
+    while output.pos() < wanted {
+        let before = (input.pos, output.pos());
+        let left = context
+            .decompress_stream(&mut output, &mut input)
+            .map_err(fail)?;
+        if left == 0 && output.pos() < wanted {
+            return Err(format!("decodes to fewer than {wanted} bytes"));
+        }
+        if (input.pos, output.pos()) == before {
+            return Err("the frame ends early".into());
+        }
+    }
+    Ok(())
+}
+
+/// Row-major position of `index` in an array of `shape`.
+fn linear(index: &[usize], shape: &[usize]) -> usize {
+    index.iter().zip(shape).fold(0, |acc, (i, s)| acc * s + i)
+}
+
+/// Calls `visit` with the chunk index of the first cell of each row (last
+/// dimension) of the part `lo..hi`, and that cell's byte offset in the chunk.
+fn for_each_row(
+    layout: &Layout,
+    lo: &[usize],
+    hi: &[usize],
+    mut visit: impl FnMut(&[usize], usize),
+) {
+    let n = lo.len();
+    let mut index = lo.to_vec();
+    loop {
+        visit(&index, linear(&index, &layout.chunk) * layout.itemsize);
+        // next row: count up the leading dimensions like an odometer
+        let mut d = n - 1;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < hi[d] {
+                break;
+            }
+            index[d] = lo[d];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Rng;
+
+    /// A chunk of `shape` whose cell values (u16) count up from `start`, encoded.
+    fn chunk(shape: &[usize], start: u16, codec: Codec, checksum: bool) -> (Vec<u16>, Vec<u8>) {
+        let cells: usize = shape.iter().product();
+        let values: Vec<u16> = (0..cells).map(|i| start.wrapping_add(i as u16)).collect();
+        let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut encoded = match codec {
+            Codec::Raw => raw,
+            Codec::Zstd => zstd::bulk::compress(&raw, 3).unwrap(),
+        };
+        if checksum {
+            let crc = crc32c::crc32c(&encoded);
+            encoded.extend_from_slice(&crc.to_le_bytes());
+        }
+        (values, encoded)
+    }
+
+    /// Fills `lo..hi` of a 2-d array of 2x3-cell chunks on a 3x2 grid and
+    /// compares every cell with the chunk it came from.
+    fn check_box(lo: [usize; 2], hi: [usize; 2], codec: Codec, checksum: bool) {
+        let chunk_shape = [2usize, 3];
+        let mut chunks = Vec::new();
+        let mut values = Vec::new();
+        for gy in 0..3 {
+            for gx in 0..2 {
+                let (v, bytes) = chunk(&chunk_shape, (gy * 100 + gx * 10) as u16, codec, checksum);
+                values.push(((gy, gx), v));
+                chunks.push((bytes, vec![gy, gx]));
+            }
+        }
+        let layout = Layout {
+            chunk: chunk_shape.to_vec(),
+            lo: lo.to_vec(),
+            hi: hi.to_vec(),
+            itemsize: 2,
+            codec,
+            checksum,
+        };
+        let wanted: Vec<(&[u8], &[usize])> = chunks
+            .iter()
+            .filter(|(_, c)| chunk_part(&layout, c).is_some())
+            .map(|(b, c)| (b.as_slice(), c.as_slice()))
+            .collect();
+        let (h, w) = (hi[0] - lo[0], hi[1] - lo[1]);
+        let mut out = vec![0u8; h * w * 2];
+        decode_chunks(&layout, &wanted, &mut out).unwrap();
+        for y in 0..h {
+            for x in 0..w {
+                let (ay, ax) = (lo[0] + y, lo[1] + x);
+                let source = &values
+                    .iter()
+                    .find(|(g, _)| *g == (ay / 2, ax / 3))
+                    .unwrap()
+                    .1;
+                let expect = source[(ay % 2) * 3 + ax % 3];
+                let at = (y * w + x) * 2;
+                assert_eq!(
+                    u16::from_le_bytes([out[at], out[at + 1]]),
+                    expect,
+                    "cell {ay},{ax}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_box_of_a_small_grid_decodes_to_its_cells() {
+        let mut rng = Rng(7);
+        for _ in 0..200 {
+            let (a, b) = ((rng.next() % 7) as usize, (rng.next() % 7) as usize);
+            let (c, d) = ((rng.next() % 7) as usize, (rng.next() % 7) as usize);
+            let (y0, y1) = (a.min(b), a.max(b));
+            let (x0, x1) = (c.min(d), c.max(d));
+            if y0 == y1 || x0 == x1 || y1 > 6 || x1 > 6 {
+                continue;
+            }
+            for codec in [Codec::Zstd, Codec::Raw] {
+                check_box([y0, x0], [y1, x1], codec, rng.next().is_multiple_of(2));
+            }
+        }
+    }
+
+    #[test]
+    fn folding_a_box_equals_folding_its_decoded_cells() {
+        let chunk_shape = [2usize, 3];
+        let mut encoded = Vec::new();
+        for gy in 0..3 {
+            for gx in 0..2 {
+                let (_, bytes) = chunk(&chunk_shape, (gy * 7 + gx * 3) as u16, Codec::Zstd, true);
+                encoded.push((bytes, vec![gy, gx]));
+            }
+        }
+        let parts: Vec<(&[u8], &[usize])> = encoded
+            .iter()
+            .map(|(b, c)| (b.as_slice(), c.as_slice()))
+            .collect();
+        let mut rng = Rng(11);
+        for _ in 0..100 {
+            let (y0, x0) = ((rng.next() % 6) as usize, (rng.next() % 6) as usize);
+            let (y1, x1) = (
+                y0 + 1 + (rng.next() % (6 - y0 as u64)) as usize,
+                x0 + 1 + (rng.next() % (6 - x0 as u64)) as usize,
+            );
+            let layout = Layout {
+                chunk: chunk_shape.to_vec(),
+                lo: vec![y0, x0],
+                hi: vec![y1, x1],
+                itemsize: 2,
+                codec: Codec::Zstd,
+                checksum: true,
+            };
+            let wanted: Vec<(&[u8], &[usize])> = parts
+                .iter()
+                .copied()
+                .filter(|(_, c)| chunk_part(&layout, c).is_some())
+                .collect();
+            let mut out = vec![0u8; (y1 - y0) * (x1 - x0) * 2];
+            decode_chunks(&layout, &wanted, &mut out).unwrap();
+            let cells: Vec<u64> = out
+                .chunks_exact(2)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]) as u64)
+                .collect();
+            let null = rng.next().is_multiple_of(3).then(|| cells[0] as u16);
+            let kept: Vec<u64> = cells
+                .iter()
+                .copied()
+                .filter(|&v| null != Some(v as u16))
+                .collect();
+            let null_bytes = null.map(u16::to_le_bytes);
+            for extremes in [false, true] {
+                let partials = reduce_chunks(
+                    &layout,
+                    Kind::Unsigned,
+                    null_bytes.as_ref().map(|b| &b[..]),
+                    extremes,
+                    &wanted,
+                )
+                .unwrap();
+                let (mut count, mut sum, mut min, mut max) = (0, 0, u64::MAX, 0);
+                for p in partials {
+                    let Partial::Unsigned(Totals {
+                        count: c,
+                        sum: s,
+                        min: lo,
+                        max: hi,
+                        ..
+                    }) = p
+                    else {
+                        panic!("{p:?}")
+                    };
+                    count += c;
+                    sum += s;
+                    min = min.min(lo);
+                    max = max.max(hi);
+                }
+                assert_eq!(count, kept.len() as u64);
+                assert_eq!(sum, kept.iter().sum::<u64>());
+                if extremes && !kept.is_empty() {
+                    assert_eq!(min, *kept.iter().min().unwrap());
+                    assert_eq!(max, *kept.iter().max().unwrap());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_chunk_is_named_by_its_index() {
+        let (_, good) = chunk(&[4], 0, Codec::Zstd, true);
+        let (_, mut bad) = chunk(&[4], 0, Codec::Zstd, true);
+        bad[3] ^= 0xff;
+        let layout = Layout {
+            chunk: vec![4],
+            lo: vec![0],
+            hi: vec![8],
+            itemsize: 2,
+            codec: Codec::Zstd,
+            checksum: true,
+        };
+        let mut out = vec![0u8; 16];
+        let err = decode_chunks(&layout, &[(&good, &[0]), (&bad, &[1])], &mut out).unwrap_err();
+        assert!(
+            matches!(err, Failure::Chunk(1, ref m) if m.contains("CRC-32C")),
+            "{err:?}"
+        );
+        // without the checksum, zstd itself finds the damage
+        let unchecked = Layout {
+            checksum: false,
+            ..layout
+        };
+        let (_, mut frame) = chunk(&[4], 0, Codec::Zstd, false);
+        let cut = frame.len() - 3;
+        frame.truncate(cut);
+        let err = decode_chunks(&unchecked, &[(&frame, &[0])], &mut out[..8]).unwrap_err();
+        assert!(matches!(err, Failure::Input(_)), "{err:?}"); // out is the wrong size
+        let small = Layout {
+            hi: vec![4],
+            ..unchecked
+        };
+        let err = decode_chunks(&small, &[(&frame, &[0])], &mut out[..8]).unwrap_err();
+        assert!(matches!(err, Failure::Chunk(0, _)), "{err:?}");
+    }
+
+    #[test]
+    fn repeated_or_misshapen_chunks_are_refused() {
+        let (_, raw) = chunk(&[4], 0, Codec::Raw, false);
+        let layout = Layout {
+            chunk: vec![4],
+            lo: vec![0],
+            hi: vec![4],
+            itemsize: 2,
+            codec: Codec::Raw,
+            checksum: false,
+        };
+        let mut out = vec![0u8; 8];
+        assert!(matches!(
+            decode_chunks(&layout, &[(&raw, &[0]), (&raw, &[0])], &mut out),
+            Err(Failure::Input(_))
+        ));
+        assert!(matches!(
+            decode_chunks(&layout, &[(&raw[..6], &[0])], &mut out),
+            Err(Failure::Chunk(0, _))
+        ));
+        assert!(matches!(
+            decode_chunks(&layout, &[(&raw, &[0, 0])], &mut out),
+            Err(Failure::Input(_))
+        ));
+    }
+}
