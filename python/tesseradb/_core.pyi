@@ -227,6 +227,6 @@ def reduce_chunks(
 
     ``kind`` is numpy's dtype kind ("i", "u", "b" or "f"); ``null`` the fill value's bytes
     of a nullable attribute. Sums wrap like numpy's (int64, uint64, float64); float min and
-    max skip NaN; without ``extremes`` min, max and NaN-seen are not computed. Returns (partials, None), or ([], (index, reason)) for the first chunk that
-    cannot be decoded.
+    max skip NaN; without ``extremes`` min, max and NaN-seen are not computed. Returns
+    (partials, None), or ([], (index, reason)) for the first chunk that cannot be decoded.
     """

@@ -125,6 +125,15 @@ def fetch_chunks(session: Any, where: str, keys: Sequence[str]) -> list[bytes | 
     return found
 
 
+def stored_chunks(
+    session: Any, where: str, array: Any, chunks: Sequence[tuple[int, ...]]
+) -> list[bytes | None]:
+    """The stored bytes of each of ``chunks`` (grid coordinates) of the Zarr ``array``."""
+    prefix = f"{array.path}/" if array.path else ""
+    keys = [prefix + array.metadata.encode_chunk_key(c) for c in chunks]
+    return fetch_chunks(session, where, keys)
+
+
 def read_box(
     session: Any,
     where: str,
@@ -145,10 +154,7 @@ def read_box(
         return None
     out = np.empty(box.shape, dtype=dtype)
     parts = list(chunk_grid(box, chunk_shape))
-    prefix = f"{array.path}/" if array.path else ""
-    payloads = fetch_chunks(
-        session, where, [prefix + array.metadata.encode_chunk_key(c) for c, _ in parts]
-    )
+    payloads = stored_chunks(session, where, array, [c for c, _ in parts])
     stored: list[tuple[bytes, list[int]]] = []
     for (coords, part), payload in zip(parts, payloads, strict=True):
         if payload is None:  # never written: the fill value
@@ -192,9 +198,7 @@ def reduce_box(
     codec = chunk_codec(array)
     if codec is None:
         return None
-    prefix = f"{array.path}/" if array.path else ""
-    keys = [prefix + array.metadata.encode_chunk_key(c) for c in chunks]
-    payloads = fetch_chunks(session, where, keys)
+    payloads = stored_chunks(session, where, array, chunks)
     stored = [(p, list(c)) for p, c in zip(payloads, chunks, strict=True) if p is not None]
     # a chunk written for other attributes only holds this one's fill value
     unwritten = [list(c) for p, c in zip(payloads, chunks, strict=True) if p is None]

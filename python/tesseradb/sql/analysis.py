@@ -610,8 +610,8 @@ class _StatementAnalyser:
                 order.append((outputs[target.name.lower()], bool(key.args.get("desc"))))
         except _Unknown:
             return
-        if not items:
-            return
+        if not items or len({out for out, _, _ in items}) != len(items):
+            return  # a relation's answer is keyed by output name: DuckDB repeats a name
         where = select.args.get("where")
         self._ambiguous = {}
         try:

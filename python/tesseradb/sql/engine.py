@@ -376,8 +376,8 @@ class SQLEngine:
     def _aggregate_without_rows(self, analysis: Analysis) -> Result | None:
         """A single-relation aggregate query answered by the relation's ``aggregate``.
 
-        The relation computes it from its storage (an array's chunks by numpy
-        reductions, a stream's found records) or returns None, and the
+        The relation computes it from its storage (an array's chunks, folded
+        in Rust or reduced with numpy; a stream's found records) or returns None, and the
         statement then runs as usual. ``ambiguous`` gives, per column, the
         values at which the WHERE is not exact (see ``AggregateQuery``); a
         relation that finds a candidate row holding one, or cannot look,
@@ -386,9 +386,6 @@ class SQLEngine:
         query = analysis.aggregate_only
         if query is None:
             return None
-        names = [item[0] for item in query.items]
-        if len(set(names)) != len(names):
-            return None  # results are keyed by output name: let DuckDB repeat a name
         relation = self.namespace.relation(query.relation)
         aggregate = getattr(relation, "aggregate", None)
         if relation is None or aggregate is None:
