@@ -556,106 +556,116 @@ pub fn flatten_documents<'py>(
     Ok((lists, refused))
 }
 
-/// Rebuilds documents from their rows (see `_core.pyi`): `(objid, document)` pairs.
-///
-/// Rows are `(objid, keystr, ord, valstr, valnum, valint, valbool, valkind)`,
-/// grouped by objid and in `ord` order within it, as `_keys.rebuild_documents`
-/// (the reference) takes them.
-#[pyfunction]
-pub fn rebuild_documents<'py>(
-    py: Python<'py>,
-    rows: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyList>> {
-    use crate::jsonflat::{self, Step, KIND_EMPTY_ARRAY, KIND_EMPTY_DOCUMENT, KIND_EMPTY_OBJECT};
-    use pyo3::types::{PyDict, PyString, PyTuple};
-    use std::collections::HashMap;
-    use std::rc::Rc;
+/// FNV-1a: the builder looks up a short key for every row, where the
+/// standard library's DoS-resistant SipHash was a tenth of a rebuild's time.
+/// The keys are the collection's own, so there is nothing to defend against.
+#[derive(Default)]
+struct FnvHasher(u64);
 
-    enum PyStep<'py> {
-        Key(Bound<'py, PyString>),
-        Index(i64),
-    }
-    fn container<'py>(py: Python<'py>, following: &PyStep<'py>) -> Bound<'py, PyAny> {
-        match following {
-            PyStep::Index(_) => PyList::empty(py).into_any(),
-            PyStep::Key(_) => PyDict::new(py).into_any(),
+impl std::hash::Hasher for FnvHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
         }
+        self.0 = hash;
     }
 
-    let out = PyList::empty(py);
-    let mut parsed: HashMap<String, Rc<Vec<PyStep<'py>>>> = HashMap::new();
-    let mut current: Option<(i64, Bound<'py, PyDict>)> = None;
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FnvMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FnvHasher>>;
+
+/// Objects rebuilt from Argo rows given in (objid, ord) order, as the
+/// reference `_keys.rebuild_documents` builds them.
+struct DocumentBuilder<'py> {
+    py: Python<'py>,
+    out: Bound<'py, PyList>,
+    parsed: FnvMap<String, std::rc::Rc<Vec<PyStep<'py>>>>,
+    current: Option<(i64, Bound<'py, pyo3::types::PyDict>)>,
     // Subscripts come back compacted (a projection of kids[3] is a one-element
     // array): a list's last element is reused only for the subscript it was made for.
-    let mut last_index: HashMap<usize, i64> = HashMap::new();
-    for row in rows.try_iter()? {
-        let row = row?;
-        let row = row.cast::<PyTuple>()?;
-        if row.len() != 8 {
-            return Err(PyValueError::new_err(format!(
-                "a document row has 8 columns, not {}",
-                row.len()
-            )));
+    last_index: FnvMap<usize, i64>,
+}
+
+enum PyStep<'py> {
+    Key(Bound<'py, pyo3::types::PyString>),
+    Index(i64),
+}
+
+/// A row's value: a primitive, or what its `valkind` stands for.
+enum RowValue<'py> {
+    Value(Bound<'py, PyAny>),
+    Kind(Option<i64>),
+}
+
+impl<'py> DocumentBuilder<'py> {
+    fn new(py: Python<'py>) -> Self {
+        DocumentBuilder {
+            py,
+            out: PyList::empty(py),
+            parsed: FnvMap::default(),
+            current: None,
+            last_index: FnvMap::default(),
         }
-        let objid: i64 = row.get_item(0)?.extract()?;
-        if current.as_ref().is_none_or(|(id, _)| *id != objid) {
-            if let Some((id, doc)) = current.take() {
-                out.append((id, doc))?;
-            }
-            current = Some((objid, PyDict::new(py)));
-            last_index.clear();
+    }
+
+    fn container(&self, following: &PyStep<'py>) -> Bound<'py, PyAny> {
+        match following {
+            PyStep::Index(_) => PyList::empty(self.py).into_any(),
+            PyStep::Key(_) => pyo3::types::PyDict::new(self.py).into_any(),
         }
-        let kind: Option<i64> = row.get_item(7)?.extract()?;
-        if kind == Some(KIND_EMPTY_DOCUMENT) {
-            continue;
+    }
+
+    fn steps(&mut self, keystr: &str) -> PyResult<std::rc::Rc<Vec<PyStep<'py>>>> {
+        use crate::jsonflat::{self, Step};
+        if let Some(steps) = self.parsed.get(keystr) {
+            return Ok(steps.clone());
         }
-        let (valstr, valnum, valint, valbool) = (
-            row.get_item(3)?,
-            row.get_item(4)?,
-            row.get_item(5)?,
-            row.get_item(6)?,
+        let steps = jsonflat::parse_key(keystr)
+            .ok_or_else(|| PyValueError::new_err(format!("{keystr:?} is not a flattened key")))?;
+        let py = self.py;
+        let steps: std::rc::Rc<Vec<PyStep<'py>>> = std::rc::Rc::new(
+            steps
+                .into_iter()
+                .map(|s| match s {
+                    Step::Key(k) => PyStep::Key(pyo3::types::PyString::new(py, &k)),
+                    Step::Index(i) => PyStep::Index(i),
+                })
+                .collect(),
         );
-        let value = if !valstr.is_none() {
-            valstr
-        } else if !valint.is_none() {
-            valint.extract::<i64>()?.into_pyobject(py)?.into_any()
-        } else if !valnum.is_none() {
-            valnum.extract::<f64>()?.into_pyobject(py)?.into_any()
-        } else if !valbool.is_none() {
-            valbool
-                .is_truthy()?
-                .into_pyobject(py)?
-                .to_owned()
-                .into_any()
-        } else if kind == Some(KIND_EMPTY_OBJECT) {
-            PyDict::new(py).into_any()
-        } else if kind == Some(KIND_EMPTY_ARRAY) {
-            PyList::empty(py).into_any()
-        } else {
-            py.None().into_bound(py)
-        };
-        let keystr = row.get_item(1)?;
-        let keystr = keystr.cast::<PyString>()?.to_str()?;
-        let steps = match parsed.get(keystr) {
-            Some(steps) => steps.clone(),
-            None => {
-                let steps = jsonflat::parse_key(keystr).ok_or_else(|| {
-                    PyValueError::new_err(format!("{keystr:?} is not a flattened key"))
-                })?;
-                let steps: Rc<Vec<PyStep<'py>>> = Rc::new(
-                    steps
-                        .into_iter()
-                        .map(|s| match s {
-                            Step::Key(k) => PyStep::Key(PyString::new(py, &k)),
-                            Step::Index(i) => PyStep::Index(i),
-                        })
-                        .collect(),
-                );
-                parsed.insert(keystr.to_owned(), steps.clone());
-                steps
+        self.parsed.insert(keystr.to_owned(), steps.clone());
+        Ok(steps)
+    }
+
+    /// Adds one row of object `objid` (rows of one object come together, in `ord` order).
+    fn row(&mut self, objid: i64, keystr: &str, value: RowValue<'py>) -> PyResult<()> {
+        use crate::jsonflat::{KIND_EMPTY_ARRAY, KIND_EMPTY_DOCUMENT, KIND_EMPTY_OBJECT};
+        use pyo3::types::PyDict;
+        let py = self.py;
+        if self.current.as_ref().is_none_or(|(id, _)| *id != objid) {
+            if let Some((id, doc)) = self.current.take() {
+                self.out.append((id, doc))?;
             }
+            self.current = Some((objid, PyDict::new(py)));
+            self.last_index.clear();
+        }
+        let value = match value {
+            RowValue::Value(value) => value,
+            RowValue::Kind(Some(KIND_EMPTY_DOCUMENT)) => return Ok(()),
+            RowValue::Kind(Some(KIND_EMPTY_OBJECT)) => PyDict::new(py).into_any(),
+            RowValue::Kind(Some(KIND_EMPTY_ARRAY)) => PyList::empty(py).into_any(),
+            RowValue::Kind(_) => py.None().into_bound(py),
         };
-        let (_, root) = current.as_ref().expect("a document is open");
+        let steps = self.steps(keystr)?;
+        let (_, root) = self.current.as_ref().expect("a document is open");
         let mut node = root.clone().into_any();
         let mut value = Some(value);
         for (i, step) in steps.iter().enumerate() {
@@ -669,7 +679,7 @@ pub fn rebuild_documents<'py>(
                             node = match dict.get_item(key)? {
                                 Some(child) => child,
                                 None => {
-                                    let child = container(py, next);
+                                    let child = self.container(next);
                                     dict.set_item(key, &child)?;
                                     child
                                 }
@@ -683,16 +693,16 @@ pub fn rebuild_documents<'py>(
                     match following {
                         None => {
                             list.append(value.take())?;
-                            last_index.insert(address, *index);
+                            self.last_index.insert(address, *index);
                         }
                         Some(next) => {
                             let len = list.len();
-                            node = if len > 0 && last_index.get(&address) == Some(index) {
+                            node = if len > 0 && self.last_index.get(&address) == Some(index) {
                                 list.get_item(len - 1)?
                             } else {
-                                let child = container(py, next);
+                                let child = self.container(next);
                                 list.append(&child)?;
-                                last_index.insert(address, *index);
+                                self.last_index.insert(address, *index);
                                 child
                             };
                         }
@@ -700,11 +710,107 @@ pub fn rebuild_documents<'py>(
                 }
             }
         }
+        Ok(())
     }
-    if let Some((id, doc)) = current {
-        out.append((id, doc))?;
+
+    fn finish(mut self) -> PyResult<Bound<'py, PyList>> {
+        if let Some((id, doc)) = self.current.take() {
+            self.out.append((id, doc))?;
+        }
+        Ok(self.out)
     }
-    Ok(out)
+}
+
+/// Rebuilds documents from their rows (see `_core.pyi`): `(objid, document)` pairs.
+///
+/// Rows are `(objid, keystr, ord, valstr, valnum, valint, valbool, valkind)`,
+/// grouped by objid and in `ord` order within it, as `_keys.rebuild_documents`
+/// (the reference) takes them.
+#[pyfunction]
+pub fn rebuild_documents<'py>(
+    py: Python<'py>,
+    rows: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    use pyo3::types::{PyString, PyTuple};
+
+    let mut builder = DocumentBuilder::new(py);
+    for row in rows.try_iter()? {
+        let row = row?;
+        let row = row.cast::<PyTuple>()?;
+        if row.len() != 8 {
+            return Err(PyValueError::new_err(format!(
+                "a document row has 8 columns, not {}",
+                row.len()
+            )));
+        }
+        let objid: i64 = row.get_item(0)?.extract()?;
+        let (valstr, valnum, valint, valbool) = (
+            row.get_item(3)?,
+            row.get_item(4)?,
+            row.get_item(5)?,
+            row.get_item(6)?,
+        );
+        let value = if !valstr.is_none() {
+            RowValue::Value(valstr)
+        } else if !valint.is_none() {
+            RowValue::Value(valint.extract::<i64>()?.into_pyobject(py)?.into_any())
+        } else if !valnum.is_none() {
+            RowValue::Value(valnum.extract::<f64>()?.into_pyobject(py)?.into_any())
+        } else if !valbool.is_none() {
+            RowValue::Value(
+                valbool
+                    .is_truthy()?
+                    .into_pyobject(py)?
+                    .to_owned()
+                    .into_any(),
+            )
+        } else {
+            RowValue::Kind(row.get_item(7)?.extract()?)
+        };
+        let keystr = row.get_item(1)?;
+        builder.row(objid, keystr.cast::<PyString>()?.to_str()?, value)?;
+    }
+    builder.finish()
+}
+
+/// Rebuilds documents from packed row texts (see `_core.pyi`): `(objid, document)` pairs.
+///
+/// Each text is a JSON array of `jsonflat::PackedRow`s, one per table, in
+/// any order; the texts are parsed and their rows put in (objid, ord) order
+/// without the GIL.
+#[pyfunction]
+pub fn rebuild_packed_documents<'py>(
+    py: Python<'py>,
+    texts: Vec<String>,
+) -> PyResult<Bound<'py, PyList>> {
+    use pyo3::types::PyString;
+
+    let parts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let rows = py
+        .detach(|| crate::jsonflat::packed_rows(&parts))
+        .map_err(PyValueError::new_err)?;
+    let mut builder = DocumentBuilder::new(py);
+    for row in rows {
+        let value = if let Some(text) = row.valstr {
+            RowValue::Value(PyString::new(py, &text).into_any())
+        } else if let Some(int) = row.valint {
+            RowValue::Value(int.into_pyobject(py)?.into_any())
+        } else if let Some(text) = row.valnum {
+            let number: f64 = text.parse().map_err(|_| {
+                PyValueError::new_err(format!(
+                    "{text:?} (at {:?} of object {}) is not a number",
+                    row.keystr, row.objid
+                ))
+            })?;
+            RowValue::Value(number.into_pyobject(py)?.into_any())
+        } else if let Some(flag) = row.valbool {
+            RowValue::Value((flag != 0).into_pyobject(py)?.to_owned().into_any())
+        } else {
+            RowValue::Kind(row.valkind)
+        };
+        builder.row(row.objid, &row.keystr, value)?;
+    }
+    builder.finish()
 }
 
 fn chunk_layout(

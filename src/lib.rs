@@ -58,6 +58,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::pad_strings, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::flatten_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::rebuild_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::rebuild_packed_documents, m)?)?;
     m.add_class::<bindings::PyKdTree>()?;
     m.add_class::<bindings::PySegmentTree>()?;
     Ok(())

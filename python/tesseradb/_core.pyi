@@ -18,6 +18,7 @@ __all__ = [
     "kdtree_partition",
     "pad_strings",
     "rebuild_documents",
+    "rebuild_packed_documents",
     "reduce_chunks",
     "search_segments",
     "unpack_records",
@@ -58,6 +59,18 @@ def rebuild_documents(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, dict[s
     Rows come grouped by objid and in ``ord`` order within it; the same
     documents as ``tesseradb.documents.rebuild_documents`` (the reference).
     Raises ``ValueError`` for a key the flattening cannot have made.
+    """
+
+def rebuild_packed_documents(texts: list[str]) -> list[tuple[int, dict[str, Any]]]:
+    """``(objid, document)`` from Argo rows packed by a backend into JSON texts.
+
+    Each text is a JSON array of rows ``[objid, keystr, ord, valstr, valnum,
+    valint, valbool, valkind]`` (``valnum`` as the double's exact decimal
+    text, ``valbool`` 0 or 1), one text per table, rows in any order, a row
+    given twice kept once: they are parsed and put in (objid, ord) order
+    without the GIL, then rebuilt as
+    :func:`rebuild_documents` does. Raises ``ValueError`` for a text that is
+    not such an array or a key the flattening cannot have made.
     """
 
 def kdtree_partition(

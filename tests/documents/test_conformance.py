@@ -252,6 +252,11 @@ class TestProjectionOrderLimit:
             {"o": {"n": 2.5}},
             {"o": {"n": None}},
         ]
+        # paths that overlap select some rows twice: each value comes back once
+        assert q(mixed, "WHERE id <= 2", select="o, o.n, tags, tags[1]") == q(
+            mixed, "WHERE id <= 2", select="o, tags"
+        )
+        assert q(mixed, "", select="o, o.n") == q(mixed, "", select="o")
 
     def test_order_by(self, mixed: Any) -> None:
         assert ids(q(mixed, "ORDER BY v")) == [4, 3, 1, 5, 2, 6]

@@ -62,6 +62,11 @@ class Backend(ABC):
     # object). SQLite (WITHOUT ROWID) and InnoDB also store rows in that order, so
     # an object's rows sit together. DuckDB's keys are costly ART indexes: not there.
     keyed_by_object = True
+    # Reads rows from an index alone when it holds every column asked for (SQLite,
+    # PostgreSQL): argo3's key indexes then carry whole rows. DuckDB scans columns
+    # (its ART indexes serve point lookups only); MariaDB's string indexes are
+    # prefixes, which cover nothing, and its keys have no room for more columns.
+    covering_indexes = True
     table_options = ""
 
     def __init__(self, read_only: bool = False) -> None:
@@ -112,6 +117,25 @@ class Backend(ABC):
     def typed_null(self, column: str) -> str:
         """A NULL standing for ``column`` in a branch of a UNION that lacks it."""
         return "NULL"
+
+    def pack_rows(self, columns: Sequence[str]) -> str | None:
+        """An aggregate packing rows into one JSON text for ``_core.rebuild_packed_documents``.
+
+        ``columns`` are the eight of ``ROW_COLUMNS`` (a missing one as a typed
+        NULL). Each row becomes ``[objid, keystr, ord, valstr, valnum, valint,
+        valbool, valkind]`` with ``valnum`` as the double's exact decimal text
+        and ``valbool`` as 0 or 1. Packing in the backend makes a fetch of many
+        rows one string per table instead of a tuple of Python objects per
+        row, which costs more than the backend's whole lookup. None: the
+        backend returns plain rows (MariaDB, whose JSON aggregates are capped
+        by ``group_concat_max_len``).
+        """
+        return None
+
+    # The text pack_rows makes of a double reads back as the same double. Where it
+    # does not (SQLite), rows holding doubles that are not integers are fetched
+    # as plain rows beside the packed ones.
+    packs_doubles = True
 
     # --- shared --------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -189,6 +213,16 @@ class SQLiteBackend(Backend):
                 f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows
             )
 
+    # SQLite's JSON renders doubles with 15 digits, and even its printf('%!.17g')
+    # is not exact near the ends of the range (1.7976931348623157e308 comes out
+    # as ...55e308): its doubles arrive as plain rows.
+    packs_doubles = False
+
+    def pack_rows(self, columns: Sequence[str]) -> str | None:
+        objid, keystr, ord_, valstr, _valnum, valint, valbool, valkind = columns
+        values = ", ".join([objid, keystr, ord_, valstr, "NULL", valint, valbool, valkind])
+        return f"json_group_array(json_array({values}))"
+
     def element_suffix(self, start: int) -> str:
         start_param = int(start)  # our own integer, never query text
         return (
@@ -207,6 +241,7 @@ class SQLiteBackend(Backend):
 class DuckDBBackend(Backend):
     kind = "duckdb"
     keyed_by_object = False
+    covering_indexes = False
     types = ColumnTypes("BIGINT", "VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BOOLEAN", "SMALLINT")
 
     def __init__(self, path: Path, read_only: bool = False) -> None:
@@ -240,6 +275,13 @@ class DuckDBBackend(Backend):
                 self._con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM argo_batch")
             finally:
                 self._con.unregister("argo_batch")
+
+    def pack_rows(self, columns: Sequence[str]) -> str | None:
+        objid, keystr, ord_, valstr, valnum, valint, valbool, valkind = columns
+        # DuckDB casts a DOUBLE to its shortest exact decimal
+        values = [objid, keystr, ord_, valstr, f"CAST({valnum} AS VARCHAR)", valint]
+        values += [f"CAST({valbool} AS INTEGER)", valkind]
+        return f"CAST(json_group_array(json_array({', '.join(values)})) AS VARCHAR)"
 
     def element_suffix(self, start: int) -> str:
         start_param = int(start)  # our own integer, never query text
@@ -319,6 +361,14 @@ class PostgresBackend(_ServerBackend):
         # text and then clash with the boolean or number branch.
         return "CAST(NULL AS " + self.types.of(column).removesuffix(' COLLATE "C"') + ")"
 
+    def pack_rows(self, columns: Sequence[str]) -> str | None:
+        objid, keystr, ord_, valstr, valnum, valint, valbool, valkind = columns
+        # float8 text is the shortest exact decimal (extra_float_digits >= 1, the
+        # default since PostgreSQL 12); ::text so that psycopg leaves the JSON as text
+        values = [objid, keystr, ord_, valstr, f"CAST({valnum} AS TEXT)", valint]
+        values += [f"CAST({valbool} AS INTEGER)", valkind]
+        return f"CAST(json_agg(json_build_array({', '.join(values)})) AS TEXT)"
+
     def element_suffix(self, start: int) -> str:
         start_param = int(start)  # our own integer, never query text
         return f"substr(keystr, {start_param}) ~ '^[0-9]+\\]$'"
@@ -330,6 +380,7 @@ class PostgresBackend(_ServerBackend):
 class MariaDBBackend(_ServerBackend):
     kind = "mariadb"
     transactional_ddl = False
+    covering_indexes = False
     _COLLATE = "CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
     types = ColumnTypes(
         "BIGINT",

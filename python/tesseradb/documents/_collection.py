@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
-from tesseradb._core import flatten_documents, rebuild_documents
+from tesseradb._core import flatten_documents
 from tesseradb.documents._argosql import (
     And,
     Delete,
@@ -254,28 +254,23 @@ class Collection:
         return len(objids)
 
     # --- selection --------------------------------------------------------------------
-    def _projection(self, items: Sequence[SelectItem] | None) -> KeyCondition | None:
+    def _projection(self, items: Sequence[SelectItem] | None) -> list[KeyCondition] | None:
+        """The key conditions of a projection's paths (None: every key)."""
         if items is None:
             return None
-        return KeyCondition.any_of([KeyCondition.subtree(i.path.key) for i in items if i.path])
+        return [KeyCondition.subtree(i.path.key) for i in items if i.path]
 
-    def _fetch(self, objids: Sequence[int], keys: KeyCondition | None) -> dict[int, dict[str, Any]]:
+    def _fetch(
+        self, objids: Sequence[int], keys: Sequence[KeyCondition] | None
+    ) -> dict[int, dict[str, Any]]:
         """The objects (rebuilt from the rows ``keys`` selects) with these objids."""
         if not objids:
             return {}
-        key_sql = f" AND {keys.sql}" if keys else ""
-        key_params = keys.params if keys else ()
         if len(objids) <= ID_LIST_LIMIT:
             marks = ", ".join("?" * len(objids))
-            sql, params = self.mapping.rows_sql(
-                f"objid IN ({marks}){key_sql}", (*objids, *key_params)
-            )
-            return dict(rebuild_documents(self.backend.execute(sql, params)))
+            return dict(self.mapping.documents(f"objid IN ({marks})", tuple(objids), keys))
         with self._id_table(objids) as table:
-            sql, params = self.mapping.rows_sql(
-                f"objid IN (SELECT objid FROM {table}){key_sql}", key_params
-            )
-            return dict(rebuild_documents(self.backend.execute(sql, params)))
+            return dict(self.mapping.documents(f"objid IN (SELECT objid FROM {table})", (), keys))
 
     @contextlib.contextmanager
     def _id_table(self, objids: Sequence[int]) -> Iterator[str]:
@@ -294,9 +289,7 @@ class Collection:
         keys = self._projection(select.items)
         needs_order = bool(select.order_by) or select.limit is not None or select.offset
         if not needs_order and select.where is None:  # every object: no objid list needed
-            where, params = (keys.sql, keys.params) if keys else ("1 = 1", ())
-            sql, params = self.mapping.rows_sql(where, params)
-            return [doc for _, doc in rebuild_documents(self.backend.execute(sql, params))]
+            return [doc for _, doc in self.mapping.documents("1 = 1", (), keys)]
         objids = self._ordered_ids(select) if needs_order else self._matching_ids(select.where)
         documents = self._fetch(objids, keys)
         return [documents[i] for i in objids if i in documents]
@@ -310,7 +303,7 @@ class Collection:
             # they must not take places under LIMIT.
             keys = self._projection(select.items)
             assert keys is not None
-            having, having_params = self.mapping.keyed_objids(keys)
+            having, having_params = self.mapping.keyed_objids(KeyCondition.any_of(keys))
             sql = f"SELECT objid FROM ({sql}) AS argo_m WHERE objid IN ({having})"
             params += having_params
         joins, order = [], []

@@ -10,10 +10,12 @@ predicate translation (:mod:`._plan`) is written once for both.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tesseradb._core import rebuild_documents, rebuild_packed_documents
 from tesseradb.documents._backends import Backend
 from tesseradb.documents._keys import Leaf
 
@@ -40,10 +42,13 @@ class KeyCondition:
     def subtree(key: str) -> KeyCondition:
         """The key and everything nested under it (``key.x``, ``key[3]``)."""
         # '/' follows '.' and '\' follows '[' in code point order: half-open ranges
-        # that an index on keystr can serve, unlike LIKE with escapes.
+        # that an index on keystr can serve, unlike LIKE with escapes. The three
+        # lie in [key, key + '\'), one index range the backend scans once (SQLite
+        # would otherwise collect the three ranges' keys in a temporary b-tree).
         return KeyCondition(
-            "(keystr = ? OR (keystr >= ? AND keystr < ?) OR (keystr >= ? AND keystr < ?))",
-            (key, key + ".", key + "/", key + "[", key + "\\"),
+            "(keystr >= ? AND keystr < ? AND (keystr = ? OR (keystr >= ? AND keystr < ?) "
+            "OR (keystr >= ? AND keystr < ?)))",
+            (key, key + "\\", key, key + ".", key + "/", key + "[", key + "\\"),
         )
 
     @staticmethod
@@ -111,18 +116,30 @@ class Mapping:
 
         They are built as (objid) and (keystr, value): the composite indexes
         serve ``keystr`` alone too; a table without a string or number column
-        gets (keystr) by itself. Strings also get (valstr, keystr), for the
-        lookups that know the value but only a range of keys (``'w' = ANY arr``
-        matches ``arr[0]``, ``arr[1]``, ...).
+        gets (keystr) by itself. On backends that read an index alone
+        (``Backend.covering_indexes``), an argo3 table's index on the key
+        carries the rest of the row too, so that reading the rows of a key (a
+        projection such as NoBench's Q1) is a scan of the index, without a
+        lookup of each row by its primary key, which is in every index of a
+        keyed table. (argo1's one table would carry every column a second and
+        third time: its indexes stay as they are.) Strings also get
+        (valstr, keystr), for the lookups that know the value but only a range
+        of keys (``'w' = ANY arr`` matches ``arr[0]``, ``arr[1]``, ...).
         """
         out = []
         for table, values in self.tables().items():
             base = table.strip('"')
-            by_key = [(v, ["keystr", v]) for v in values if v in ("valstr", "valnum")]
+            covering = self.backend.covering_indexes and len(values) <= 2
+            by_key = []
+            for v in values:
+                if v in ("valstr", "valnum"):
+                    rest = ["ord", *(c for c in values if c != v)] if covering else []
+                    by_key.append((v, ["keystr", v, *rest]))
             by_value = [("value", ["valstr", "keystr"])] if "valstr" in values else []
             # a table keyed by (objid, keystr) needs no separate objid index
             by_objid = [] if self.backend.keyed_by_object else [("objid", ["objid"])]
-            for suffix, columns in [*by_objid, *(by_key or [("key", ["keystr"])]), *by_value]:
+            by_key = by_key or [("key", ["keystr", *(["ord", *values] if covering else [])])]
+            for suffix, columns in [*by_objid, *by_key, *by_value]:
                 out.append((table, f'"{base}_{suffix}"', columns))
         return out
 
@@ -190,6 +207,57 @@ class Mapping:
     def rows_sql(self, where: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
         """SQL for the rows (all of ROW_COLUMNS) satisfying ``where``, by objid and ord."""
         raise NotImplementedError
+
+    def documents(
+        self, where: str, params: tuple[Any, ...], keys: Sequence[KeyCondition] | None = None
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """``(objid, object)`` rebuilt from the rows satisfying ``where``, in objid order.
+
+        With ``keys``, only the rows whose key satisfies one of them (a projection).
+        """
+        if self.backend.pack_rows(ROW_COLUMNS) is None:
+            if keys:
+                either = KeyCondition.any_of(keys)
+                where, params = f"{where} AND {either.sql}", params + either.params
+            sql, params = self.rows_sql(where, params)
+            return rebuild_documents(self.backend.execute(sql, params))
+        # One statement, one packed text per table. Each key is its own range of
+        # the index (an OR of ranges would be collected in a temporary b-tree);
+        # rows that two keys both select are kept once by the kernel.
+        selections = [(where, params)]
+        if keys:
+            selections = [(f"{where} AND {k.sql}", params + k.params) for k in keys]
+
+        def rows(table: str, condition: str = "") -> tuple[str, list[Any]]:
+            sql = " UNION ALL ".join(
+                f"SELECT {self._padded(table)} FROM {table} WHERE {w}{condition}"
+                for w, _ in selections
+            )
+            return sql, [p for _, ps in selections for p in ps]
+
+        parts: list[str] = []
+        part_params: list[Any] = []
+        doubles: list[str] = []
+        double_params: list[Any] = []
+        null = self.backend.typed_null
+        for table, own in self.tables().items():
+            columns = [c if c in ("objid", "keystr", "ord", *own) else null(c) for c in ROW_COLUMNS]
+            condition = ""
+            if "valnum" in own and not self.backend.packs_doubles:
+                condition = " AND (valnum IS NULL OR valint IS NOT NULL)"
+                sql, ps = rows(table, " AND valnum IS NOT NULL AND valint IS NULL")
+                doubles.append(f"SELECT objid, keystr, ord, valnum FROM ({sql}) AS argo_d")
+                double_params += ps
+            sql, ps = rows(table, condition)
+            parts.append(f"(SELECT {self.backend.pack_rows(columns)} FROM ({sql}) AS argo_u)")
+            part_params += ps
+        texts = [t for t in self.backend.execute(f"SELECT {', '.join(parts)}", part_params)[0] if t]
+        if doubles:
+            plain = self.backend.execute(" UNION ALL ".join(doubles), double_params)
+            # repr is the shortest text that reads back as the same double
+            packed = [[o, k, d, None, repr(float(v)), None, None, None] for o, k, d, v in plain]
+            texts.append(json.dumps(packed, ensure_ascii=False))
+        return rebuild_packed_documents(texts)
 
     def typed_values(self, key: str, within: str | None = None) -> tuple[str, tuple[Any, ...]]:
         """SQL for ``objid, valstr, valnum, valint, valbool, valkind`` of the exact key ``key``.

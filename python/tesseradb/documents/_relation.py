@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tesseradb._core import rebuild_documents
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Estimate
 
@@ -63,13 +62,12 @@ class CollectionRelation:
             return pa.RecordBatchReader.from_batches(schema, iter(()))
         where, params = self._objid_bounds(predicate)
         with self.collection.backend.transaction():
-            sql, all_params = self.collection.mapping.rows_sql(where, tuple(params))
-            rows = self.collection.backend.execute(sql, all_params)
+            documents = self.collection.mapping.documents(where, tuple(params))
 
         def batches() -> Iterator[pa.RecordBatch]:
             objids: list[int] = []
             docs: list[str] = []
-            for objid, doc in rebuild_documents(rows):
+            for objid, doc in documents:
                 objids.append(objid)
                 docs.append(json.dumps(doc, ensure_ascii=False))
                 if len(objids) >= SCAN_BATCH_OBJECTS:
