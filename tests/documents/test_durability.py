@@ -1,0 +1,70 @@
+"""The embedded SQLite backend: commits only append to the write-ahead log, a thread of
+its own copies the log back, and what was committed survives a killed process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import tesseradb
+from tesseradb.documents._backends import _Checkpointer
+
+DOCS = [{"i": i, "s": f"value {i}", "tags": ["a", "b"][: i % 3]} for i in range(2000)]
+
+
+def _database_file(root: Path) -> Path:
+    return root / "documents" / "documents.sqlite"
+
+
+def test_checkpoint_runs_beside_the_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_Checkpointer, "LOG_BYTES", 0)  # wake after every commit
+    root = tmp_path / "db"
+    with tesseradb.connect(root) as db:
+        db.create_collection("c", backend="sqlite").insert_many(DOCS)
+        log = Path(f"{_database_file(root)}-wal")
+        assert log.exists()
+        # the log's pages reach the database file without any further statement
+        deadline = time.monotonic() + 20
+        while _database_file(root).stat().st_size < 64 * 1024 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _database_file(root).stat().st_size >= 64 * 1024
+        assert db.collection("c").count() == len(DOCS)
+        assert db.argo("SELECT s FROM c WHERE i = 1999") == [{"s": "value 1999"}]
+    with tesseradb.connect(root, read_only=True) as db:
+        assert db.collection("c").count() == len(DOCS)
+
+
+def test_committed_documents_survive_a_killed_process(tmp_path: Path) -> None:
+    root = tmp_path / "db"
+    script = textwrap.dedent(
+        f"""
+        import sys, time, tesseradb
+        db = tesseradb.connect({str(root)!r})
+        c = db.create_collection("c", backend="sqlite")
+        c.insert_many({DOCS!r})
+        c.insert_many([{{"i": -1, "late": True}}])
+        print("committed", flush=True)
+        time.sleep(60)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == b"committed"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    with tesseradb.connect(root) as db:
+        c = db.collection("c")
+        assert c.count() == len(DOCS) + 1
+        assert db.argo("SELECT i FROM c WHERE late = true") == [{"i": -1}]
+        c.insert({"after": "the kill"})  # and it takes new objects
+        assert c.count() == len(DOCS) + 2
