@@ -41,6 +41,18 @@ def test_checkpoint_runs_beside_the_writer(tmp_path: Path, monkeypatch: pytest.M
         assert db.collection("c").count() == len(DOCS)
 
 
+def test_a_bulk_load_leaves_no_log_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tesseradb.documents import _collection
+
+    monkeypatch.setattr(_collection, "LOAD_BATCH", 100)  # so that DOCS is a bulk load
+    root = tmp_path / "db"
+    with tesseradb.connect(root) as db:
+        c = db.create_collection("c", backend="sqlite")
+        c.insert_many(DOCS)
+        assert Path(f"{_database_file(root)}-wal").stat().st_size == 0
+        assert c.count() == len(DOCS)
+
+
 def test_committed_documents_survive_a_killed_process(tmp_path: Path) -> None:
     root = tmp_path / "db"
     script = textwrap.dedent(

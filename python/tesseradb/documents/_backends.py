@@ -140,6 +140,9 @@ class Backend(ABC):
     # as plain rows beside the packed ones.
     packs_doubles = True
 
+    def after_bulk_load(self) -> None:  # noqa: B027 - most backends have nothing to do
+        """Called once a bulk load (which rebuilt the indexes) has committed."""
+
     # --- shared --------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -203,6 +206,10 @@ class SQLiteBackend(Backend):
         # LIKE is case-sensitive in Argo/SQL, as on the other backends.
         self._con.execute("PRAGMA case_sensitive_like=ON")
         self._con.execute("PRAGMA cache_size=-262144")  # 256 MiB
+        # Pages read through a memory map rather than a read() call each (SQLite
+        # caps the map at its compile-time limit, 2 GiB on Debian): fetching 1,000
+        # NoBench objects scattered over a 3.4 GB file, 30 -> 25 ms.
+        self._con.execute(f"PRAGMA mmap_size={1 << 40}")
         # a helper thread for the sorter, which builds indexes after bulk loads (one
         # 17M-row index of a 1M-object NoBench load: 25 s -> 21 s)
         self._con.execute("PRAGMA threads=2")
@@ -214,6 +221,13 @@ class SQLiteBackend(Backend):
         super()._commit()
         if self._checkpointer is not None:
             self._checkpointer.committed()
+
+    def after_bulk_load(self) -> None:
+        # A bulk load wrote the whole database into the log, and every later read
+        # would look its pages up there until a checkpoint has copied them back:
+        # the load does that itself, before it returns.
+        with self._lock:
+            self._con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]

@@ -198,6 +198,8 @@ class Collection:
                 objids += self._insert_batch(batch)
             if rebuild_indexes:
                 self.mapping.create_indexes()
+        if rebuild_indexes:
+            self.backend.after_bulk_load()
         return objids
 
     def _is_empty(self) -> bool:
