@@ -140,8 +140,8 @@ class Backend(ABC):
     # as plain rows beside the packed ones.
     packs_doubles = True
 
-    def after_bulk_load(self) -> None:  # noqa: B027 - most backends have nothing to do
-        """Called once a bulk load (which rebuilt the indexes) has committed."""
+    def after_bulk_load(self, tables: Sequence[str]) -> None:  # noqa: B027 - nothing by default
+        """Called once a bulk load into ``tables`` (which rebuilt their indexes) has committed."""
 
     # --- shared --------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -222,7 +222,7 @@ class SQLiteBackend(Backend):
         if self._checkpointer is not None:
             self._checkpointer.committed()
 
-    def after_bulk_load(self) -> None:
+    def after_bulk_load(self, tables: Sequence[str]) -> None:
         # A bulk load wrote the whole database into the log, and every later read
         # would look its pages up there until a checkpoint has copied them back:
         # the load does that itself, before it returns.
@@ -435,6 +435,13 @@ class PostgresBackend(_ServerBackend):
         ):
             for row in rows:
                 copy.write_row(row)
+
+    def after_bulk_load(self, tables: Sequence[str]) -> None:
+        # Until autovacuum gets to them the new tables have no statistics, and the
+        # planner guessed half of a table for any objid IN (...) and scanned it
+        # all: fetching 100 objects of 20,000 took 30 ms instead of under 1.
+        for table in tables:
+            self.execute(f"ANALYZE {table}")
 
     def typed_null(self, column: str) -> str:
         # PostgreSQL types a UNION column pair by pair: a pair of NULLs would become

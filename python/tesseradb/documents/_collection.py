@@ -199,7 +199,7 @@ class Collection:
             if rebuild_indexes:
                 self.mapping.create_indexes()
         if rebuild_indexes:
-            self.backend.after_bulk_load()
+            self.backend.after_bulk_load(list(self.mapping.tables()))
         return objids
 
     def _is_empty(self) -> bool:
@@ -455,10 +455,18 @@ class Collection:
         params: list[Any] = []
         for json_type in ("str", "num", "bool"):
             ls, rs = self.mapping.source(json_type), other.mapping.source(json_type)
+            # On argo1 a left value of another type is NULL in this column: it is
+            # dropped before the right side is searched, which otherwise had no usable
+            # key (100 left objects x 100,000 right rows for NoBench Q11 on SQLite:
+            # 5.6 s). Written as an expression so that no planner takes it for an
+            # index range over every value of the key.
+            typed = (
+                f" AND COALESCE(argo_l.{ls.column}, NULL) IS NOT NULL" if self.mapping.wide else ""
+            )
             parts.append(
                 f"SELECT argo_l.objid AS lid, argo_r.objid AS rid FROM {ls.table} AS argo_l "
                 f"JOIN {rs.table} AS argo_r ON argo_l.{ls.column} = argo_r.{rs.column} "
-                f"WHERE argo_l.keystr = ? AND argo_r.keystr = ?{restrict}"
+                f"WHERE argo_l.keystr = ? AND argo_r.keystr = ?{typed}{restrict}"
             )
             params += [join.left.key, join.right.key, *restrict_params]
         pairs_sql = " UNION ".join(parts)
