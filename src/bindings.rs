@@ -557,23 +557,22 @@ pub fn flatten_documents<'py>(
 }
 
 /// FNV-1a: the builder looks up a short key for every row, where the
-/// standard library's DoS-resistant SipHash was a tenth of a rebuild's time.
+/// standard library's DoS-resistant SipHash took 7% of a profiled rebuild.
 /// The keys are the collection's own, so there is nothing to defend against.
-#[derive(Default)]
 struct FnvHasher(u64);
+
+impl Default for FnvHasher {
+    fn default() -> Self {
+        FnvHasher(0xcbf2_9ce4_8422_2325) // the offset basis
+    }
+}
 
 impl std::hash::Hasher for FnvHasher {
     fn write(&mut self, bytes: &[u8]) {
-        let mut hash = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
         for byte in bytes {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
         }
-        self.0 = hash;
     }
 
     fn finish(&self) -> u64 {

@@ -70,6 +70,10 @@ class Backend(ABC):
     # ``keystr = ?`` is a seek in an index that leads with keystr. DuckDB's ART
     # indexes are not used for a prefix of their columns: there it is a scan.
     seeks_by_key = True
+    # The text pack_rows makes of a double reads back as the same double. Where it
+    # does not (SQLite), rows holding doubles that are not integers are fetched
+    # as plain rows beside the packed ones.
+    packs_doubles = True
     table_options = ""
 
     def __init__(self, read_only: bool = False) -> None:
@@ -134,11 +138,6 @@ class Backend(ABC):
         by ``group_concat_max_len``).
         """
         return None
-
-    # The text pack_rows makes of a double reads back as the same double. Where it
-    # does not (SQLite), rows holding doubles that are not integers are fetched
-    # as plain rows beside the packed ones.
-    packs_doubles = True
 
     def after_bulk_load(self, tables: Sequence[str]) -> None:  # noqa: B027 - nothing by default
         """Called once a bulk load into ``tables`` (which rebuilt their indexes) has committed."""

@@ -215,7 +215,7 @@ class Mapping:
 
         With ``keys``, only the rows whose key satisfies one of them (a projection).
         """
-        if self.backend.pack_rows(ROW_COLUMNS) is None:
+        if self.backend.pack_rows(ROW_COLUMNS) is None:  # the backend returns plain rows
             if keys:
                 either = KeyCondition.any_of(keys)
                 where, params = f"{where} AND {either.sql}", params + either.params
