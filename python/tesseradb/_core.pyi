@@ -66,11 +66,11 @@ def rebuild_packed_documents(texts: list[str]) -> list[tuple[int, dict[str, Any]
 
     Each text is a JSON array of rows ``[objid, keystr, ord, valstr, valnum,
     valint, valbool, valkind]`` (``valnum`` as the double's exact decimal
-    text, ``valbool`` 0 or 1), one text per table, rows in any order, a row
-    given twice kept once: they are parsed and put in (objid, ord) order
-    without the GIL, then rebuilt as
-    :func:`rebuild_documents` does. Raises ``ValueError`` for a text that is
-    not such an array or a key the flattening cannot have made.
+    text, ``valbool`` 0 or 1), one text per table, rows in any order; a row
+    given twice is kept once. The texts are read and the rows put in (objid,
+    ord) order without the GIL, then rebuilt as :func:`rebuild_documents`
+    does. Raises ``ValueError`` for a text that is not such an array or a
+    key the flattening cannot have made.
     """
 
 def kdtree_partition(

@@ -3,9 +3,10 @@
 :class:`Collection` runs each statement as one transaction on its backend:
 it plans the WHERE clause into a set of objids (:mod:`._plan`), fetches the
 rows of those objects (only the projected keys' subtrees when there is a
-projection) ordered by objid and ``ord``, and rebuilds the objects
-(``tesseradb._core.rebuild_documents``). Joins, aggregates, ORDER BY and LIMIT are SQL
-on the backend too; flattening and rebuilding objects are Rust kernels.
+projection), packed by the backend into one JSON text per table where it
+can, and rebuilds the objects (``Mapping.documents``). Joins, aggregates,
+ORDER BY and LIMIT are SQL on the backend too; flattening and rebuilding
+objects are Rust kernels.
 """
 
 from __future__ import annotations
