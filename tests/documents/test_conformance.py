@@ -240,6 +240,45 @@ class TestPredicates:
         assert mixed.count() == 7
 
 
+class TestAnyOverArrays:
+    DOCS = (
+        # twelve elements: arr[10] and arr[11] sort between arr[1] and arr[2]
+        {"id": 1, "arr": [f"w{i}" for i in range(12)]},
+        # elements with subtrees of their own, between which the walk must skip
+        {"id": 2, "arr": [{"w": "w3"}, ["w11"], "w11", 7, {"x": ["w0"]}]},
+        {"id": 3, "arr": [], "arr2": ["w0"], "`arr[0]`": "w0"},
+        {"id": 4, "arr": "w0", "a": {"arr": ["w0"]}},
+        {"id": 5, "arr": [7.5, True, None, "w1"]},
+    )
+    CASES = (
+        ("'w0' = ANY arr", [1]),
+        ("'w11' = ANY arr", [1, 2]),
+        ("'w3' = ANY arr", [1]),
+        ("7 = ANY arr", [2]),
+        ("7.5 <= ANY arr", [5]),
+        ("7 <= ANY arr", [2, 5]),
+        ("true = ANY arr", [5]),
+        ("'w1' = ANY arr", [1, 5]),
+        ("NOT 'w1' = ANY arr", [2, 3, 4]),  # arr present, no element 'w1'
+        ("'w0' = ANY a.arr", [4]),
+        ("'w0' = ANY nope", []),
+    )
+
+    def test_any_finds_elements_past_ten_and_between_subtrees(
+        self, make_collection: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from tesseradb.documents import _mappings
+
+        coll = make_collection()
+        coll.insert_many(self.DOCS)
+        for where, expected in self.CASES:
+            assert ids(q(coll, f"WHERE {where}")) == expected, where
+        # past the walk's limit the elements are a range of keys: the same answers
+        monkeypatch.setattr(_mappings, "ELEMENT_WALK_LIMIT", 2)
+        for where, expected in self.CASES:
+            assert ids(q(coll, f"WHERE {where}")) == expected, where
+
+
 class TestProjectionOrderLimit:
     def test_projection(self, mixed: Any) -> None:
         assert q(mixed, "WHERE id <= 2", select="o, tags[1]") == [

@@ -22,6 +22,8 @@ from tesseradb.documents._keys import Leaf
 __all__ = ["MAPPINGS", "ROW_COLUMNS", "KeyCondition", "Mapping", "Source", "make_mapping"]
 
 MAPPINGS = ("argo1", "argo3")
+# element positions Mapping.element_keys walks before giving up for a range scan
+ELEMENT_WALK_LIMIT = 256
 ROW_COLUMNS = ("objid", "keystr", "ord", "valstr", "valnum", "valint", "valbool", "valkind")
 # the table/column of each JSON type a literal can have
 _VALUE_COLUMN = {"str": "valstr", "num": "valnum", "bool": "valbool", "nil": "valkind"}
@@ -122,9 +124,12 @@ class Mapping:
         projection such as NoBench's Q1) is a scan of the index, without a
         lookup of each row by its primary key, which is in every index of a
         keyed table. (argo1's one table would carry every column a second and
-        third time: its indexes stay as they are.) Strings also get
-        (valstr, keystr), for the lookups that know the value but only a range
-        of keys (``'w' = ANY arr`` matches ``arr[0]``, ``arr[1]``, ...).
+        third time: its indexes stay as they are.) ``'w' = ANY arr``, which
+        knows the value but only a range of keys, is a seek per element key
+        found by :meth:`element_keys`; on DuckDB, which cannot seek by key,
+        strings get (valstr, keystr) for it instead. (An index on values,
+        which the paper has, dirtied one more random page per string a
+        write inserts and took a fifth of a bulk load's index builds.)
         """
         out = []
         for table, values in self.tables().items():
@@ -135,7 +140,9 @@ class Mapping:
                 if v in ("valstr", "valnum"):
                     rest = ["ord", *(c for c in values if c != v)] if covering else []
                     by_key.append((v, ["keystr", v, *rest]))
-            by_value = [("value", ["valstr", "keystr"])] if "valstr" in values else []
+            # DuckDB has no seeks by key to walk array elements with (element_keys)
+            wants_value = "valstr" in values and not self.backend.seeks_by_key
+            by_value = [("value", ["valstr", "keystr"])] if wants_value else []
             # a table keyed by (objid, keystr) needs no separate objid index
             by_objid = [] if self.backend.keyed_by_object else [("objid", ["objid"])]
             by_key = by_key or [("key", ["keystr", *(["ord", *values] if covering else [])])]
@@ -258,6 +265,31 @@ class Mapping:
             packed = [[o, k, d, None, repr(float(v)), None, None, None] for o, k, d, v in plain]
             texts.append(json.dumps(packed, ensure_ascii=False))
         return rebuild_packed_documents(texts)
+
+    def element_keys(self, key: str, table: str) -> list[str] | None:
+        """The keys ``key[0]``, ``key[1]``, ... that ``table`` holds; None if too many to walk.
+
+        Found by skipping through the index that leads with keystr, one seek
+        per element position (a loose index scan): each key in ``[key[,
+        key\\)`` is an element or lies in an element's subtree, which ends
+        before ``element + '\\'``. This is what lets ``'w' = ANY arr`` be a seek
+        per position on (keystr, valstr) without an index on values.
+        """
+        found: list[str] = []
+        low, high = key + "[", key + "\\"
+        while len(found) < ELEMENT_WALK_LIMIT:
+            rows = self.backend.execute(
+                f"SELECT MIN(keystr) FROM {table} WHERE keystr >= ? AND keystr < ?", [low, high]
+            )
+            following = rows[0][0] if rows else None
+            if following is None:
+                return found
+            digits = following[len(key) + 1 :].split("]", 1)[0]
+            element = f"{key}[{digits}]"
+            if digits.isascii() and digits.isdigit():
+                found.append(element)
+            low = element + "\\"
+        return None
 
     def typed_values(self, key: str, within: str | None = None) -> tuple[str, tuple[Any, ...]]:
         """SQL for ``objid, valstr, valnum, valint, valbool, valkind`` of the exact key ``key``.

@@ -34,6 +34,8 @@ from tesseradb.documents._mappings import KeyCondition, Mapping
 
 __all__ = ["ObjidSet", "like_pattern", "objid_set"]
 
+NO_KEY = KeyCondition("1 = 0", ())  # an array with no elements of the type asked for
+
 
 @dataclass(frozen=True)
 class ObjidSet:
@@ -95,6 +97,17 @@ class _Planner:
         sql, params = self.mapping.keyed_objids(KeyCondition.subtree(path.key))
         return ObjidSet(sql, params)
 
+    def elements(self, key: str, json_type: str) -> KeyCondition:
+        """The direct elements of array ``key`` among values of one type: the keys
+        themselves where the backend can find them by seeking, else a key range."""
+        backend = self.mapping.backend
+        if backend.seeks_by_key:
+            keys = self.mapping.element_keys(key, self.mapping.source(json_type).table)
+            if keys is not None:
+                marks = ", ".join("?" * len(keys))
+                return KeyCondition(f"keystr IN ({marks})", tuple(keys)) if keys else NO_KEY
+        return KeyCondition.element(key, backend)
+
     def everything(self) -> ObjidSet:
         return ObjidSet(self.mapping.objids_sql(), ())
 
@@ -124,7 +137,7 @@ class _Planner:
             return self.typed(pred.path, kind, f"{{col}} {pred.op} ?", (_number(pred.value),))
         if isinstance(pred, AnyCompare):
             kind = literal_type(pred.value)
-            key = KeyCondition.element(pred.path.key, self.mapping.backend)
+            key = self.elements(pred.path.key, kind)
             some = self.typed(pred.path, kind, f"{{col}} {pred.op} ?", (_number(pred.value),), key)
             return _combine("EXCEPT", [self.exists(pred.path), some]) if pred.negated else some
         if isinstance(pred, Between):
