@@ -125,12 +125,12 @@ class Backend(ABC):
         """A NULL standing for ``column`` in a branch of a UNION that lacks it."""
         return "NULL"
 
-    def pack_rows(self, columns: Sequence[str]) -> str | None:
+    def pack_rows(self) -> str | None:
         """An aggregate packing rows into one JSON text for ``_core.rebuild_packed_documents``.
 
-        ``columns`` are the eight of ``ROW_COLUMNS`` (a missing one as a typed
-        NULL). Each row becomes ``[objid, keystr, ord, valstr, valnum, valint,
-        valbool, valkind]`` with ``valnum`` as the double's exact decimal text
+        It reads the columns of ``ROW_COLUMNS`` by name. Each row becomes
+        ``[objid, keystr, ord, valstr, valnum, valint, valbool, valkind]``
+        with ``valnum`` as the double's exact decimal text
         and ``valbool`` as 0 or 1. Packing in the backend makes a fetch of many
         rows one string per table instead of a tuple of Python objects per
         row, which costs more than the backend's whole lookup. None: the
@@ -242,10 +242,12 @@ class SQLiteBackend(Backend):
     # as ...55e308): its doubles arrive as plain rows.
     packs_doubles = False
 
-    def pack_rows(self, columns: Sequence[str]) -> str | None:
-        objid, keystr, ord_, valstr, _valnum, valint, valbool, valkind = columns
-        values = ", ".join([objid, keystr, ord_, valstr, "NULL", valint, valbool, valkind])
-        return f"json_group_array(json_array({values}))"
+    def pack_rows(self) -> str | None:
+        # valnum left out: packs_doubles is False (integers travel as valint)
+        return (
+            "json_group_array(json_array(objid, keystr, ord, valstr, NULL, valint, valbool, "
+            "valkind))"
+        )
 
     def element_suffix(self, start: int) -> str:
         start_param = int(start)  # our own integer, never query text
@@ -355,12 +357,12 @@ class DuckDBBackend(Backend):
             finally:
                 self._con.unregister("argo_batch")
 
-    def pack_rows(self, columns: Sequence[str]) -> str | None:
-        objid, keystr, ord_, valstr, valnum, valint, valbool, valkind = columns
+    def pack_rows(self) -> str | None:
         # DuckDB casts a DOUBLE to its shortest exact decimal
-        values = [objid, keystr, ord_, valstr, f"CAST({valnum} AS VARCHAR)", valint]
-        values += [f"CAST({valbool} AS INTEGER)", valkind]
-        return f"CAST(json_group_array(json_array({', '.join(values)})) AS VARCHAR)"
+        return (
+            "CAST(json_group_array(json_array(objid, keystr, ord, valstr, "
+            "CAST(valnum AS VARCHAR), valint, CAST(valbool AS INTEGER), valkind)) AS VARCHAR)"
+        )
 
     def element_suffix(self, start: int) -> str:
         start_param = int(start)  # our own integer, never query text
@@ -447,13 +449,13 @@ class PostgresBackend(_ServerBackend):
         # text and then clash with the boolean or number branch.
         return "CAST(NULL AS " + self.types.of(column).removesuffix(' COLLATE "C"') + ")"
 
-    def pack_rows(self, columns: Sequence[str]) -> str | None:
-        objid, keystr, ord_, valstr, valnum, valint, valbool, valkind = columns
+    def pack_rows(self) -> str | None:
         # float8 text is the shortest exact decimal (extra_float_digits >= 1, the
         # default since PostgreSQL 12); ::text so that psycopg leaves the JSON as text
-        values = [objid, keystr, ord_, valstr, f"CAST({valnum} AS TEXT)", valint]
-        values += [f"CAST({valbool} AS INTEGER)", valkind]
-        return f"CAST(json_agg(json_build_array({', '.join(values)})) AS TEXT)"
+        return (
+            "CAST(json_agg(json_build_array(objid, keystr, ord, valstr, CAST(valnum AS TEXT), "
+            "valint, CAST(valbool AS INTEGER), valkind)) AS TEXT)"
+        )
 
     def element_suffix(self, start: int) -> str:
         start_param = int(start)  # our own integer, never query text

@@ -135,7 +135,7 @@ class Mapping:
         out = []
         for table, values in self.tables().items():
             base = table.strip('"')
-            covering = self.backend.covering_indexes and len(values) <= 2
+            covering = self.backend.covering_indexes and not self.wide
             by_key = []
             for v in values:
                 if v in ("valstr", "valnum"):
@@ -223,7 +223,8 @@ class Mapping:
 
         With ``keys``, only the rows whose key satisfies one of them (a projection).
         """
-        if self.backend.pack_rows(ROW_COLUMNS) is None:  # the backend returns plain rows
+        pack = self.backend.pack_rows()
+        if pack is None:  # the backend returns plain rows
             if keys:
                 either = KeyCondition.any_of(keys)
                 where, params = f"{where} AND {either.sql}", params + either.params
@@ -247,9 +248,7 @@ class Mapping:
         part_params: list[Any] = []
         doubles: list[str] = []
         double_params: list[Any] = []
-        null = self.backend.typed_null
         for table, own in self.tables().items():
-            columns = [c if c in ("objid", "keystr", "ord", *own) else null(c) for c in ROW_COLUMNS]
             condition = ""
             if "valnum" in own and not self.backend.packs_doubles:
                 condition = " AND (valnum IS NULL OR valint IS NOT NULL)"
@@ -257,7 +256,7 @@ class Mapping:
                 doubles.append(f"SELECT objid, keystr, ord, valnum FROM ({sql}) AS argo_d")
                 double_params += ps
             sql, ps = rows(table, condition)
-            parts.append(f"(SELECT {self.backend.pack_rows(columns)} FROM ({sql}) AS argo_u)")
+            parts.append(f"(SELECT {pack} FROM ({sql}) AS argo_u)")
             part_params += ps
         texts = [t for t in self.backend.execute(f"SELECT {', '.join(parts)}", part_params)[0] if t]
         if doubles:
