@@ -352,6 +352,54 @@ pub fn gather<'py>(
     Ok(out.into_pyarray(py))
 }
 
+/// Each column of a segment as its file stores it: (encoding byte, stored
+/// bytes), byte-shuffled and zstd-compressed at `level` where that is
+/// smaller (see `columns.rs`). `columns` are (raw bytes, item width); all are
+/// encoded with the GIL released, so the stream's writer threads run in parallel.
+#[pyfunction]
+pub fn encode_columns(
+    py: Python<'_>,
+    columns: Vec<(pyo3::pybacked::PyBackedBytes, usize)>,
+    level: i32,
+) -> PyResult<Vec<(u8, Py<pyo3::types::PyBytes>)>> {
+    let encoded = py
+        .detach(|| {
+            columns
+                .iter()
+                .map(|(raw, width)| crate::columns::encode(raw, *width, level))
+                .collect::<Result<Vec<_>, String>>()
+        })
+        .map_err(PyValueError::new_err)?;
+    Ok(encoded
+        .into_iter()
+        .map(|(encoding, stored)| {
+            (
+                encoding as u8,
+                pyo3::types::PyBytes::new(py, &stored).unbind(),
+            )
+        })
+        .collect())
+}
+
+/// The raw bytes (`raw_len` of them) of a column stored with `encoding` (0
+/// raw, 1 zstd, 2 byte-shuffled zstd) in items of `width` bytes. Raises
+/// ValueError when the stored bytes do not decode to exactly that.
+#[pyfunction]
+pub fn decode_column<'py>(
+    py: Python<'py>,
+    stored: pyo3::pybacked::PyBackedBytes,
+    encoding: u8,
+    width: usize,
+    raw_len: usize,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    let encoding = crate::columns::Encoding::from_byte(encoding)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown column encoding {encoding}")))?;
+    let raw = py
+        .detach(|| crate::columns::decode(&stored, encoding, width, raw_len))
+        .map_err(PyValueError::new_err)?;
+    Ok(pyo3::types::PyBytes::new(py, &raw))
+}
+
 /// Strings of an Arrow string array (offsets, data) as fixed-width NUL-padded items.
 ///
 /// Raises ValueError naming the first string longer than `width` bytes.

@@ -8,6 +8,7 @@ use pyo3::types::PyDict;
 
 pub mod bindings;
 pub mod chunks;
+pub mod columns;
 pub mod info;
 pub mod jsonflat;
 pub mod kdtree;
@@ -56,6 +57,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::decode_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::reduce_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::pad_strings, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::encode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::decode_column, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::flatten_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::rebuild_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::rebuild_packed_documents, m)?)?;

@@ -1,6 +1,6 @@
 """Typed stub of the Rust extension module ``tesseradb._core``."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, final
 
 import numpy as np
@@ -13,6 +13,8 @@ __all__ = [
     "build_info",
     "build_segments",
     "decode_chunks",
+    "decode_column",
+    "encode_columns",
     "flatten_documents",
     "gather",
     "kdtree_partition",
@@ -135,6 +137,19 @@ def gather(
 
     ``columns`` are byte views of one fixed-width field in many segments,
     ``itemsize`` bytes per item. Raises ``ValueError`` for positions outside them.
+    """
+
+def encode_columns(columns: Sequence[tuple[bytes, int]], level: int) -> list[tuple[int, bytes]]:
+    """Each (raw bytes, item width) column as a segment file stores it: (encoding, stored bytes).
+
+    Encoding 2 is zstd at ``level`` of the byte-shuffled column, 0 the raw bytes
+    where compression would not make them smaller. Runs with the GIL released.
+    """
+
+def decode_column(stored: bytes, encoding: int, width: int, raw_len: int) -> bytes:
+    """The ``raw_len`` raw bytes of a column stored with ``encoding`` (0 raw, 1 zstd, 2 shuffled zstd).
+
+    Raises ``ValueError`` when the stored bytes do not decode to exactly that.
     """
 
 def pad_strings(

@@ -130,3 +130,94 @@ def test_torn_or_corrupt_files_are_refused(tmp_path: Path, damage: str) -> None:
         match = "holds records of format"
     with pytest.raises(SegmentFileError, match=match):
         read_segment(path, descriptor)
+
+
+def _column_entries(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(offset of the entry, encoding, raw length, stored length) of each column in a file."""
+    (section,) = struct.unpack_from("<I", data, HEADER_SIZE)
+    pos = HEADER_SIZE + section
+    (section,) = struct.unpack_from("<I", data, pos)
+    pos += section + 8
+    (fields,) = struct.unpack_from("<I", data, pos)
+    pos += 4
+    entries = []
+    for _ in range(fields):
+        encoding, raw, stored = struct.unpack_from("<BQQ", data, pos)
+        entries.append((pos, encoding, raw, stored))
+        pos += 17 + stored
+    return entries
+
+
+def _reseal(data: bytes | bytearray) -> bytes:
+    """The file's bytes with the checksum recomputed, as a writer with a bug would leave them."""
+    import hashlib
+
+    body = bytes(data[:-32])
+    return body + hashlib.sha256(body).digest()
+
+
+def test_columns_are_stored_byte_shuffled_where_that_is_smaller(tmp_path: Path) -> None:
+    import numcodecs
+
+    segment = one_segment(2000)
+    path = tmp_path / "seg.tsdb"
+    write_segment(path, segment, DESCRIPTOR)
+    data = path.read_bytes()
+    entries = _column_entries(data)
+    by_name = dict(zip([f.name for f in DESCRIPTOR.fields], entries, strict=True))
+    # consecutive times and 0..5 counts compress; every column is either shuffled zstd or raw
+    assert by_name["t"][1] == 2 and by_name["n"][1] == 2
+    assert {e[1] for e in entries} <= {0, 2}
+    pos, _, raw_length, stored_length = by_name["t"]
+    stored = data[pos + 17 : pos + 17 + stored_length]
+    shuffled = np.frombuffer(numcodecs.Zstd().decode(stored), np.uint8)
+    times = segment.data.column("t").to_numpy()
+    assert np.array_equal(shuffled.reshape(8, -1).T.copy().view("<i8").ravel(), times)
+    assert raw_length == times.nbytes
+
+
+def test_files_with_plain_zstd_columns_are_still_read(tmp_path: Path) -> None:
+    """Encoding 1 (zstd of the unshuffled bytes) is what earlier writers stored."""
+    import numcodecs
+
+    segment = one_segment(300)
+    path = tmp_path / "seg.tsdb"
+    write_segment(path, segment, DESCRIPTOR, compress=False)
+    data = path.read_bytes()
+    entries = _column_entries(data)
+    out = bytearray(data[: entries[0][0]])
+    for pos, _, raw_length, stored_length in entries:
+        raw = data[pos + 17 : pos + 17 + stored_length]
+        stored = numcodecs.Zstd(1).encode(raw)
+        out += struct.pack("<BQQ", 1, raw_length, len(stored)) + stored
+    records_at = entries[0][0] - 12  # the records section's length (u64), then the field count
+    struct.pack_into("<Q", out, records_at, len(out) - records_at)
+    struct.pack_into("<Q", out, 24, len(out) + 32)  # the header's total length
+    path.write_bytes(_reseal(out + bytes(32)))
+    back = read_segment(path, DESCRIPTOR)
+    assert back.data.column("medallion").to_pylist() == segment.data.column("medallion").to_pylist()
+    assert np.array_equal(
+        back.data.column("lat").to_numpy(), segment.data.column("lat").to_numpy(), equal_nan=True
+    )
+
+
+@pytest.mark.parametrize("damage", ["encoding", "raw-length", "frame"])
+def test_a_column_that_does_not_decode_is_refused_naming_it(tmp_path: Path, damage: str) -> None:
+    """Even under a matching checksum (a writer's bug, not a torn file) nothing wrong is served."""
+    segment = one_segment(2000)
+    path = tmp_path / "seg.tsdb"
+    write_segment(path, segment, DESCRIPTOR)
+    data = bytearray(path.read_bytes())
+    pos, _, raw_length, _ = _column_entries(bytes(data))[1]  # "t", shuffled zstd
+    if damage == "encoding":
+        data[pos] = 9
+        match = "unknown column encoding 9"
+    elif damage == "raw-length":
+        struct.pack_into("<Q", data, pos + 1, raw_length + 8)
+        match = "'t'"
+    else:
+        data[pos + 17] ^= 0xFF  # the zstd frame's magic number
+        match = "'t'"
+    path.write_bytes(_reseal(data))
+    with pytest.raises(SegmentFileError, match=match):
+        read_segment(path, DESCRIPTOR)

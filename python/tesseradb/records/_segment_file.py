@@ -15,10 +15,12 @@ All integers little-endian. A file is:
   (i32), right child (i32), -1 for none;
 - records section, column by column (MDDS stores rows; columns read only
   what a query needs): section length (u64), field count (u32), then per
-  field an encoding byte (0 raw, 1 zstd), the raw length (u64), the stored
-  length (u64) and the stored bytes; raw bytes are the field's values in the
-  record's binary form (little-endian numbers; ``char`` fields as fixed
-  ``array_len`` bytes, NUL-padded);
+  field an encoding byte (0 raw, 1 zstd, 2 zstd of the byte-shuffled raw
+  bytes: each item's first bytes, then its second bytes, ...), the raw length
+  (u64), the stored length (u64) and the stored bytes; raw bytes are the
+  field's values in the record's binary form (little-endian numbers; ``char``
+  fields as fixed ``array_len`` bytes, NUL-padded). Writers use 2 where it is
+  smaller than the raw bytes, else 0; 1 is read for older files;
 - SHA-256 of everything before it (32 bytes).
 
 Files are written to a temporary name, fsynced and renamed, so a file under
@@ -59,7 +61,8 @@ _HEADER = struct.Struct(
     "<8sIIQQ16sQI"
 )  # magic, version, header size, id, total length, uuid, count, flags
 FLAG_ZSTD = 1
-_RAW, _ZSTD = 0, 1
+_RAW = 0  # column encodings; 1 (zstd) and 2 (byte-shuffled zstd) are decoded by _core
+ZSTD_LEVEL = 1
 
 
 class SegmentFileError(TesseraError, OSError):
@@ -104,14 +107,13 @@ def write_segment(
     nodes["r"], nodes["l"], nodes["x"] = node_records, node_left, node_right
     tree = struct.pack("<II", segment.tree.initial_dimension, len(nodes)) + nodes.tobytes()
     columns = [struct.pack("<I", len(descriptor.fields))]
-    compressor = _zstd().ZstdCompressor(level=1) if compress else None
-    for field in descriptor.fields:
-        raw = _column_bytes(segment, field)
-        stored, encoding = raw, _RAW
-        if compressor is not None:
-            squeezed = compressor.compress(raw)
-            if len(squeezed) < len(raw):
-                stored, encoding = squeezed, _ZSTD
+    raws = [_column_bytes(segment, field) for field in descriptor.fields]
+    if compress:
+        widths = [np.dtype(field.numpy_type).itemsize for field in descriptor.fields]
+        encoded = _core.encode_columns(list(zip(raws, widths, strict=True)), ZSTD_LEVEL)
+    else:
+        encoded = [(_RAW, raw) for raw in raws]
+    for raw, (encoding, stored) in zip(raws, encoded, strict=True):
         columns.append(struct.pack("<BQQ", encoding, len(raw), len(stored)))
         columns.append(stored)
     records = b"".join(columns)
@@ -214,18 +216,22 @@ def read_segment(path: Path, descriptor: RecordDescriptor) -> Segment:
             f"segment file {path} has {fields} fields; the record format has {len(descriptor.fields)}"
         )
     arrays = []
-    decompressor = None
     for field in descriptor.fields:
         encoding, raw_length, stored_length = struct.unpack_from("<BQQ", body, pos)
         pos += 17
         stored = body[pos : pos + stored_length]
         pos += stored_length
-        if encoding == _ZSTD:
-            decompressor = decompressor or _zstd().ZstdDecompressor()
-            raw = decompressor.decompress(stored, max_output_size=raw_length)
-        else:
+        dtype = np.dtype(field.numpy_type)
+        if encoding == _RAW:
             raw = stored
-        values = np.frombuffer(raw, dtype=np.dtype(field.numpy_type))
+        else:
+            try:
+                raw = _core.decode_column(stored, encoding, dtype.itemsize, raw_length)
+            except ValueError as err:
+                raise SegmentFileError(
+                    f"segment file {path} is corrupt: field {field.name!r}: {err}"
+                ) from None
+        values = np.frombuffer(raw, dtype=dtype)
         if field.type == "char":
             arrays.append(pa.array(values, type=pa.binary()).cast(pa.string()))
         else:
@@ -261,12 +267,6 @@ def _column_bytes(segment: Segment, field: Field) -> bytes:
     offsets_array = np.frombuffer(offsets, dtype=np.int64, count=n + 1, offset=column.offset * 8)
     data_array = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
     return _core.pad_strings(offsets_array, data_array, field.array_len or 0).tobytes()
-
-
-def _zstd():  # type: ignore[no-untyped-def]
-    import zstandard
-
-    return zstandard
 
 
 def fsync_directory(directory: Path) -> None:
