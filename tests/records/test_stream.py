@@ -460,10 +460,11 @@ def test_the_stream_answers_box_aggregates_and_leaves_ambiguous_ones_to_sql(
     monkeypatch.setattr(Stream, "aggregate", spy)
     table = records(5000, 3)
     db.create_stream("s", DESCRIPTOR, segment_bytes=4096).ingest(table)
-    query = "SELECT avg(n), max(y), count(*) FROM s WHERE y >= 0.1 AND y < 2.35 AND x > -1.5"
+    query = "SELECT avg(n), max(y), count(*) FROM s WHERE y > 0.1 AND y < 2.35 AND x > -1.5"
     assert _same(db.sql(query).fetchall(), reference(table, query))
     assert answered == [True]
-    # a record holding float32(0.1): DuckDB's precision decides, so SQL answers
+    # a record holding float32(0.1), which lies above 0.1: whether it is above the
+    # literal depends on DuckDB's precision, so SQL answers
     y = table.column("y").to_numpy().copy()
     y[7] = np.float32(0.1)
     table = table.set_column(4, "y", pa.array(y, pa.float32()))
@@ -471,3 +472,7 @@ def test_the_stream_answers_box_aggregates_and_leaves_ambiguous_ones_to_sql(
     db.create_stream("s", DESCRIPTOR, segment_bytes=4096).ingest(table)
     assert _same(db.sql(query).fetchall(), reference(table, query))
     assert answered == [True, False]
+    # at least 0.1 it is under every precision: the stream answers
+    at_least = query.replace("y > 0.1", "y >= 0.1")
+    assert _same(db.sql(at_least).fetchall(), reference(table, at_least))
+    assert answered == [True, False, True]

@@ -634,18 +634,21 @@ class _StatementAnalyser:
         from sqlglot import exp
 
         try:
-            if isinstance(node, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
+            op = _comparison_op(node)
+            if op is not None:
                 try:
                     column, ctype = self._column_of(node.this, src, sources)
                     value = self._literal(node.expression)
                 except _Unknown:
                     column, ctype = self._column_of(node.expression, src, sources)
                     value = self._literal(node.this)
-                return self._exact_but_for(column, ctype, value)
+                    op = _FLIPPED[op]  # `5 < col` is `col > 5`
+                return self._exact_but_for(column, ctype, op, value)
             if isinstance(node, exp.Between):
                 column, ctype = self._column_of(node.this, src, sources)
-                low = self._exact_but_for(column, ctype, self._literal(node.args["low"]))
-                return low and self._exact_but_for(column, ctype, self._literal(node.args["high"]))
+                low = self._exact_but_for(column, ctype, ">=", self._literal(node.args["low"]))
+                high = self._literal(node.args["high"])
+                return low and self._exact_but_for(column, ctype, "<=", high)
             if isinstance(node, exp.In):
                 _, ctype = self._column_of(node.this, src, sources)
                 values = [self._literal(e, allow_null=True) for e in node.expressions]
@@ -657,14 +660,17 @@ class _StatementAnalyser:
             return False
         return isinstance(node, (exp.Is, exp.Column))
 
-    def _exact_but_for(self, column: str, ctype: pa.DataType, value: Any) -> bool:
-        """Whether comparing ``column`` with ``value`` maps to exact bounds; while deriving an
-        aggregate query, a float comparison counts as exact but for its ambiguity point."""
+    def _exact_but_for(self, column: str, ctype: pa.DataType, op: str, value: Any) -> bool:
+        """Whether ``column op value`` maps to exact bounds; while deriving an aggregate
+        query, a float comparison counts as exact but for its ambiguity point, and as
+        exact when every reading of the constant gives that point the same outcome."""
         if _exact(ctype, value):
             return True
         point = _ambiguity_point(ctype, value) if self._ambiguous is not None else None
         if point is None:
             return False
+        if _same_outcome(point, op, value):
+            return True
         assert self._ambiguous is not None
         self._ambiguous.setdefault(column, set()).add(point)
         return True
@@ -797,26 +803,18 @@ class _StatementAnalyser:
     ) -> Predicate:
         from sqlglot import exp
 
-        comparisons: dict[type, str] = {
-            exp.EQ: "=",
-            exp.NEQ: "!=",
-            exp.GT: ">",
-            exp.GTE: ">=",
-            exp.LT: "<",
-            exp.LTE: "<=",
-        }
-        for cls, op in comparisons.items():
-            if isinstance(node, cls):
-                try:
-                    col, ctype = self._column_of(node.this, src, sources)
-                    value = self._literal(node.expression)
-                except _Unknown:
-                    col, ctype = self._column_of(node.expression, src, sources)
-                    value = self._literal(node.this)
-                    op = _FLIPPED[op]
-                if negate:
-                    op = _NEGATED[op]
-                return Predicate.on(col, ColumnDomain.values(_compare(ctype, op, value)))
+        op = _comparison_op(node)
+        if op is not None:
+            try:
+                col, ctype = self._column_of(node.this, src, sources)
+                value = self._literal(node.expression)
+            except _Unknown:
+                col, ctype = self._column_of(node.expression, src, sources)
+                value = self._literal(node.this)
+                op = _FLIPPED[op]
+            if negate:
+                op = _NEGATED[op]
+            return Predicate.on(col, ColumnDomain.values(_compare(ctype, op, value)))
         if isinstance(node, exp.Between):
             if node.args.get("symmetric"):
                 raise _Unknown
@@ -935,6 +933,22 @@ class _Float32(float):
 
 
 _FLIPPED = {"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+
+
+def _comparison_op(node: exp.Expression) -> str | None:
+    """``=``, ``!=``, ``<``, ... for a comparison node, None for anything else."""
+    from sqlglot import exp
+
+    return {
+        exp.EQ: "=",
+        exp.NEQ: "!=",
+        exp.GT: ">",
+        exp.GTE: ">=",
+        exp.LT: "<",
+        exp.LTE: "<=",
+    }.get(type(node))
+
+
 _NEGATED = {"=": "!=", "!=": "=", ">": "<=", ">=": "<", "<": ">=", "<=": ">"}
 _FALSE = Predicate.false()
 
@@ -1024,6 +1038,35 @@ def _ambiguity_point(ctype: pa.DataType, value: Any) -> float | None:
             point = float(np.float32(as_double))
         return point if math.isfinite(point) else None
     return None
+
+
+def _same_outcome(point: float, op: str, value: Any) -> bool:
+    """Whether ``point op c`` is the same for every constant ``c`` DuckDB might compare
+    with for the literal ``value``: the literal, its double, the double rounded to float.
+
+    The point is the float nearest the literal; on the side of the literal it lies
+    on, a strict or non-strict bound agrees under every reading (the taxi queries'
+    bounds: ``lat <= 40.77351738`` whose float is 40.77351760... is ambiguous,
+    ``lon <= -73.87998030`` whose float is -73.87998199... is not).
+    """
+    import numpy as np
+
+    as_double = float(value)
+    with np.errstate(over="ignore"):
+        single = float(np.float32(as_double))
+    constants = {Fraction(value), Fraction(as_double)}
+    if math.isfinite(single):
+        constants.add(Fraction(single))
+    at = Fraction(point)
+    compare = {
+        "=": at.__eq__,
+        "!=": at.__ne__,
+        "<": at.__lt__,
+        "<=": at.__le__,
+        ">": at.__gt__,
+        ">=": at.__ge__,
+    }[op]
+    return len({compare(c) for c in constants}) == 1
 
 
 def _finite(value: Any) -> bool:
