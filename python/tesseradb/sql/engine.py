@@ -28,7 +28,8 @@ from tesseradb.errors import (
     SQLSyntaxError,
     UnknownTableError,
 )
-from tesseradb.sql.analysis import Analysis, RelationUse, analyse
+from tesseradb.sql.analysis import Analysis, RelationUse
+from tesseradb.sql.analysis_cache import AnalysisCache
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Estimate, Relation, RelationScan, ScanStats
 from tesseradb.sql.result import Result
@@ -217,6 +218,7 @@ class SQLEngine:
         # statement's own scan, registered on its cursor. Views are made once.
         self._views: dict[str, pa.Schema] = {}
         self._view_lock = threading.Lock()
+        self.analyses = AnalysisCache()
 
     # --- lifecycle ----------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -326,7 +328,7 @@ class SQLEngine:
             relation = self.namespace.relation(name)
             return relation.schema() if relation is not None else None
 
-        analysis = analyse(text, params, schema_of, self.namespace.columns_of)
+        analysis = self.analyses.analyse(text, params, schema_of, self.namespace.columns_of)
         if analysis.parsed:
             return analysis
         # sqlglot does not know every DuckDB construct: if DuckDB parses the
