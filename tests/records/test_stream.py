@@ -476,3 +476,14 @@ def test_the_stream_answers_box_aggregates_and_leaves_ambiguous_ones_to_sql(
     at_least = query.replace("y > 0.1", "y >= 0.1")
     assert _same(db.sql(at_least).fetchall(), reference(table, at_least))
     assert answered == [True, False, True]
+    # float32(-0.001) lies below -0.001, so it is above it under no precision: the
+    # stream answers, and must leave that record out
+    y[8] = np.float32(-0.001)
+    x = table.column("x").to_numpy().copy()
+    x[8] = 0.0  # inside the other conditions
+    table = table.set_column(4, "y", pa.array(y, pa.float32())).set_column(3, "x", pa.array(x))
+    db.drop("s")
+    db.create_stream("s", DESCRIPTOR, segment_bytes=4096).ingest(table)
+    above = query.replace("y > 0.1", "y > -0.001")
+    assert _same(db.sql(above).fetchall(), reference(table, above))
+    assert answered == [True, False, True, True]

@@ -669,8 +669,8 @@ class _StatementAnalyser:
         point = _ambiguity_point(ctype, value) if self._ambiguous is not None else None
         if point is None:
             return False
-        if _same_outcome(point, op, value):
-            return True
+        if _settled_outcome(point, op, value) is not None:
+            return True  # _compare's ranges then decide the point too
         assert self._ambiguous is not None
         self._ambiguous.setdefault(column, set()).add(point)
         return True
@@ -1040,17 +1040,20 @@ def _ambiguity_point(ctype: pa.DataType, value: Any) -> float | None:
     return None
 
 
-def _same_outcome(point: float, op: str, value: Any) -> bool:
-    """Whether ``point op c`` is the same for every constant ``c`` DuckDB might compare
-    with for the literal ``value``: the literal, its double, the double rounded to float.
+def _settled_outcome(point: float, op: str, value: Any) -> bool | None:
+    """``point op c``, when it is the same for every constant ``c`` DuckDB might compare
+    with for the literal ``value`` (the literal, its double, the double rounded to
+    float); None where the readings disagree, and for ``=`` and ``!=``.
 
     The point is the float nearest the literal; on the side of the literal it lies
-    on, a strict or non-strict bound agrees under every reading (the taxi queries'
+    on, an ordering comparison agrees under every reading (the taxi queries'
     bounds: ``lat <= 40.77351738`` whose float is 40.77351760... is ambiguous,
     ``lon <= -73.87998030`` whose float is -73.87998199... is not).
     """
     import numpy as np
 
+    if op not in ("<", "<=", ">", ">="):
+        return None
     as_double = float(value)
     with np.errstate(over="ignore"):
         single = float(np.float32(as_double))
@@ -1058,15 +1061,9 @@ def _same_outcome(point: float, op: str, value: Any) -> bool:
     if math.isfinite(single):
         constants.add(Fraction(single))
     at = Fraction(point)
-    compare = {
-        "=": at.__eq__,
-        "!=": at.__ne__,
-        "<": at.__lt__,
-        "<=": at.__le__,
-        ">": at.__gt__,
-        ">=": at.__ge__,
-    }[op]
-    return len({compare(c) for c in constants}) == 1
+    compare = {"<": at.__lt__, "<=": at.__le__, ">": at.__gt__, ">=": at.__ge__}[op]
+    outcomes = {compare(c) for c in constants}
+    return outcomes.pop() if len(outcomes) == 1 else None
 
 
 def _finite(value: Any) -> bool:
@@ -1111,6 +1108,14 @@ def _compare(ctype: pa.DataType, op: str, value: Any) -> RangeSet:
     if kind == "float":
         candidates = _float_candidates(ctype, value)
         exact = _exact(ctype, value)
+        point = None if exact else _ambiguity_point(ctype, value)
+        holds = None if point is None else _settled_outcome(point, op, value)
+        if point is not None and holds is not None:
+            # the point is the only column value among the readings: it is in or out
+            # under all of them, and every other value compares alike anyway
+            if op in (">", ">="):
+                return RangeSet.of([Interval(point, None, holds, True)])
+            return RangeSet.of([Interval(None, point, True, holds)])
         return _ranges_for(op, candidates[0], candidates[-1], exact=exact)
     # integer column
     low, high = _int_range(ctype)
