@@ -10,6 +10,12 @@ use crate::kdtree::{self, KdNode, NodeOrderedTree, PackedKdTree, QueryBox};
 use crate::rtree::SegmentIndex;
 
 type Labels<'py> = (Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u32>>);
+/// What [`search_segments`] returns: segments, rows, and per probe whether it was held.
+type Found<'py> = (
+    Bound<'py, PyArray1<u32>>,
+    Bound<'py, PyArray1<u32>>,
+    Vec<bool>,
+);
 type NodeArrays<'py> = (
     Bound<'py, PyArray1<u32>>,
     Bound<'py, PyArray1<i32>>,
@@ -78,6 +84,25 @@ impl PyKdTree {
 
     fn find(&self, query: &QueryBox, sequential: bool) -> Vec<u32> {
         self.inner.search(query, sequential)
+    }
+
+    /// The rows inside `query` (ascending), and per probe (dimension, value)
+    /// whether one of them holds that value there.
+    fn find_probing(
+        &self,
+        query: &QueryBox,
+        sequential: bool,
+        probes: &[(usize, f64)],
+    ) -> (Vec<u32>, Vec<bool>) {
+        let found = self.inner.search_nodes(query, sequential);
+        let held = probes
+            .iter()
+            .map(|&(dim, value)| self.inner.holds(&found, dim, value))
+            .collect();
+        let nodes = &self.inner.tree.nodes;
+        let mut rows: Vec<u32> = found.iter().map(|&i| nodes[i as usize].record).collect();
+        rows.sort_unstable();
+        (rows, held)
     }
 }
 
@@ -177,20 +202,29 @@ impl PyKdTree {
 
 /// Rows inside the box [lo, hi] in many segments at once, searched in parallel.
 ///
-/// Returns (segment, row): the position in `trees` and the row within that
-/// segment of each record found, grouped by segment in the order of `trees`.
+/// Returns (segment, row, held): the position in `trees` and the row within
+/// that segment of each record found, grouped by segment in the order of
+/// `trees`; and per probe (dimension, value) whether a record found holds
+/// that value on that dimension (how an aggregate learns that a row sits on a
+/// float literal's ambiguity point without reading the column).
 #[pyfunction]
-#[pyo3(signature = (trees, lo, hi, sequential = false))]
+#[pyo3(signature = (trees, lo, hi, sequential = false, probes = Vec::new()))]
 pub fn search_segments<'py>(
     py: Python<'py>,
     trees: Vec<Py<PyKdTree>>,
     lo: Vec<f64>,
     hi: Vec<f64>,
     sequential: bool,
-) -> PyResult<Labels<'py>> {
+    probes: Vec<(usize, f64)>,
+) -> PyResult<Found<'py>> {
     use rayon::prelude::*;
     let dims = lo.len();
     let query = query_box(lo, hi, dims)?;
+    if let Some(&(d, _)) = probes.iter().find(|(d, _)| *d >= dims) {
+        return Err(PyValueError::new_err(format!(
+            "probe dimension {d}; the query box has {dims}"
+        )));
+    }
     let refs: Vec<&PyKdTree> = trees.iter().map(|t| t.get()).collect();
     if let Some(t) = refs.iter().find(|t| t.inner.tree.dims != dims) {
         return Err(PyValueError::new_err(format!(
@@ -198,21 +232,31 @@ pub fn search_segments<'py>(
             t.inner.tree.dims
         )));
     }
-    let (segments, found) = py.detach(|| {
-        let found: Vec<Vec<u32>> = refs
+    let (segments, found, held) = py.detach(|| {
+        let found: Vec<(Vec<u32>, Vec<bool>)> = refs
             .par_iter()
-            .map(|t| t.find(&query, sequential))
+            .map(|t| {
+                if probes.is_empty() {
+                    (t.find(&query, sequential), Vec::new())
+                } else {
+                    t.find_probing(&query, sequential, &probes)
+                }
+            })
             .collect();
-        let total = found.iter().map(Vec::len).sum();
+        let total = found.iter().map(|(rows, _)| rows.len()).sum();
+        let mut held = vec![false; probes.len()];
         let mut segments = Vec::with_capacity(total);
         let mut all = Vec::with_capacity(total);
-        for (s, rows) in found.into_iter().enumerate() {
+        for (s, (rows, hits)) in found.into_iter().enumerate() {
+            for (h, hit) in held.iter_mut().zip(hits) {
+                *h |= hit;
+            }
             segments.extend(std::iter::repeat_n(s as u32, rows.len()));
             all.extend(rows);
         }
-        (segments, all)
+        (segments, all, held)
     });
-    Ok((segments.into_pyarray(py), found.into_pyarray(py)))
+    Ok((segments.into_pyarray(py), found.into_pyarray(py), held))
 }
 
 /// A segment built by [`build_segments`]: its kd-tree and bounding box.

@@ -365,6 +365,29 @@ impl NodeOrderedTree {
     /// Positions of the records inside `query` (ascending): through the tree, or by
     /// looking at every node when `sequential` (MDDS's sequential iterator).
     pub fn search(&self, query: &QueryBox, sequential: bool) -> Vec<u32> {
+        let nodes = &self.tree.nodes;
+        let mut out: Vec<u32> = self
+            .search_nodes(query, sequential)
+            .into_iter()
+            .map(|i| nodes[i as usize].record)
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Whether one of `found` (node indices from [`Self::search_nodes`]) has the
+    /// key of `value` on dimension `dim` (-0.0 and 0.0 are one key, NaN is one key,
+    /// as DuckDB compares them).
+    pub fn holds(&self, found: &[u32], dim: usize, value: f64) -> bool {
+        let dims = self.tree.dims;
+        let wanted = key(value);
+        found
+            .iter()
+            .any(|&i| cmp(self.keys[i as usize * dims + dim], wanted) == std::cmp::Ordering::Equal)
+    }
+
+    /// Node indices of the records inside `query`, in the order they were met.
+    pub fn search_nodes(&self, query: &QueryBox, sequential: bool) -> Vec<u32> {
         let dims = self.tree.dims;
         let nodes = &self.tree.nodes;
         // the dimensions the box restricts: the others need no check
@@ -380,18 +403,14 @@ impl NodeOrderedTree {
         };
         let mut out = Vec::new();
         if sequential {
-            out.extend(
-                (0..nodes.len())
-                    .filter(|&i| inside(i))
-                    .map(|i| nodes[i].record),
-            );
+            out.extend((0..nodes.len()).filter(|&i| inside(i)).map(|i| i as u32));
         } else if !nodes.is_empty() {
             let mut stack: Vec<(i32, usize)> = vec![(0, self.tree.initial_dimension)];
             while let Some((index, dim)) = stack.pop() {
                 let index = index as usize;
                 let node = nodes[index];
                 if inside(index) {
-                    out.push(node.record);
+                    out.push(index as u32);
                 }
                 let pivot = self.keys[index * dims + dim];
                 let next = (dim + 1) % dims;
@@ -404,7 +423,6 @@ impl NodeOrderedTree {
                 }
             }
         }
-        out.sort_unstable();
         out
     }
 }
@@ -460,6 +478,15 @@ mod tests {
                 let expected = scan(&coords, dims, &q);
                 assert_eq!(ordered.search(&q, false), expected, "case {case}");
                 assert_eq!(ordered.search(&q, true), expected, "case {case}");
+                // a probe is held when a found record has the value (NaN = NaN, -0.0 = 0.0)
+                let found = ordered.search_nodes(&q, rng.next().is_multiple_of(2));
+                let dim = (rng.next() as usize) % dims;
+                let probe = value(&mut rng);
+                let same = |v: f64| v == probe || (v.is_nan() && probe.is_nan());
+                let want = expected
+                    .iter()
+                    .any(|&r| same(coords[r as usize * dims + dim]));
+                assert_eq!(ordered.holds(&found, dim, probe), want, "case {case}");
             }
         }
     }

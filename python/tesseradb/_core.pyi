@@ -87,14 +87,21 @@ def kdtree_partition(
     """
 
 def search_segments(
-    trees: list[KdTree], lo: list[float], hi: list[float], sequential: bool = False
-) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+    trees: list[KdTree],
+    lo: list[float],
+    hi: list[float],
+    sequential: bool = False,
+    probes: Sequence[tuple[int, float]] = ...,
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], list[bool]]:
     """Rows inside ``[lo, hi]`` in many segments' trees at once, searched in parallel (rayon).
 
-    Returns ``(segments, rows)``: per record found, its tree's position in
-    ``trees`` and its row in that segment, grouped by tree in order, rows
-    ascending within a tree. ``sequential`` looks at every row instead of
-    descending the trees (MDDS's sequential iterator).
+    Returns ``(segments, rows, held)``: per record found, its tree's position
+    in ``trees`` and its row in that segment, grouped by tree in order, rows
+    ascending within a tree; and per probe ``(dimension, value)`` whether a
+    record found holds that value on that dimension (as DuckDB compares:
+    -0.0 equals 0.0, NaN equals NaN).
+    ``sequential`` looks at every row instead of descending the trees
+    (MDDS's sequential iterator).
     """
 
 def build_segments(

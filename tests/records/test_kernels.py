@@ -69,9 +69,17 @@ def test_many_segments_are_searched_and_gathered_together(
     same = [p for p in segments if p[0].shape[1] == dims]
     lo, hi = same[0][1], same[0][2]
     trees = [_core.KdTree(coords, first) for coords, _, _, first in same]
-    which, rows = _core.search_segments(trees, lo, hi, sequential)
+    # probe each dimension for a value some records hold, and for one they may not
+    probes = [(d, float(same[0][0][0, d])) for d in range(dims)] if len(same[0][0]) else []
+    probes += [(d, 0.5) for d in range(dims)]
+    which, rows, held = _core.search_segments(trees, lo, hi, sequential, probes)
     expected = [(k, r) for k, (coords, *_) in enumerate(same) for r in reference(coords, lo, hi)]
     assert list(zip(which.tolist(), rows.tolist(), strict=True)) == expected
+    found = [same[k][0][r] for k, r in expected]
+    # values compare as DuckDB's: NaN equals NaN, -0.0 equals 0.0
+    assert held == [
+        any(row[d] == v or (np.isnan(row[d]) and np.isnan(v)) for row in found) for d, v in probes
+    ]
     # gathering the first key column of each segment by (segment, row) gives the same values
     columns = [np.ascontiguousarray(c[:, 0]).view(np.uint8) for c, *_ in same]
     values = _core.gather(columns, 8, which, rows).view(np.float64)

@@ -399,14 +399,21 @@ class SegmentStore:
         columns: Sequence[str] | None,
         predicate: Predicate | None,
         batch_rows: int = 1 << 20,
+        probes: Sequence[tuple[int, float]] = (),
+        held: list[bool] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Batches holding exactly the records that match ``predicate``.
 
         The R*-tree gives the candidate segments; segments inside the query
         box are served whole, the others are searched together (one parallel
         Rust call, kd-tree or sequential iterator) and their found records
-        gathered into batches of up to ``batch_rows``; predicates beyond the
-        box are then applied to every batch.
+        gathered into batches of up to ``batch_rows``; what of the predicate
+        the box does not settle exactly (see ``_residual``) is then applied
+        to every batch, and only its columns are gathered besides ``columns``.
+
+        ``probes`` are (indexing dimension, value): once the batches are all
+        read, ``held[i]`` says whether a record inside the query box (before
+        the residual filter) holds probe i's value, without reading that field.
         """
         import numpy as np
 
@@ -415,23 +422,30 @@ class SegmentStore:
         if box is None or not ids:
             return
         names = list(self.schema.names if columns is None else columns)
+        segments = [self.segment(i) for i in ids]
+        predicate = self._residual(predicate, segments)
         lower = {n.lower(): n for n in self.schema.names}
         filtered = [lower[c.lower()] for c in (predicate or ()) if c.lower() in lower]
         needed = list(dict.fromkeys([*names, *filtered]))
-        segments = [self.segment(i) for i in ids]
         lo, hi = box
         inside = _boxes_within(segments, lo, hi).tolist()
         whole = [s for s, w in zip(segments, inside, strict=True) if w]
         partial = [s for s, w in zip(segments, inside, strict=True) if not w]
         for seg in whole:
+            for i, (d, value) in enumerate(probes):
+                if held is not None and not held[i]:
+                    column = seg.data.column(self.descriptor.index[d]).to_numpy()
+                    held[i] = bool((column == value).any())
             yield from _finish(seg.data.select(needed), names, predicate)
         if not partial:
             return
         from tesseradb import _core
 
-        which, rows = _core.search_segments(
-            [s.tree for s in partial], lo, hi, self.iterator == "sequential"
+        which, rows, found_held = _core.search_segments(
+            [s.tree for s in partial], lo, hi, self.iterator == "sequential", list(probes)
         )
+        if held is not None:
+            held[:] = [a or b for a, b in zip(held, found_held, strict=True)]
         for start in range(0, len(rows), batch_rows):
             part_which, part_rows = (
                 which[start : start + batch_rows],
@@ -441,6 +455,57 @@ class SegmentStore:
                 partial, needed, np.ascontiguousarray(part_which), np.ascontiguousarray(part_rows)
             )
             yield from _finish(batch, names, predicate)
+
+    def _residual(self, predicate: Predicate | None, segments: list[Segment]) -> Predicate | None:
+        """The part of ``predicate`` that the box search leaves to a filter over the found records.
+
+        A column's condition is settled by the search when it is one closed
+        interval (or a half-line) on an indexing field, and comparing the
+        field's values and the bounds as doubles, as the trees do, is exact:
+        float fields and integers of up to 32 bits always, 64-bit integers
+        when the bounds and every candidate segment's values lie within
+        2^53. Anything else (open ends, several ranges, IN-sets, other
+        fields) is filtered as before. Gathering fewer columns is most of
+        what a selective aggregate costs after the search.
+        """
+        import numpy as np
+
+        if predicate is None or predicate.is_false:
+            return predicate
+        dims = {name.lower(): d for d, name in enumerate(self.descriptor.index)}
+        kept = {}
+        for column, domain in predicate.items():
+            d = dims.get(column.lower())
+            if d is None or not self._settles(domain, d, segments, np):
+                kept[column] = domain
+        return Predicate(kept) if len(kept) < len(predicate) else predicate
+
+    def _settles(self, domain: Any, d: int, segments: list[Segment], np: Any) -> bool:
+        """Whether the box search on indexing dimension ``d`` gives exactly ``domain``."""
+        if domain.keys is not None or domain.nulls:
+            return False
+        intervals = list(domain.ranges)
+        if len(intervals) != 1:
+            return False
+        (interval,) = intervals
+        if (interval.lo is not None and not interval.lo_inclusive) or (
+            interval.hi is not None and not interval.hi_inclusive
+        ):
+            return False
+        for bound in (interval.lo, interval.hi):
+            if bound is None:
+                continue
+            if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+                return False
+            if isinstance(bound, int) and abs(bound) >= 2**53:
+                return False
+        import pyarrow as pa
+
+        type_ = self.schema.field(self.descriptor.index[d]).type
+        if pa.types.is_floating(type_) or type_.bit_width <= 32:
+            return True
+        edges = np.array([(s.lo[d], s.hi[d]) for s in segments], dtype=np.float64)
+        return bool((np.abs(edges) < 2.0**53).all())
 
     def aggregate(
         self,
@@ -476,18 +541,26 @@ class SegmentStore:
                 return None
             wanted.append((out, fn, name))
         points = {}
+        dims = {name.lower(): d for d, name in enumerate(self.descriptor.index)}
+        probes = []  # (dimension, value): looked for with a box search, no column read
         for column, values in ambiguous.items():
             if column.lower() not in lower:
                 return None
-            points[lower[column.lower()]] = np.array(values, dtype=np.float64)
+            if column.lower() in dims:
+                probes += [(dims[column.lower()], float(v)) for v in values]
+            else:
+                points[lower[column.lower()]] = np.array(values, dtype=np.float64)
         columns = list(dict.fromkeys(c for _, _, c in wanted if c is not None))
         parts = _Partials(columns)
         needed = list(dict.fromkeys([*columns, *points])) or [self.descriptor.index[0]]
-        for batch in self.scan(needed, predicate):
+        held = [False] * len(probes)
+        for batch in self.scan(needed, predicate, probes=probes, held=held):
             for column, point_values in points.items():
                 if np.isin(batch.column(column).to_numpy(), point_values).any():
                     return None
             parts.add(batch)
+        if any(held):
+            return None
         return [(out, parts.result(fn, column, self.schema)) for out, fn, column in wanted]
 
     def _gather(
