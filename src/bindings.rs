@@ -398,18 +398,23 @@ pub fn gather<'py>(
 
 /// Each column of a segment as its file stores it: (encoding byte, stored
 /// bytes), byte-shuffled and zstd-compressed at `level` where that is
-/// smaller (see `columns.rs`). `columns` are (raw bytes, item width); all are
+/// smaller (see `columns.rs`). `columns` are (raw bytes as a uint8 array,
+/// item width), borrowed, not copied; all are
 /// encoded with the GIL released, so the stream's writer threads run in parallel.
 #[pyfunction]
-pub fn encode_columns(
-    py: Python<'_>,
-    columns: Vec<(pyo3::pybacked::PyBackedBytes, usize)>,
+pub fn encode_columns<'py>(
+    py: Python<'py>,
+    columns: Vec<(PyReadonlyArray1<'py, u8>, usize)>,
     level: i32,
 ) -> PyResult<Vec<(u8, Py<pyo3::types::PyBytes>)>> {
+    let raws = columns
+        .iter()
+        .map(|(raw, width)| Ok((raw.as_slice()?, *width)))
+        .collect::<PyResult<Vec<(&[u8], usize)>>>()
+        .map_err(|_: PyErr| PyValueError::new_err("columns must be contiguous uint8 arrays"))?;
     let encoded = py
         .detach(|| {
-            columns
-                .iter()
+            raws.iter()
                 .map(|(raw, width)| crate::columns::encode(raw, *width, level))
                 .collect::<Result<Vec<_>, String>>()
         })

@@ -53,17 +53,16 @@ pub fn shuffle(raw: &[u8], width: usize) -> Vec<u8> {
     }
 }
 
-/// [`shuffle`] for a width known at compile time: the numeric columns, where
-/// the loop over an item's bytes unrolls and the gather vectorises.
+/// [`shuffle`] for a width known at compile time: the numeric columns. One
+/// pass per byte position, each writing its plane in order; the item is a
+/// fixed-size array, so the loop has no bounds checks and vectorises.
 fn shuffle_fixed<const W: usize>(raw: &[u8]) -> Vec<u8> {
     let n = raw.len() / W;
     let mut out = vec![0u8; raw.len()];
-    let (planes, _) = out.split_at_mut(n * W);
-    let mut planes: Vec<&mut [u8]> = planes.chunks_exact_mut(n.max(1)).collect();
-    for (i, item) in raw.chunks_exact(W).enumerate() {
-        let item: &[u8; W] = item.try_into().expect("chunks of W bytes");
-        for b in 0..W {
-            planes[b][i] = item[b];
+    for (b, plane) in out.chunks_exact_mut(n.max(1)).enumerate().take(W) {
+        for (dst, item) in plane.iter_mut().zip(raw.chunks_exact(W)) {
+            let item: &[u8; W] = item.try_into().expect("chunks of W bytes");
+            *dst = item[b];
         }
     }
     out

@@ -146,7 +146,9 @@ def gather(
     ``itemsize`` bytes per item. Raises ``ValueError`` for positions outside them.
     """
 
-def encode_columns(columns: Sequence[tuple[bytes, int]], level: int) -> list[tuple[int, bytes]]:
+def encode_columns(
+    columns: Sequence[tuple[npt.NDArray[np.uint8], int]], level: int
+) -> list[tuple[int, bytes]]:
     """Each (raw bytes, item width) column as a segment file stores it: (encoding, stored bytes).
 
     Encoding 2 is zstd at ``level`` of the byte-shuffled column, 0 the raw bytes

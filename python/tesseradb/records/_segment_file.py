@@ -36,11 +36,15 @@ import struct
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tesseradb import _core
 from tesseradb.errors import TesseraError
 from tesseradb.records._descriptor import Field, RecordDescriptor
 from tesseradb.records._segments import Segment, index_keys
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "LAYOUT_VERSION",
@@ -106,26 +110,28 @@ def write_segment(
     nodes = np.empty(len(node_records), dtype=[("r", "<u4"), ("l", "<i4"), ("x", "<i4")])
     nodes["r"], nodes["l"], nodes["x"] = node_records, node_left, node_right
     tree = struct.pack("<II", segment.tree.initial_dimension, len(nodes)) + nodes.tobytes()
-    columns = [struct.pack("<I", len(descriptor.fields))]
     raws = [_column_bytes(segment, field) for field in descriptor.fields]
     if compress:
         widths = [np.dtype(field.numpy_type).itemsize for field in descriptor.fields]
         encoded = _core.encode_columns(list(zip(raws, widths, strict=True)), ZSTD_LEVEL)
     else:
         encoded = [(_RAW, raw) for raw in raws]
+    # the file as a list of parts, hashed and written one by one: a segment is
+    # ~1 MB, and joining it would copy it twice more on the writer's core
+    columns: list[Any] = [struct.pack("<I", len(descriptor.fields))]
     for raw, (encoding, stored) in zip(raws, encoded, strict=True):
         columns.append(struct.pack("<BQQ", encoding, len(raw), len(stored)))
         columns.append(stored)
-    records = b"".join(columns)
-    body = (
-        struct.pack("<I", 4 + len(indexing))
-        + indexing
-        + struct.pack("<I", 4 + len(tree))
-        + tree
-        + struct.pack("<Q", 8 + len(records))
-        + records
-    )
-    total = HEADER_SIZE + len(body) + 32
+    records_length = sum(len(part) for part in columns)
+    body = [
+        struct.pack("<I", 4 + len(indexing)),
+        indexing,
+        struct.pack("<I", 4 + len(tree)),
+        tree,
+        struct.pack("<Q", 8 + records_length),
+        *columns,
+    ]
+    total = HEADER_SIZE + sum(len(part) for part in body) + 32
     header = _HEADER.pack(
         MAGIC,
         LAYOUT_VERSION,
@@ -136,12 +142,14 @@ def write_segment(
         segment.num_records,
         FLAG_ZSTD if compress else 0,
     ).ljust(HEADER_SIZE, b"\0")
-    digest = hashlib.sha256(header + body).digest()
+    digest = hashlib.sha256(header)
     tmp = path.with_name(path.name + TEMPORARY_SUFFIX)
     with open(tmp, "wb") as f:
         f.write(header)
-        f.write(body)
-        f.write(digest)
+        for part in body:
+            digest.update(part)
+            f.write(part)
+        f.write(digest.digest())
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -251,8 +259,9 @@ def read_segment(path: Path, descriptor: RecordDescriptor) -> Segment:
     return Segment(header.segment_id, batch, tree, header.lo, header.hi)
 
 
-def _column_bytes(segment: Segment, field: Field) -> bytes:
-    """A column's values in the binary form: little-endian numbers, NUL-padded chars."""
+def _column_bytes(segment: Segment, field: Field) -> np.ndarray:
+    """A column's values in the binary form (uint8, contiguous): little-endian numbers,
+    NUL-padded chars. Numbers are a view of the segment's own buffer."""
     import numpy as np
     import pyarrow as pa
 
@@ -260,13 +269,13 @@ def _column_bytes(segment: Segment, field: Field) -> bytes:
 
     column = segment.data.column(field.name)
     if field.type != "char":
-        return segment.byte_view(field.name).tobytes()
+        return segment.byte_view(field.name)
     column = column.cast(pa.large_string())  # 64-bit offsets
     _, offsets, data = column.buffers()
     n = len(column)
     offsets_array = np.frombuffer(offsets, dtype=np.int64, count=n + 1, offset=column.offset * 8)
     data_array = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
-    return _core.pad_strings(offsets_array, data_array, field.array_len or 0).tobytes()
+    return _core.pad_strings(offsets_array, data_array, field.array_len or 0)
 
 
 def fsync_directory(directory: Path) -> None:
