@@ -113,7 +113,9 @@ def write_segment(
     raws = [_column_bytes(segment, field) for field in descriptor.fields]
     if compress:
         widths = [np.dtype(field.numpy_type).itemsize for field in descriptor.fields]
-        encoded = _core.encode_columns(list(zip(raws, widths, strict=True)), ZSTD_LEVEL)
+        encoded: list[tuple[int, Any]] = list(
+            _core.encode_columns(list(zip(raws, widths, strict=True)), ZSTD_LEVEL)
+        )
     else:
         encoded = [(_RAW, raw) for raw in raws]
     # the file as a list of parts, hashed and written one by one: a segment is

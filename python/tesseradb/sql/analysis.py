@@ -634,16 +634,9 @@ class _StatementAnalyser:
         from sqlglot import exp
 
         try:
-            op = _comparison_op(node)
-            if op is not None:
-                try:
-                    column, ctype = self._column_of(node.this, src, sources)
-                    value = self._literal(node.expression)
-                except _Unknown:
-                    column, ctype = self._column_of(node.expression, src, sources)
-                    value = self._literal(node.this)
-                    op = _FLIPPED[op]  # `5 < col` is `col > 5`
-                return self._exact_but_for(column, ctype, op, value)
+            comparison = self._comparison(node, src, sources)
+            if comparison is not None:
+                return self._exact_but_for(*comparison)
             if isinstance(node, exp.Between):
                 column, ctype = self._column_of(node.this, src, sources)
                 low = self._exact_but_for(column, ctype, ">=", self._literal(node.args["low"]))
@@ -798,20 +791,31 @@ class _StatementAnalyser:
                 return f.name, f.type
         raise _Unknown
 
+    def _comparison(
+        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
+    ) -> tuple[str, pa.DataType, str, Any] | None:
+        """(column, type, operator, literal) of ``column op literal`` in either order
+        (``5 < col`` is ``col > 5``); None if ``node`` is no comparison."""
+        op = _comparison_op(node)
+        if op is None:
+            return None
+        try:
+            column, ctype = self._column_of(node.this, src, sources)
+            value = self._literal(node.expression)
+        except _Unknown:
+            column, ctype = self._column_of(node.expression, src, sources)
+            value = self._literal(node.this)
+            op = _FLIPPED[op]
+        return column, ctype, op, value
+
     def _atom(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
     ) -> Predicate:
         from sqlglot import exp
 
-        op = _comparison_op(node)
-        if op is not None:
-            try:
-                col, ctype = self._column_of(node.this, src, sources)
-                value = self._literal(node.expression)
-            except _Unknown:
-                col, ctype = self._column_of(node.expression, src, sources)
-                value = self._literal(node.this)
-                op = _FLIPPED[op]
+        comparison = self._comparison(node, src, sources)
+        if comparison is not None:
+            col, ctype, op, value = comparison
             if negate:
                 op = _NEGATED[op]
             return Predicate.on(col, ColumnDomain.values(_compare(ctype, op, value)))
@@ -939,14 +943,15 @@ def _comparison_op(node: exp.Expression) -> str | None:
     """``=``, ``!=``, ``<``, ... for a comparison node, None for anything else."""
     from sqlglot import exp
 
-    return {
+    operators: dict[type[exp.Expression], str] = {
         exp.EQ: "=",
         exp.NEQ: "!=",
         exp.GT: ">",
         exp.GTE: ">=",
         exp.LT: "<",
         exp.LTE: "<=",
-    }.get(type(node))
+    }
+    return operators.get(type(node))
 
 
 _NEGATED = {"=": "!=", "!=": "=", ">": "<=", ">=": "<", "<": ">=", "<=": ">"}
@@ -1108,14 +1113,14 @@ def _compare(ctype: pa.DataType, op: str, value: Any) -> RangeSet:
     if kind == "float":
         candidates = _float_candidates(ctype, value)
         exact = _exact(ctype, value)
-        point = None if exact else _ambiguity_point(ctype, value)
-        holds = None if point is None else _settled_outcome(point, op, value)
-        if point is not None and holds is not None:
+        nearest = None if exact else _ambiguity_point(ctype, value)
+        holds = None if nearest is None else _settled_outcome(nearest, op, value)
+        if nearest is not None and holds is not None:
             # the point is the only column value among the readings: it is in or out
             # under all of them, and every other value compares alike anyway
             if op in (">", ">="):
-                return RangeSet.of([Interval(point, None, holds, True)])
-            return RangeSet.of([Interval(None, point, True, holds)])
+                return RangeSet.of([Interval(nearest, None, holds, True)])
+            return RangeSet.of([Interval(None, nearest, True, holds)])
         return _ranges_for(op, candidates[0], candidates[-1], exact=exact)
     # integer column
     low, high = _int_range(ctype)
