@@ -32,7 +32,7 @@ from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
-from tesseradb.sql.predicate import Predicate
+from tesseradb.sql.predicate import ColumnDomain, Predicate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -468,20 +468,21 @@ class SegmentStore:
         fields) is filtered as before. Gathering fewer columns is most of
         what a selective aggregate costs after the search.
         """
-        import numpy as np
-
         if predicate is None or predicate.is_false:
             return predicate
         dims = {name.lower(): d for d, name in enumerate(self.descriptor.index)}
         kept = {}
         for column, domain in predicate.items():
             d = dims.get(column.lower())
-            if d is None or not self._settles(domain, d, segments, np):
+            if d is None or not self._settles(domain, d, segments):
                 kept[column] = domain
         return Predicate(kept) if len(kept) < len(predicate) else predicate
 
-    def _settles(self, domain: Any, d: int, segments: list[Segment], np: Any) -> bool:
+    def _settles(self, domain: ColumnDomain, d: int, segments: list[Segment]) -> bool:
         """Whether the box search on indexing dimension ``d`` gives exactly ``domain``."""
+        import numpy as np
+        import pyarrow as pa
+
         if domain.keys is not None or domain.nulls:
             return False
         intervals = list(domain.ranges)
@@ -499,8 +500,6 @@ class SegmentStore:
                 return False
             if isinstance(bound, int) and abs(bound) >= 2**53:
                 return False
-        import pyarrow as pa
-
         type_ = self.schema.field(self.descriptor.index[d]).type
         if pa.types.is_floating(type_) or type_.bit_width <= 32:
             return True
