@@ -44,7 +44,7 @@ class AnalysisCache:
         self.capacity = capacity
         self._entries: OrderedDict[tuple[str, Any], _Entry] = OrderedDict()
         self._lock = threading.Lock()
-        self.hits = 0  # for tests and explain-style diagnostics
+        self.hits = 0  # reuses so far (tests read it)
 
     def analyse(
         self, text: str, params: Any, schema_of: SchemaLookup, columns_of: ColumnsLookup
