@@ -99,10 +99,7 @@ impl PyKdTree {
             .iter()
             .map(|&(dim, value)| self.inner.holds(&found, dim, value))
             .collect();
-        let nodes = &self.inner.tree.nodes;
-        let mut rows: Vec<u32> = found.iter().map(|&i| nodes[i as usize].record).collect();
-        rows.sort_unstable();
-        (rows, held)
+        (self.inner.records(&found), held)
     }
 }
 
@@ -235,13 +232,7 @@ pub fn search_segments<'py>(
     let (segments, found, held) = py.detach(|| {
         let found: Vec<(Vec<u32>, Vec<bool>)> = refs
             .par_iter()
-            .map(|t| {
-                if probes.is_empty() {
-                    (t.find(&query, sequential), Vec::new())
-                } else {
-                    t.find_probing(&query, sequential, &probes)
-                }
-            })
+            .map(|t| t.find_probing(&query, sequential, &probes))
             .collect();
         let total = found.iter().map(|(rows, _)| rows.len()).sum();
         let mut held = vec![false; probes.len()];

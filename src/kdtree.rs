@@ -365,12 +365,13 @@ impl NodeOrderedTree {
     /// Positions of the records inside `query` (ascending): through the tree, or by
     /// looking at every node when `sequential` (MDDS's sequential iterator).
     pub fn search(&self, query: &QueryBox, sequential: bool) -> Vec<u32> {
+        self.records(&self.search_nodes(query, sequential))
+    }
+
+    /// The record positions of nodes `found`, ascending.
+    pub fn records(&self, found: &[u32]) -> Vec<u32> {
         let nodes = &self.tree.nodes;
-        let mut out: Vec<u32> = self
-            .search_nodes(query, sequential)
-            .into_iter()
-            .map(|i| nodes[i as usize].record)
-            .collect();
+        let mut out: Vec<u32> = found.iter().map(|&i| nodes[i as usize].record).collect();
         out.sort_unstable();
         out
     }

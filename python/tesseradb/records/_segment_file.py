@@ -267,8 +267,6 @@ def _column_bytes(segment: Segment, field: Field) -> np.ndarray:
     import numpy as np
     import pyarrow as pa
 
-    from tesseradb import _core
-
     column = segment.data.column(field.name)
     if field.type != "char":
         return segment.byte_view(field.name)

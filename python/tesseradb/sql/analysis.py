@@ -662,8 +662,8 @@ class _StatementAnalyser:
         point = _ambiguity_point(ctype, value) if self._ambiguous is not None else None
         if point is None:
             return False
-        if _settled_outcome(point, op, value) is not None:
-            return True  # _compare's ranges then decide the point too
+        if _settled_ranges(ctype, op, value) is not None:
+            return True  # _compare gives these ranges: they decide the point too
         assert self._ambiguous is not None
         self._ambiguous.setdefault(column, set()).add(point)
         return True
@@ -1045,30 +1045,33 @@ def _ambiguity_point(ctype: pa.DataType, value: Any) -> float | None:
     return None
 
 
-def _settled_outcome(point: float, op: str, value: Any) -> bool | None:
-    """``point op c``, when it is the same for every constant ``c`` DuckDB might compare
-    with for the literal ``value`` (the literal, its double, the double rounded to
-    float); None where the readings disagree, and for ``=`` and ``!=``.
+def _settled_ranges(ctype: pa.DataType, op: str, value: Any) -> RangeSet | None:
+    """The exact ranges of ``column op value`` for a float column where the literal maps
+    to no one bound but every reading agrees on the one value that matters; else None.
 
-    The point is the float nearest the literal; on the side of the literal it lies
-    on, an ordering comparison agrees under every reading (the taxi queries'
-    bounds: ``lat <= 40.77351738`` whose float is 40.77351760... is ambiguous,
-    ``lon <= -73.87998030`` whose float is -73.87998199... is not).
+    The readings are the constants DuckDB might compare with (the literal, its double,
+    the double rounded to the column's type); the value that matters is the column
+    value nearest the literal (``_ambiguity_point``), the only one lying among them.
+    On the side of the literal it lies on, an ordering comparison agrees under every
+    reading (the taxi queries' bounds: ``lat <= 40.77351738`` whose float is
+    40.77351760... is ambiguous, ``lon <= -73.87998030`` whose float is
+    -73.87998199... is not), and the point is then simply in or out.
     """
-    import numpy as np
-
-    if op not in ("<", "<=", ">", ">="):
+    if op not in ("<", "<=", ">", ">=") or _exact(ctype, value):
         return None
-    as_double = float(value)
-    with np.errstate(over="ignore"):
-        single = float(np.float32(as_double))
-    constants = {Fraction(value), Fraction(as_double)}
-    if math.isfinite(single):
-        constants.add(Fraction(single))
+    point = _ambiguity_point(ctype, value)
+    if point is None:
+        return None
     at = Fraction(point)
     compare = {"<": at.__lt__, "<=": at.__le__, ">": at.__gt__, ">=": at.__ge__}[op]
-    outcomes = {compare(c) for c in constants}
-    return outcomes.pop() if len(outcomes) == 1 else None
+    readings = {Fraction(value), *(Fraction(c) for c in _float_candidates(ctype, value))}
+    outcomes = {compare(c) for c in readings}
+    if len(outcomes) != 1:
+        return None
+    holds = outcomes.pop()
+    if op in (">", ">="):
+        return RangeSet.of([Interval(point, None, holds, True)])
+    return RangeSet.of([Interval(None, point, True, holds)])
 
 
 def _finite(value: Any) -> bool:
@@ -1111,17 +1114,11 @@ def _compare(ctype: pa.DataType, op: str, value: Any) -> RangeSet:
     if isinstance(value, float) and math.isnan(value):
         raise _Unknown
     if kind == "float":
+        settled = _settled_ranges(ctype, op, value)
+        if settled is not None:
+            return settled
         candidates = _float_candidates(ctype, value)
-        exact = _exact(ctype, value)
-        nearest = None if exact else _ambiguity_point(ctype, value)
-        holds = None if nearest is None else _settled_outcome(nearest, op, value)
-        if nearest is not None and holds is not None:
-            # the point is the only column value among the readings: it is in or out
-            # under all of them, and every other value compares alike anyway
-            if op in (">", ">="):
-                return RangeSet.of([Interval(nearest, None, holds, True)])
-            return RangeSet.of([Interval(None, nearest, True, holds)])
-        return _ranges_for(op, candidates[0], candidates[-1], exact=exact)
+        return _ranges_for(op, candidates[0], candidates[-1], exact=_exact(ctype, value))
     # integer column
     low, high = _int_range(ctype)
     clipped = _integer_ranges(op, value).intersect(RangeSet.of([Interval(low, high)]))

@@ -78,10 +78,6 @@ class AnalysisCache:
                     self._entries.popitem(last=False)
         return analysis
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
 
 def _recording(lookup: Callable[[str], Any], seen: dict[str, Any]) -> Callable[[str], Any]:
     def recorded(name: str) -> Any:
