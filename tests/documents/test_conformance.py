@@ -414,7 +414,7 @@ class TestWrites:
         ]
         if coll.backend.transactional_ddl:  # every index is there again: dropping them works
             with pytest.raises(RuntimeError, match="undo"), coll.backend.transaction(write=True):
-                coll.mapping.drop_indexes()
+                coll.mapping.drop_indexes(coll.mapping.all_tables())
                 raise RuntimeError("undo")
         coll.insert_many([{"n": 1000}])  # later inserts keep them up to date
         assert q(coll, "WHERE n = 1000") == [{"n": 1000}]
@@ -444,6 +444,85 @@ class TestJoins:
             {"left": {"num": 1}, "right": {"str1": "s3"}},
             {"left": {"num": 3}, "right": {"str1": "s1"}},
         ]
+
+
+class TestDelta:
+    """Objects split between the main tables and the delta answer as if in one place."""
+
+    def _split(self, make_collection: Any) -> Any:
+        coll = make_collection()
+        coll.insert_many([{"n": i, "s": f"v{i % 3}", "arr": [i, f"w{i}"]} for i in range(6)])
+        coll.merge()
+        assert not coll.mapping.delta
+        coll.insert_many([{"n": i, "s": f"v{i % 3}", "arr": [i, f"w{i}"]} for i in range(6, 10)])
+        assert coll.mapping.delta
+        return coll
+
+    def test_small_inserts_land_in_the_delta(self, make_collection: Any) -> None:
+        coll = self._split(make_collection)
+        main, delta = coll.mapping.part(False), coll.mapping.part(True)
+        backend = coll.backend
+        with backend.transaction():
+            in_main = {r[0] for t in main for r in backend.execute(f"SELECT objid FROM {t}")}
+            in_delta = {r[0] for t in delta for r in backend.execute(f"SELECT objid FROM {t}")}
+        assert (sorted(in_main), sorted(in_delta)) == ([1, 2, 3, 4, 5, 6], [7, 8, 9, 10])
+
+    def test_reads_see_both_parts(self, make_collection: Any) -> None:
+        coll = self._split(make_collection)
+        assert coll.count() == 10
+        assert [d["n"] for d in q(coll, "WHERE s = 'v1' OR n = 9")] == [1, 4, 7, 9]
+        assert [d["n"] for d in q(coll, "WHERE 'w8' = ANY arr OR 2 = ANY arr")] == [2, 8]
+        assert q(coll, "WHERE n >= 4 ORDER BY n DESC LIMIT 3", select="n") == [
+            {"n": 9},
+            {"n": 8},
+            {"n": 7},
+        ]
+        assert q(coll, "WHERE n > 3 GROUP BY s", select="s, COUNT(*), SUM(n)") == [
+            {"s": "v0", "count(*)": 2, "sum(n)": 15},
+            {"s": "v1", "count(*)": 2, "sum(n)": 11},
+            {"s": "v2", "count(*)": 2, "sum(n)": 13},
+        ]
+        assert q(coll, "", select="arr[1]") == [{"arr": [f"w{i}"]} for i in range(10)]
+
+    def test_join_pairs_across_parts(self, make_collection: Any) -> None:
+        coll = self._split(make_collection)
+        out = run(
+            coll_db(coll),
+            f"SELECT l.n, r.n FROM {coll.name} AS l JOIN {coll.name} AS r ON (l.s = r.s) "
+            "WHERE l.n = 2 OR l.n = 9",
+        )
+        pairs = [(o["left"]["n"], o["right"]["n"]) for o in out]
+        assert pairs == [(2, 2), (2, 5), (2, 8), (9, 0), (9, 3), (9, 6), (9, 9)]
+
+    def test_update_and_delete_reach_both_parts(self, make_collection: Any) -> None:
+        coll = self._split(make_collection)
+        assert run(coll_db(coll), f"UPDATE {coll.name} SET s = 'x' WHERE n IN (1, 8)") == [
+            {"updated": 2}
+        ]
+        assert [d["n"] for d in q(coll, "WHERE s = 'x'")] == [1, 8]
+        assert run(coll_db(coll), f"DELETE FROM {coll.name} WHERE s = 'x' OR n = 0") == [
+            {"deleted": 3}
+        ]
+        coll.merge()
+        assert not coll.mapping.delta
+        assert [d["n"] for d in q(coll, "WHERE n >= 0")] == [2, 3, 4, 5, 6, 7, 9]
+
+    def test_delta_merges_once_it_grows(self, make_collection: Any, monkeypatch: Any) -> None:
+        monkeypatch.setattr("tesseradb.documents._collection.DELTA_OBJECTS", 5)
+        coll = make_collection()
+        for i in range(5):
+            coll.insert_many([{"n": i}])
+        assert coll.mapping.delta
+        coll.insert_many([{"n": 5}])  # the sixth object: more than 5, merged
+        assert not coll.mapping.delta
+        assert [d["n"] for d in q(coll, "WHERE n >= 0")] == list(range(6))
+
+    def test_failed_insert_leaves_the_delta_as_it_was(self, make_collection: Any) -> None:
+        coll = self._split(make_collection)
+        with pytest.raises(DocumentError, match="object 2"):
+            coll.insert_many([{"n": 100}, "[1]"])
+        assert coll.count() == 10
+        assert q(coll, "WHERE n = 100") == []
 
 
 class TestErrors:

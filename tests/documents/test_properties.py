@@ -264,16 +264,19 @@ def evaluate(pred: Predicate, doc: dict[str, Any]) -> bool:
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(docs=docs_for_predicates, where=predicate_texts)
+@given(docs=docs_for_predicates, where=predicate_texts, merged=st.integers(0, 8))
 def test_predicates_match_python(
-    make_collection: Any, docs: list[dict[str, Any]], where: str
+    make_collection: Any, docs: list[dict[str, Any]], where: str, merged: int
 ) -> None:
     if not hasattr(make_collection, "made"):
         make_collection.made = make_collection()
     coll = make_collection.made
     db = make_collection.db
     db.argo(f"DELETE FROM {coll.name}")
-    objids = coll.insert_many(docs)
+    # the first `merged` objects in the main tables, the others in the delta
+    objids = coll.insert_many(docs[:merged])
+    coll.merge()
+    objids += coll.insert_many(docs[merged:])
     statement = parse_statement(f"SELECT * FROM {coll.name} WHERE {where}")
     pred = push_not(statement.where)  # type: ignore[union-attr,arg-type]
     expected = [d for d in docs if evaluate(pred, d)]

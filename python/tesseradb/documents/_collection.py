@@ -44,6 +44,13 @@ __all__ = ["META_TABLE", "Collection"]
 
 META_TABLE = "argo_meta"
 LOAD_BATCH = 20_000  # objects flattened and inserted at a time by bulk loads
+# The delta tables are merged into the main ones once they hold more objects than
+# this, or than DELTA_SHARE of the objids handed out, whichever is more: a merge
+# rewrites index pages all over the main tables, so it waits until it can share
+# that cost among many objects, and the delta stays small enough that its own
+# pages are few.
+DELTA_OBJECTS = 10_000
+DELTA_SHARE = 1 / 32
 ID_LIST_LIMIT = 1000  # objids bound as an IN list; more go through a temporary table
 
 
@@ -67,7 +74,8 @@ class Collection:
             t = backend.types
             backend.execute(
                 f"CREATE TABLE {META_TABLE} (collection {t.key} NOT NULL PRIMARY KEY, "
-                f"mapping {t.key} NOT NULL, next_objid {t.bigint} NOT NULL)"
+                f"mapping {t.key} NOT NULL, next_objid {t.bigint} NOT NULL, "
+                f"delta_objects {t.bigint} NOT NULL)"
             )
 
     def create(self) -> None:
@@ -81,7 +89,8 @@ class Collection:
                 )
             self.backend.execute(f"DELETE FROM {META_TABLE} WHERE collection = ?", [self.key])
             self.backend.execute(
-                f"INSERT INTO {META_TABLE} (collection, mapping, next_objid) VALUES (?, ?, 1)",
+                f"INSERT INTO {META_TABLE} (collection, mapping, next_objid, delta_objects) "
+                "VALUES (?, ?, 1, 0)",
                 [self.key, self.mapping.name],
             )
             self.mapping.create()
@@ -95,9 +104,29 @@ class Collection:
     def key(self) -> str:
         return self.name.lower()
 
+    @contextlib.contextmanager
+    def transaction(self, write: bool = False) -> Iterator[None]:
+        """A transaction on the backend (joining an outer one) that knows whether the delta holds rows."""
+        with self.backend.transaction(write=write):
+            self.refresh()
+            yield
+
+    def refresh(self) -> None:
+        """Read whether the delta tables hold rows (inside a transaction)."""
+        self.mapping.delta = self._meta()[1] > 0
+
+    def _meta(self) -> tuple[int, int]:
+        """``(next_objid, delta_objects)`` of the collection."""
+        rows = self.backend.execute(
+            f"SELECT next_objid, delta_objects FROM {META_TABLE} WHERE collection = ?", [self.key]
+        )
+        if not rows:
+            raise DocumentError(f"collection {self.name!r} has lost its objid counter")
+        return int(rows[0][0]), int(rows[0][1])
+
     def count(self) -> int:
         """How many objects the collection holds."""
-        with self.backend.transaction():
+        with self.transaction():
             sql = f"SELECT COUNT(*) FROM ({self.mapping.objids_sql()}) AS argo_all"
             return int(self.backend.execute(sql)[0][0])
 
@@ -120,19 +149,35 @@ class Collection:
             f"UPDATE {META_TABLE} SET next_objid = next_objid + ? WHERE collection = ?",
             [count, self.key],
         )
-        rows = self.backend.execute(
-            f"SELECT next_objid FROM {META_TABLE} WHERE collection = ?", [self.key]
-        )
-        if not rows:
-            raise DocumentError(f"collection {self.name!r} has lost its objid counter")
-        return int(rows[0][0]) - count
+        return self._meta()[0] - count
 
-    def _insert_batch(self, batch: Sequence[tuple[str, Any]]) -> range:
-        """Flatten and insert ``(where, dict or JSON text)`` items; their objids.
+    def _grow_delta(self, count: int) -> None:
+        """Count ``count`` objects written to the delta; merge it once it is big enough."""
+        self.backend.execute(
+            f"UPDATE {META_TABLE} SET delta_objects = delta_objects + ? WHERE collection = ?",
+            [count, self.key],
+        )
+        next_objid, delta_objects = self._meta()
+        self.mapping.delta = True
+        if delta_objects > max(DELTA_OBJECTS, next_objid * DELTA_SHARE):
+            self.merge()
+
+    def merge(self) -> None:
+        """Move the delta's rows into the main tables (one transaction)."""
+        with self.transaction(write=True):
+            if self.mapping.delta:
+                self.mapping.merge_delta()
+                self.backend.execute(
+                    f"UPDATE {META_TABLE} SET delta_objects = 0 WHERE collection = ?", [self.key]
+                )
+                self.mapping.delta = False
+
+    def _insert_batch(self, batch: Sequence[tuple[str, Any]], delta: bool) -> range:
+        """Flatten and insert ``(where, dict or JSON text)`` items into the main or delta tables.
 
         JSON texts are flattened by the Rust kernel; what it refuses (dicts,
         and texts it is not sure of) takes the Python path, which raises the
-        error naming ``where`` for bad input.
+        error naming ``where`` for bad input. Returns their objids.
         """
         first = self._allocate(len(batch))
         rows, refused = flatten_documents([doc for _, doc in batch], first, self.mapping.wide)
@@ -140,7 +185,9 @@ class Collection:
             where, doc = batch[position]
             value = parse_document(doc, where) if isinstance(doc, str | bytes) else doc
             self.mapping.add_rows(rows, first + position, flatten_document(value, where))
-        self.mapping.insert_rows(rows)
+        self.mapping.insert_rows(rows, delta)
+        if delta:
+            self._grow_delta(len(batch))
         return range(first, first + len(batch))
 
     def insert(self, document: dict[str, Any] | str) -> int:
@@ -178,35 +225,38 @@ class Collection:
     def _insert_all(self, items: Iterable[tuple[str, Any]]) -> list[int]:
         """Insert ``(where, dict or JSON text)`` items in batches, in one transaction.
 
-        A load of more than one batch into an empty collection drops the
-        indexes first and builds them at the end (sorting once is far cheaper
-        than keeping them up to date row by row), where the backend's DDL is
-        part of the transaction, so a failed load still leaves nothing behind.
+        An insert that fits in one batch goes to the delta tables. The
+        batches of a bigger load go to the main tables; when the collection
+        is empty, the load drops their indexes first and builds them at the
+        end (sorting once is far cheaper than keeping them up to date row by
+        row), where the backend's DDL is part of the transaction, so a failed
+        load still leaves nothing behind.
         """
         objids: list[int] = []
         rebuild_indexes = False
-        with self.backend.transaction(write=True):
+        main = self.mapping.part(delta=False)
+        with self.transaction(write=True):
             batch: list[tuple[str, Any]] = []
             for item in items:
                 batch.append(item)
                 if len(batch) >= LOAD_BATCH:
                     if not objids and self.backend.transactional_ddl and self._is_empty():
-                        self.mapping.drop_indexes()
+                        self.mapping.drop_indexes(main)
                         rebuild_indexes = True
-                    objids += self._insert_batch(batch)
+                    objids += self._insert_batch(batch, delta=False)
                     batch = []
             if batch:
-                objids += self._insert_batch(batch)
+                objids += self._insert_batch(batch, delta=not objids)
             if rebuild_indexes:
-                self.mapping.create_indexes()
+                self.mapping.create_indexes(main)
         if rebuild_indexes:
-            self.backend.after_bulk_load(list(self.mapping.tables()))
+            self.backend.after_bulk_load(list(main))
         return objids
 
     def _is_empty(self) -> bool:
         return not any(
             self.backend.execute(f"SELECT 1 FROM {table} LIMIT 1")
-            for table in self.mapping.tables()
+            for table in self.mapping.all_tables()
         )
 
     # --- Argo/SQL -------------------------------------------------------------------
@@ -219,9 +269,10 @@ class Collection:
             return [{"deleted": self.delete(statement.where)}]
         if isinstance(statement, Update):
             return [{"updated": self.update(statement.assignments, statement.where)}]
-        with self.backend.transaction():
+        with self.transaction():
             if statement.join is not None:
                 assert other is not None
+                other.refresh()
                 return self._join(statement, other)
             if statement.is_aggregate:
                 return self._aggregate(statement)
@@ -235,14 +286,14 @@ class Collection:
         return [int(r[0]) for r in rows]
 
     def delete(self, where: Predicate | None) -> int:
-        with self.backend.transaction(write=True):
+        with self.transaction(write=True):
             objids = self._matching_ids(where)
             self.mapping.delete(objids)
         return len(objids)
 
     def update(self, assignments: Sequence[tuple[PathRef, Any]], where: Predicate | None) -> int:
         """Set paths of the matching objects; each is rebuilt, changed and written back."""
-        with self.backend.transaction(write=True):
+        with self.transaction(write=True):
             objids = self._matching_ids(where)
             documents = self._fetch(objids, None)
             changed = []
@@ -253,7 +304,8 @@ class Collection:
                 changed.append(flatten_document(doc, f"object {objid} after the UPDATE"))
             self.mapping.delete(objids)
             if objids:
-                self.mapping.insert(objids, changed)
+                self.mapping.insert(objids, changed, delta=True)
+                self._grow_delta(len(objids))
         return len(objids)
 
     # --- selection --------------------------------------------------------------------
@@ -464,12 +516,15 @@ class Collection:
             typed = (
                 f" AND COALESCE(argo_l.{ls.column}, NULL) IS NOT NULL" if self.mapping.wide else ""
             )
-            parts.append(
-                f"SELECT argo_l.objid AS lid, argo_r.objid AS rid FROM {ls.table} AS argo_l "
-                f"JOIN {rs.table} AS argo_r ON argo_l.{ls.column} = argo_r.{rs.column} "
-                f"WHERE argo_l.keystr = ? AND argo_r.keystr = ?{typed}{restrict}"
-            )
-            params += [join.left.key, join.right.key, *restrict_params]
+            for left_table in ls.tables:  # main and delta on each side
+                for right_table in rs.tables:
+                    parts.append(
+                        f"SELECT argo_l.objid AS lid, argo_r.objid AS rid FROM {left_table} "
+                        f"AS argo_l JOIN {right_table} AS argo_r "
+                        f"ON argo_l.{ls.column} = argo_r.{rs.column} "
+                        f"WHERE argo_l.keystr = ? AND argo_r.keystr = ?{typed}{restrict}"
+                    )
+                    params += [join.left.key, join.right.key, *restrict_params]
         pairs_sql = " UNION ".join(parts)
         conditions = ""
         if mixed:

@@ -43,17 +43,20 @@ class ObjidSet:
 
     sql: str
     params: tuple[Any, ...]
-    # a single-table row condition, kept so OR can merge it with its siblings
-    table: str | None = None
+    # a row condition on the tables of one type (main and delta), kept so OR can
+    # merge it with its siblings
+    tables: tuple[str, ...] | None = None
     where: str | None = None
+    where_params: tuple[Any, ...] = ()
 
     @property
     def compound(self) -> bool:
-        return self.table is None
+        return self.tables is None or len(self.tables) > 1
 
 
-def _leaf(table: str, where: str, params: tuple[Any, ...]) -> ObjidSet:
-    return ObjidSet(f"SELECT objid FROM {table} WHERE {where}", params, table, where)
+def _leaf(tables: tuple[str, ...], where: str, params: tuple[Any, ...]) -> ObjidSet:
+    sql = " UNION ALL ".join(f"SELECT objid FROM {t} WHERE {where}" for t in tables)
+    return ObjidSet(sql, params * len(tables), tables, where, params)
 
 
 def _combine(operator: str, items: list[ObjidSet]) -> ObjidSet:
@@ -102,7 +105,7 @@ class _Planner:
         themselves where the backend can find them by seeking, else a key range."""
         backend = self.mapping.backend
         if backend.seeks_by_key:
-            keys = self.mapping.element_keys(key, self.mapping.source(json_type).table)
+            keys = self.mapping.element_keys(key, self.mapping.source(json_type).tables)
             if keys is not None:
                 marks = ", ".join("?" * len(keys))
                 return KeyCondition(f"keystr IN ({marks})", tuple(keys)) if keys else NO_KEY
@@ -122,7 +125,7 @@ class _Planner:
         source = self.mapping.source(json_type)
         key = key or KeyCondition.exact(path.key)
         return _leaf(
-            source.table,
+            source.tables,
             f"{key.sql} AND {condition.format(col=source.column)}",
             key.params + params,
         )
@@ -174,20 +177,20 @@ class _Planner:
         raise AssertionError(f"unplanned predicate {pred!r}")
 
     def disjunction(self, items: list[ObjidSet]) -> ObjidSet:
-        merged: dict[str, list[ObjidSet]] = {}
+        merged: dict[tuple[str, ...], list[ObjidSet]] = {}
         rest: list[ObjidSet] = []
         for item in items:
-            if item.table is not None:
-                merged.setdefault(item.table, []).append(item)
+            if item.tables is not None:
+                merged.setdefault(item.tables, []).append(item)
             else:
                 rest.append(item)
         parts = []
-        for table, leaves in merged.items():
+        for tables, leaves in merged.items():
             if len(leaves) == 1:
                 parts.append(leaves[0])
                 continue
             where = " OR ".join(f"({leaf.where})" for leaf in leaves)
-            parts.append(_leaf(table, where, tuple(p for leaf in leaves for p in leaf.params)))
+            parts.append(_leaf(tables, where, tuple(p for x in leaves for p in x.where_params)))
         return _combine("UNION", parts + rest)
 
 

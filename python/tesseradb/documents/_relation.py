@@ -61,7 +61,7 @@ class CollectionRelation:
         if predicate is not None and predicate.is_false:
             return pa.RecordBatchReader.from_batches(schema, iter(()))
         where, params = self._objid_bounds(predicate)
-        with self.collection.backend.transaction():
+        with self.collection.transaction():
             documents = self.collection.mapping.documents(where, tuple(params))
 
         def batches() -> Iterator[pa.RecordBatch]:
