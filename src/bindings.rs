@@ -542,11 +542,128 @@ impl PySegmentTree {
 /// Rows of JSON documents flattened for one of Argo's mappings (see `_core.pyi`).
 type DocumentRows<'py> = (Vec<Bound<'py, PyList>>, Vec<usize>);
 
-/// Flattens JSON texts (bytes or str) into row tuples; objids count from `first_objid`.
+/// The leaves of a Python dict, as `_keys.flatten_document` makes them.
+///
+/// Only the exact built-in types are walked (dict, list, tuple, str, int, float,
+/// bool, None): a subclass may iterate or convert otherwise (an OrderedDict
+/// keeps its own order), so it is refused and takes the Python path, as is
+/// anything that path would reject (a key that is not a string, an integer
+/// outside 64 bits, NaN, a lone surrogate).
+fn flatten_object(
+    doc: &Bound<'_, PyAny>,
+) -> Result<Vec<crate::jsonflat::Leaf>, crate::jsonflat::Refused> {
+    use crate::jsonflat::{
+        Leaf, Refused, Scalar, EMPTY_DOCUMENT_KEY, KIND_EMPTY_ARRAY, KIND_EMPTY_DOCUMENT,
+        KIND_EMPTY_OBJECT, KIND_NULL,
+    };
+    use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
+
+    fn key_text(key: &Bound<'_, PyAny>) -> Result<String, Refused> {
+        if !key.is_exact_instance_of::<PyString>() {
+            return Err(Refused);
+        }
+        let text = key
+            .cast::<PyString>()
+            .map_err(|_| Refused)?
+            .to_str()
+            .map_err(|_| Refused)?;
+        let mut flat = String::with_capacity(text.len());
+        crate::jsonflat::push_escaped(&mut flat, text);
+        Ok(flat)
+    }
+    fn children<'py>(
+        map: &Bound<'py, PyDict>,
+        prefix: Option<&str>,
+    ) -> Result<Vec<(String, Bound<'py, PyAny>)>, Refused> {
+        map.iter()
+            .map(|(key, value)| {
+                let escaped = key_text(&key)?;
+                let flat = match prefix {
+                    Some(p) => format!("{p}.{escaped}"),
+                    None => escaped,
+                };
+                Ok((flat, value))
+            })
+            .collect()
+    }
+
+    if !doc.is_exact_instance_of::<PyDict>() {
+        return Err(Refused);
+    }
+    let root = doc.cast::<PyDict>().map_err(|_| Refused)?;
+    let mut leaves = Vec::new();
+    if root.is_empty() {
+        leaves.push(Leaf {
+            key: EMPTY_DOCUMENT_KEY.to_owned(),
+            ord: 0,
+            value: Scalar::Kind(KIND_EMPTY_DOCUMENT),
+        });
+        return Ok(leaves);
+    }
+    // The same explicit stack as the Python walk, so `ord` comes out alike.
+    let mut stack = children(root, None)?;
+    stack.reverse();
+    while let Some((key, value)) = stack.pop() {
+        let ord = leaves.len() as u32;
+        let scalar = if value.is_exact_instance_of::<PyString>() {
+            let text = value.cast::<PyString>().map_err(|_| Refused)?;
+            Scalar::Str(text.to_str().map_err(|_| Refused)?.to_owned())
+        } else if value.is_exact_instance_of::<PyBool>() {
+            Scalar::Bool(value.is_truthy().map_err(|_| Refused)?)
+        } else if value.is_exact_instance_of::<PyInt>() {
+            Scalar::Int(value.extract::<i64>().map_err(|_| Refused)?)
+        } else if value.is_exact_instance_of::<PyFloat>() {
+            let x = value.extract::<f64>().map_err(|_| Refused)?;
+            if !x.is_finite() {
+                return Err(Refused);
+            }
+            Scalar::Float(x)
+        } else if value.is_none() {
+            Scalar::Kind(KIND_NULL)
+        } else if value.is_exact_instance_of::<PyDict>() {
+            let map = value.cast::<PyDict>().map_err(|_| Refused)?;
+            if map.is_empty() {
+                Scalar::Kind(KIND_EMPTY_OBJECT)
+            } else {
+                let mut nested = children(map, Some(&key))?;
+                nested.reverse();
+                stack.extend(nested);
+                continue;
+            }
+        } else if value.is_exact_instance_of::<PyList>() || value.is_exact_instance_of::<PyTuple>()
+        {
+            let items: Vec<Bound<'_, PyAny>> = value
+                .try_iter()
+                .map_err(|_| Refused)?
+                .collect::<PyResult<_>>()
+                .map_err(|_| Refused)?;
+            if items.is_empty() {
+                Scalar::Kind(KIND_EMPTY_ARRAY)
+            } else {
+                for (index, child) in items.into_iter().enumerate().rev() {
+                    stack.push((format!("{key}[{index}]"), child));
+                }
+                continue;
+            }
+        } else {
+            return Err(Refused);
+        };
+        leaves.push(Leaf {
+            key,
+            ord,
+            value: scalar,
+        });
+    }
+    Ok(leaves)
+}
+
+/// Flattens JSON texts (bytes or str) and plain dicts into row tuples; objids
+/// count from `first_objid`.
 ///
 /// Returns the rows (`wide`: one list of Argo/1's 8-tuples; otherwise four lists,
-/// one per Argo/3 table) and the positions of the texts it refused, which the
-/// caller flattens on the Python path (where errors are named).
+/// one per Argo/3 table) and the positions of the documents it refused, which
+/// the caller flattens on the Python path (where errors are named). Texts are
+/// parsed in parallel without the GIL; dicts are walked with it.
 #[pyfunction]
 pub fn flatten_documents<'py>(
     py: Python<'py>,
@@ -559,23 +676,35 @@ pub fn flatten_documents<'py>(
     use rayon::prelude::*;
     use std::collections::HashMap;
 
-    // The texts are copied out so the parse can run without the GIL, in parallel.
-    let owned: Vec<Option<Vec<u8>>> = texts
+    enum Input {
+        Text(Vec<u8>),
+        Flat(Vec<jsonflat::Leaf>),
+        Refused,
+    }
+    // Texts are copied out so the parse can run without the GIL, in parallel.
+    let inputs: Vec<Input> = texts
         .iter()
         .map(|item| {
             if let Ok(bytes) = item.cast::<PyBytes>() {
-                Some(bytes.as_bytes().to_vec())
+                Input::Text(bytes.as_bytes().to_vec())
             } else if let Ok(text) = item.cast::<PyString>() {
-                text.to_str().ok().map(|s| s.as_bytes().to_vec()) // None: lone surrogates
+                match text.to_str() {
+                    Ok(s) => Input::Text(s.as_bytes().to_vec()),
+                    Err(_) => Input::Refused, // lone surrogates
+                }
             } else {
-                None
+                flatten_object(&item).map_or(Input::Refused, Input::Flat)
             }
         })
         .collect();
     let flattened: Vec<Option<Vec<jsonflat::Leaf>>> = py.detach(|| {
-        owned
-            .par_iter()
-            .map(|text| text.as_deref().and_then(|t| jsonflat::flatten(t).ok()))
+        inputs
+            .into_par_iter()
+            .map(|input| match input {
+                Input::Text(text) => jsonflat::flatten(&text).ok(),
+                Input::Flat(leaves) => Some(leaves),
+                Input::Refused => None,
+            })
             .collect()
     });
 

@@ -44,7 +44,7 @@ pub struct Leaf {
 pub struct Refused;
 
 /// Appends `key` with `\ . [ ]` escaped by a backslash (`_keys.escape_key`).
-fn push_escaped(out: &mut String, key: &str) {
+pub fn push_escaped(out: &mut String, key: &str) {
     for c in key.chars() {
         if matches!(c, '\\' | '.' | '[' | ']') {
             out.push('\\');

@@ -42,12 +42,15 @@ def build_info() -> dict[str, str | int]:
 def flatten_documents(
     texts: list[Any], first_objid: int, wide: bool
 ) -> tuple[list[list[tuple[Any, ...]]], list[int]]:
-    """Argo's key flattening of JSON texts (``bytes`` or ``str``), in parallel without the GIL.
+    """Argo's key flattening of JSON texts (``bytes`` or ``str``) and plain dicts.
 
-    Text ``i`` gets objid ``first_objid + i``. Returns the rows and the
+    Texts are parsed in parallel without the GIL; dicts are walked with it.
+    Item ``i`` gets objid ``first_objid + i``. Returns the rows and the
     positions of the items it refused: anything not a JSON object it can
     read exactly as Python's ``json`` would (malformed text, numbers beyond
-    64-bit integers or doubles, lone surrogates) and anything not text. With
+    64-bit integers or doubles, lone surrogates), dicts holding anything but
+    the exact built-in JSON types (subclasses included) or that
+    ``documents.flatten_document`` would reject, and anything else. With
     ``wide`` the rows are one list of ``(objid, keystr, ord, valstr, valnum,
     valint, valbool, valkind)``; otherwise four lists, for strings
     ``(..., valstr)``, numbers ``(..., valnum, valint)``, booleans

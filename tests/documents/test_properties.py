@@ -3,6 +3,7 @@ selects what a plain Python evaluation of its semantics selects (on every config
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import re
@@ -374,10 +375,67 @@ def test_kernel_on_awkward_texts(text: str | bytes) -> None:
         _kernel_agrees(text, wide)
 
 
-def test_kernel_refuses_what_is_not_text() -> None:
-    rows, refused = flatten_documents([{"a": 1}, '{"a": 1}', 5], 1, True)
-    assert refused == [0, 2]
-    assert rows == [[(2, "a", 0, None, 1.0, 1, None, None)]]
+def test_kernel_refuses_what_is_not_a_document() -> None:
+    rows, refused = flatten_documents([{"a": 1}, '{"a": 1}', 5, [1]], 1, True)
+    assert refused == [2, 3]
+    assert rows == [[(1, "a", 0, None, 1.0, 1, None, None), (2, "a", 0, None, 1.0, 1, None, None)]]
+
+
+def _kernel_agrees_on_dict(doc: Any, wide: bool) -> None:
+    rows, refused = flatten_documents([doc], 7, wide)
+    mapping = make_mapping("argo1" if wide else "argo3", "c", None)  # type: ignore[arg-type]
+    expected = mapping.row_lists()
+    try:
+        mapping.add_rows(expected, 7, flatten_document(doc))
+    except DocumentError:
+        assert refused == [0]  # the Python path names the error
+        return
+    if refused:
+        assert refused == [0]  # allowed: the Python path then flattens it
+    else:
+        assert repr(rows) == repr(expected)
+
+
+@given(documents, st.booleans())
+def test_kernel_flattens_dicts_like_python(doc: dict[str, Any], wide: bool) -> None:
+    _kernel_agrees_on_dict(doc, wide)
+    assert flatten_documents([doc], 7, wide)[1] == []  # plain JSON-typed dicts are taken
+
+
+class _Text(str):
+    pass
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {1: 2},
+        {"a": {None: 1}},
+        {"a": float("nan")},
+        {"a": [float("inf")]},
+        {"a": 2**63},
+        {"a": -(2**63) - 1},
+        {"a": -(2**63)},
+        {"a": "\ud800"},
+        {"\udfff": 1},
+        {"a": (1, "x", ())},
+        {"a": {1, 2}},
+        {"a": b"x"},
+        {"a": _Text("x")},
+        {_Text("k"): 1},
+        {"a": _Dict(b=1)},
+        _Dict(a=1),
+        collections.OrderedDict([("b", 1), ("a", 2)]),
+        {"a": True, "b": False, "c": None, "d": {}, "e": [], "f": [{}], "g": -0.0},
+    ],
+)
+def test_kernel_on_awkward_dicts(doc: Any) -> None:
+    for wide in (False, True):
+        _kernel_agrees_on_dict(doc, wide)
 
 
 def _rows_of(docs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

@@ -175,9 +175,9 @@ class Collection:
     def _insert_batch(self, batch: Sequence[tuple[str, Any]], delta: bool) -> range:
         """Flatten and insert ``(where, dict or JSON text)`` items into the main or delta tables.
 
-        JSON texts are flattened by the Rust kernel; what it refuses (dicts,
-        and texts it is not sure of) takes the Python path, which raises the
-        error naming ``where`` for bad input. Returns their objids.
+        JSON texts and plain dicts are flattened by the Rust kernel; what it
+        refuses (what it is not sure of) takes the Python path, which raises
+        the error naming ``where`` for bad input. Returns their objids.
         """
         first = self._allocate(len(batch))
         rows, refused = flatten_documents([doc for _, doc in batch], first, self.mapping.wide)
