@@ -4,6 +4,7 @@ selects what a plain Python evaluation of its semantics selects (on every config
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import math
 import re
@@ -503,3 +504,21 @@ def test_kernel_rebuild_takes_backend_value_types() -> None:
     assert kernel_rebuild(rows) == [(3, {"b": True, "n": 2})]
     with pytest.raises(ValueError, match="not a flattened key"):
         kernel_rebuild([(1, "a[x]", 0, "v", None, None, None, None)])
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_kernels_leave_the_garbage_collector_as_they_found_it(enabled: bool) -> None:
+    # the kernels pause the collector while they build objects, errors included
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        flatten_documents(['{"a": [1, {"b": "x"}]}', {"c": None}], 1, False)
+        kernel_rebuild([(1, "a", 0, "x", None, None, None, None)])
+        rebuild_packed_documents(['[[1, "a", 0, "x", null, null, null, null]]'])
+        with pytest.raises(ValueError):
+            rebuild_packed_documents(["[[1, "])
+        with pytest.raises(ValueError):
+            kernel_rebuild([(1, "a[", 0, "x", None, None, None, None)])
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
