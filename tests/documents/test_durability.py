@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import tesseradb
-from tesseradb.documents._backends import _Checkpointer
+from tesseradb.documents._backends import SQLiteBackend, _Checkpointer
 
 DOCS = [{"i": i, "s": f"value {i}", "tags": ["a", "b"][: i % 3]} for i in range(2000)]
 
@@ -80,3 +80,29 @@ def test_committed_documents_survive_a_killed_process(tmp_path: Path) -> None:
         assert db.argo("SELECT i FROM c WHERE late = true") == [{"i": -1}]
         c.insert({"after": "the kill"})  # and it takes new objects
         assert c.count() == len(DOCS) + 2
+
+
+def test_sqlite_twin_reader_only_inside_read_transactions(tmp_path: Path) -> None:
+    # The twin must read the same snapshot: never in a write transaction (its
+    # changes are not committed), outside a transaction, or on a read-only database.
+    path = tmp_path / "twin.sqlite"
+    backend = SQLiteBackend(path)
+    try:
+        backend.execute("CREATE TABLE t (x INTEGER)")
+        with backend.twin_reader() as twin:
+            assert twin is None
+        with backend.transaction(write=True):
+            backend.execute("INSERT INTO t VALUES (1)")
+            with backend.twin_reader() as twin:
+                assert twin is None
+        with backend.transaction(), backend.twin_reader() as twin:
+            assert twin is not None
+            assert twin("SELECT x FROM t", ()) == [(1,)]
+    finally:
+        backend.close()
+    reader = SQLiteBackend(path, read_only=True)
+    try:
+        with reader.transaction(), reader.twin_reader() as twin:
+            assert twin is None
+    finally:
+        reader.close()

@@ -13,7 +13,7 @@ import contextlib
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,7 @@ class Backend(ABC):
         self.read_only = read_only
         self._lock = threading.RLock()
         self._depth = 0
+        self._writing = False  # the open transaction may write
 
     # --- what subclasses provide ---------------------------------------------------
     @abstractmethod
@@ -142,6 +143,16 @@ class Backend(ABC):
     def after_bulk_load(self, tables: Sequence[str]) -> None:  # noqa: B027 - nothing by default
         """Called once a bulk load into ``tables`` (which rebuilt their indexes) has committed."""
 
+    @contextlib.contextmanager
+    def twin_reader(self) -> Iterator[Callable[[str, Sequence[Any]], list[tuple[Any, ...]]] | None]:
+        """A second connection reading what the open read-only transaction reads, or None.
+
+        It lets a big fetch run as two halves at once, on both cores. It must
+        only be used from another thread while this transaction is open, and
+        only inside the block. None where the backend has no such thing.
+        """
+        yield None
+
     # --- shared --------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -167,6 +178,7 @@ class Backend(ABC):
                 return
             self._begin()
             self._depth = 1
+            self._writing = write
             try:
                 yield self
             except BaseException:
@@ -190,28 +202,67 @@ class SQLiteBackend(Backend):
 
     def __init__(self, path: Path, read_only: bool = False) -> None:
         super().__init__(read_only)
+        self._path = path
         if read_only:
-            self._con = sqlite3.connect(
-                f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
-            )
+            self._con = self._connect()
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._con = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._con = self._connect()
             self._con.execute("PRAGMA journal_mode=WAL")
         self._checkpointer = None if read_only else _Checkpointer(path)
         if self._checkpointer is not None:
             self._con.execute("PRAGMA wal_autocheckpoint=0")
         self._con.execute("PRAGMA synchronous=NORMAL")
-        # LIKE is case-sensitive in Argo/SQL, as on the other backends.
-        self._con.execute("PRAGMA case_sensitive_like=ON")
-        self._con.execute("PRAGMA cache_size=-262144")  # 256 MiB
-        # Pages read through a memory map rather than a read() call each (SQLite
-        # caps the map at its compile-time limit, 2 GiB on Debian): fetching 1,000
-        # NoBench objects scattered over a 3.4 GB file, 30 -> 25 ms.
-        self._con.execute(f"PRAGMA mmap_size={1 << 40}")
         # a helper thread for the sorter, which builds indexes after bulk loads (one
         # 17M-row index of a 1M-object NoBench load: 25 s -> 21 s)
         self._con.execute("PRAGMA threads=2")
+        self._twin: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection set up for reading as every connection of the backend reads."""
+        if self.read_only:
+            con = sqlite3.connect(
+                f"file:{self._path}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        else:
+            con = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        # LIKE is case-sensitive in Argo/SQL, as on the other backends.
+        con.execute("PRAGMA case_sensitive_like=ON")
+        con.execute("PRAGMA cache_size=-262144")  # 256 MiB
+        # Pages read through a memory map rather than a read() call each (SQLite
+        # caps the map at its compile-time limit, 2 GiB on Debian): fetching 1,000
+        # NoBench objects scattered over a 3.4 GB file, 30 -> 25 ms.
+        con.execute(f"PRAGMA mmap_size={1 << 40}")
+        return con
+
+    @contextlib.contextmanager
+    def twin_reader(self) -> Iterator[Callable[[str, Sequence[Any]], list[tuple[Any, ...]]] | None]:
+        # The twin sees what this connection sees only when no commit can land
+        # between their two snapshots: this connection's own writes wait for its
+        # lock, held by the caller's transaction, and the database's writer lock
+        # keeps every other process from writing. A read-only database has a writer
+        # elsewhere, and a write transaction has changes the twin cannot see.
+        if self.read_only or self._writing or not self._depth:
+            yield None
+            return
+        if self._twin is None:
+            self._twin = self._connect()
+        twin = self._twin
+
+        def execute(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+            try:
+                return twin.execute(sql, tuple(params)).fetchall()
+            except sqlite3.Error as err:
+                raise DocumentBackendError(f"{self.describe()}: {err}") from err
+
+        twin.execute("BEGIN")
+        try:
+            yield execute
+        finally:
+            twin.execute("COMMIT")
 
     def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._con.execute(sql, tuple(params)).fetchall()
@@ -263,6 +314,8 @@ class SQLiteBackend(Backend):
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.stop()
+        if self._twin is not None:
+            self._twin.close()
         self._con.close()  # the last connection to close checkpoints what is left
 
 

@@ -11,9 +11,11 @@ objects are Rust kernels.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import os
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
@@ -51,6 +53,21 @@ LOAD_BATCH = 20_000  # objects flattened and inserted at a time by bulk loads
 # pages are few.
 DELTA_OBJECTS = 10_000
 DELTA_SHARE = 1 / 32
+# A fetch of at least this many objects runs as two halves at once (Backend.twin_reader).
+SPLIT_FETCH = 256
+_fetch_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_fetch_pool_lock = threading.Lock()
+
+
+def _fetch_thread() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that fetches the second half of split fetches, started on first use."""
+    global _fetch_pool
+    with _fetch_pool_lock:
+        if _fetch_pool is None:
+            _fetch_pool = concurrent.futures.ThreadPoolExecutor(1, "tessera-fetch")
+        return _fetch_pool
+
+
 ID_LIST_LIMIT = 1000  # objids bound as an IN list; more go through a temporary table
 
 
@@ -321,11 +338,43 @@ class Collection:
         """The objects (rebuilt from the rows ``keys`` selects) with these objids."""
         if not objids:
             return {}
-        if len(objids) <= ID_LIST_LIMIT:
-            marks = ", ".join("?" * len(objids))
-            return dict(self.mapping.documents(f"objid IN ({marks})", tuple(objids), keys))
+        if len(objids) <= ID_LIST_LIMIT * 2:
+            ordered = sorted(set(objids))
+            halves = [ordered]
+            if len(ordered) >= SPLIT_FETCH:
+                halves = [ordered[: len(ordered) // 2], ordered[len(ordered) // 2 :]]
+            return self._documents(
+                [(f"objid IN ({', '.join('?' * len(h))})", tuple(h)) for h in halves], keys
+            )
         with self._id_table(objids) as table:
             return dict(self.mapping.documents(f"objid IN (SELECT objid FROM {table})", (), keys))
+
+    def _documents(
+        self, selections: Sequence[tuple[str, tuple[Any, ...]]], keys: Sequence[KeyCondition] | None
+    ) -> dict[int, dict[str, Any]]:
+        """The objects of each ``(where, params)`` selection (disjoint sets of objects).
+
+        Two selections run at once where the backend has a twin reader: one on
+        this thread, the other on the fetch thread, each on its own connection.
+        The backends' own work (finding and packing rows) runs without the GIL,
+        so a fetch of many objects uses both cores.
+        """
+        out: dict[int, dict[str, Any]] = {}
+        if len(selections) == 2:
+            with self.backend.twin_reader() as twin:
+                if twin is not None:
+                    (where, params), (twin_where, twin_params) = selections
+                    other = _fetch_thread().submit(
+                        self.mapping.documents, twin_where, twin_params, keys, twin
+                    )
+                    try:
+                        out.update(self.mapping.documents(where, params, keys))
+                    finally:
+                        out.update(other.result())  # waited for even when this half failed
+                    return out
+        for where, params in selections:
+            out.update(self.mapping.documents(where, params, keys))
+        return out
 
     @contextlib.contextmanager
     def _id_table(self, objids: Sequence[int]) -> Iterator[str]:
@@ -344,7 +393,9 @@ class Collection:
         keys = self._projection(select.items)
         needs_order = bool(select.order_by) or select.limit is not None or select.offset
         if not needs_order and select.where is None:  # every object: no objid list needed
-            return [doc for _, doc in self.mapping.documents("1 = 1", (), keys)]
+            middle = self._meta()[0] // 2  # objids are handed out from 1 up
+            halves = [("objid < ?", (middle,)), ("objid >= ?", (middle,))]
+            return list(self._documents(halves, keys).values())
         objids = self._ordered_ids(select) if needs_order else self._matching_ids(select.where)
         documents = self._fetch(objids, keys)
         return [documents[i] for i in objids if i in documents]

@@ -21,7 +21,7 @@ each query is a union over the physical tables of :meth:`Mapping.tables`.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,19 +278,26 @@ class Mapping:
         )
 
     def documents(
-        self, where: str, params: tuple[Any, ...], keys: Sequence[KeyCondition] | None = None
+        self,
+        where: str,
+        params: tuple[Any, ...],
+        keys: Sequence[KeyCondition] | None = None,
+        execute: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]] | None = None,
     ) -> list[tuple[int, dict[str, Any]]]:
         """``(objid, object)`` rebuilt from the rows satisfying ``where``, in objid order.
 
         With ``keys``, only the rows whose key satisfies one of them (a projection).
+        ``execute`` runs the SQL (default: the backend's connection; a fetch split
+        in two runs one half on ``Backend.twin_reader``'s).
         """
+        execute = execute or self.backend.execute
         pack = self.backend.pack_rows()
         if pack is None:  # the backend returns plain rows
             if keys:
                 either = KeyCondition.any_of(keys)
                 where, params = f"{where} AND {either.sql}", params + either.params
             sql, params = self.rows_sql(where, params)
-            return rebuild_documents(self.backend.execute(sql, params))
+            return rebuild_documents(execute(sql, params))
         # One statement, one packed text per table. Each key is its own range of
         # the index (an OR of ranges would be collected in a temporary b-tree);
         # rows that two keys both select are kept once by the kernel.
@@ -319,9 +326,9 @@ class Mapping:
             sql, ps = rows(table, condition)
             parts.append(f"(SELECT {pack} FROM ({sql}) AS argo_u)")
             part_params += ps
-        texts = [t for t in self.backend.execute(f"SELECT {', '.join(parts)}", part_params)[0] if t]
+        texts = [t for t in execute(f"SELECT {', '.join(parts)}", part_params)[0] if t]
         if doubles:
-            plain = self.backend.execute(" UNION ALL ".join(doubles), double_params)
+            plain = execute(" UNION ALL ".join(doubles), double_params)
             # repr is the shortest text that reads back as the same double
             packed = [[o, k, d, None, repr(float(v)), None, None, None] for o, k, d, v in plain]
             texts.append(json.dumps(packed, ensure_ascii=False))
