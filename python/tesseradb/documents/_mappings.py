@@ -375,15 +375,8 @@ class Mapping:
         three other argo3 tables would have been probed for too.
         """
         tables = list(self.tables())
-        if within is not None and self.backend.seeks_by_key and len(tables) > 1:
-            probes = " UNION ALL ".join(
-                f"SELECT {n} FROM (SELECT 1 AS found FROM {table} WHERE keystr = ? LIMIT 1) AS argo_k{n}"
-                for n, table in enumerate(tables)
-            )
-            holding = [
-                tables[int(row[0])] for row in self.backend.execute(probes, [key] * len(tables))
-            ]
-            tables = holding or tables[:1]
+        if within is not None:
+            tables = self.holding(key, tables) or tables[:1]
         parts = []
         for table in tables:
             padded = self._padded(table, leading=("argo_t.objid AS objid",))
@@ -392,6 +385,20 @@ class Mapping:
                 source = f"{within} AS argo_w JOIN {source} ON argo_t.objid = argo_w.objid"
             parts.append(f"SELECT {padded} FROM {source} WHERE argo_t.keystr = ?")
         return " UNION ALL ".join(parts), (key,) * len(parts)
+
+    def holding(self, key: str, tables: Sequence[str]) -> list[str]:
+        """Those of ``tables`` that hold a row of the exact key ``key``.
+
+        One index seek each, all in one statement, where the backend seeks by
+        key; elsewhere (DuckDB) every table, as a probe would be a scan.
+        """
+        if not self.backend.seeks_by_key or len(tables) < 2:
+            return list(tables)
+        probes = " UNION ALL ".join(
+            f"SELECT {n} FROM (SELECT 1 AS found FROM {table} WHERE keystr = ? LIMIT 1) AS argo_k{n}"
+            for n, table in enumerate(tables)
+        )
+        return [tables[int(row[0])] for row in self.backend.execute(probes, [key] * len(tables))]
 
     def _padded(self, table: str, leading: tuple[str, ...] = ("objid", "keystr", "ord")) -> str:
         """The table's value columns as all of ROW_COLUMNS' (NULL where it has none)."""
