@@ -663,13 +663,17 @@ fn flatten_object(
 /// Returns the rows (`wide`: one list of Argo/1's 8-tuples; otherwise four lists,
 /// one per Argo/3 table) and the positions of the documents it refused, which
 /// the caller flattens on the Python path (where errors are named). Texts are
-/// parsed in parallel without the GIL; dicts are walked with it.
+/// parsed in parallel without the GIL; dicts are walked with it. With `group`
+/// above 1, each tuple holds the values of `group` rows one after another (the
+/// last of a list maybe fewer), as one multi-row INSERT binds them.
 #[pyfunction]
+#[pyo3(signature = (texts, first_objid, wide, group = 1))]
 pub fn flatten_documents<'py>(
     py: Python<'py>,
     texts: &Bound<'py, PyList>,
     first_objid: i64,
     wide: bool,
+    group: usize,
 ) -> PyResult<DocumentRows<'py>> {
     use crate::jsonflat::{self, Scalar};
     use pyo3::types::{PyBytes, PyString, PyTuple};
@@ -708,7 +712,16 @@ pub fn flatten_documents<'py>(
             .collect()
     });
 
+    if group == 0 {
+        return Err(PyValueError::new_err("group must be at least 1 row"));
+    }
     let _gc = GcPause::new(py);
+    // values per row of each list, and the values of rows not yet in a tuple
+    let widths: &[usize] = if wide { &[8] } else { &[4, 5, 4, 4] };
+    let mut pending: Vec<Vec<Bound<'py, PyAny>>> = widths
+        .iter()
+        .map(|w| Vec::with_capacity(w * group))
+        .collect();
     let lists: Vec<Bound<'py, PyList>> = (0..if wide { 1 } else { 4 })
         .map(|_| PyList::empty(py))
         .collect();
@@ -758,17 +771,25 @@ pub fn flatten_documents<'py>(
             };
             let [valstr, valnum, valint, valbool, valkind] = values;
             let objid = objid.clone();
-            let row = match (wide, table) {
-                (true, _) => PyTuple::new(
-                    py,
-                    [objid, key, ord, valstr, valnum, valint, valbool, valkind],
-                )?,
-                (false, 0) => PyTuple::new(py, [objid, key, ord, valstr])?,
-                (false, 1) => PyTuple::new(py, [objid, key, ord, valnum, valint])?,
-                (false, 2) => PyTuple::new(py, [objid, key, ord, valbool])?,
-                (false, _) => PyTuple::new(py, [objid, key, ord, valkind])?,
-            };
-            lists[if wide { 0 } else { table }].append(row)?;
+            let list = if wide { 0 } else { table };
+            let pending = &mut pending[list];
+            match (wide, table) {
+                (true, _) => {
+                    pending.extend([objid, key, ord, valstr, valnum, valint, valbool, valkind])
+                }
+                (false, 0) => pending.extend([objid, key, ord, valstr]),
+                (false, 1) => pending.extend([objid, key, ord, valnum, valint]),
+                (false, 2) => pending.extend([objid, key, ord, valbool]),
+                (false, _) => pending.extend([objid, key, ord, valkind]),
+            }
+            if pending.len() >= group * widths[list] {
+                lists[list].append(PyTuple::new(py, pending.drain(..))?)?;
+            }
+        }
+    }
+    for (list, rest) in lists.iter().zip(pending) {
+        if !rest.is_empty() {
+            list.append(PyTuple::new(py, rest)?)?;
         }
     }
     Ok((lists, refused))

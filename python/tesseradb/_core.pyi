@@ -40,7 +40,7 @@ def build_info() -> dict[str, str | int]:
     """
 
 def flatten_documents(
-    texts: list[Any], first_objid: int, wide: bool
+    texts: list[Any], first_objid: int, wide: bool, group: int = 1
 ) -> tuple[list[list[tuple[Any, ...]]], list[int]]:
     """Argo's key flattening of JSON texts (``bytes`` or ``str``) and plain dicts.
 
@@ -55,7 +55,9 @@ def flatten_documents(
     valint, valbool, valkind)``; otherwise four lists, for strings
     ``(..., valstr)``, numbers ``(..., valnum, valint)``, booleans
     ``(..., valbool)`` and null/empty containers ``(..., valkind)``, each
-    starting ``objid, keystr, ord``.
+    starting ``objid, keystr, ord``. With ``group`` above 1 each tuple holds
+    the values of ``group`` such rows one after another (the last tuple of a
+    list maybe fewer), as a multi-row INSERT binds them.
     """
 
 def rebuild_documents(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, dict[str, Any]]]:

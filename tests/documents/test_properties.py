@@ -522,3 +522,23 @@ def test_kernels_leave_the_garbage_collector_as_they_found_it(enabled: bool) -> 
         assert gc.isenabled() == enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@given(st.lists(documents, max_size=5), st.booleans(), st.integers(1, 7))
+def test_kernel_groups_rows_for_multi_row_inserts(
+    docs: list[dict[str, Any]], wide: bool, group: int
+) -> None:
+    # tuples of `group` rows' values, in order: the single rows run together
+    single, refused = flatten_documents(list(docs), 1, wide)
+    grouped, grouped_refused = flatten_documents(list(docs), 1, wide, group)
+    assert grouped_refused == refused
+    for rows, tuples in zip(single, grouped, strict=True):
+        width = len(rows[0]) if rows else 1
+        assert all(len(t) % width == 0 and len(t) <= width * group for t in tuples)
+        assert all(len(t) == width * group for t in tuples[:-1])
+        assert repr([v for t in tuples for v in t]) == repr([v for r in rows for v in r])
+
+
+def test_kernel_refuses_an_empty_group() -> None:
+    with pytest.raises(ValueError, match="group"):
+        flatten_documents(['{"a": 1}'], 1, False, 0)

@@ -10,6 +10,7 @@ with ``?`` placeholders. Every statement of a collection runs inside
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
@@ -74,6 +75,8 @@ class Backend(ABC):
     # does not (SQLite), rows holding doubles that are not integers are fetched
     # as plain rows beside the packed ones.
     packs_doubles = True
+    # Rows whose values one tuple of insert_rows may hold, one after another.
+    rows_per_insert = 1
     table_options = ""
 
     def __init__(self, read_only: bool = False) -> None:
@@ -100,7 +103,11 @@ class Backend(ABC):
     def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
     ) -> None:
-        """Insert many rows at once (inside the current transaction)."""
+        """Insert many rows at once (inside the current transaction).
+
+        Each tuple holds one row, or up to :attr:`rows_per_insert` rows' values
+        one after another.
+        """
 
     @abstractmethod
     def element_suffix(self, start: int) -> str:
@@ -279,14 +286,40 @@ class SQLiteBackend(Backend):
         with self._lock:
             self._con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+    # Rows per INSERT statement of a bulk insert. The sqlite3 module's own work per
+    # executed statement (binding checks, step, reset) cost more than SQLite's
+    # insert itself: 1.25 us a row one by one, 0.57 us in statements of 100 rows,
+    # against 0.19 us for SQLite copying the rows itself. The flattening kernel
+    # hands over tuples of 100 rows' values, so they need no regrouping.
+    rows_per_insert = 100
+
     def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
     ) -> None:
-        marks = ", ".join("?" * len(columns))
+        width = len(columns)
+        row_marks = f"({', '.join('?' * width)})"
+        insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+
+        def run_inserts(rows_each: int, tuples: Sequence[tuple[Any, ...]]) -> None:
+            if tuples:
+                self._con.executemany(insert + ", ".join([row_marks] * rows_each), tuples)
+
+        step = self.rows_per_insert
         with self._lock:
-            self._con.executemany(
-                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows
-            )
+            # runs of tuples holding the same number of rows: one statement each
+            for length, run in itertools.groupby(rows, len):
+                tuples = list(run)
+                if length == width:  # single rows (the Python flattening's, an UPDATE's)
+                    whole = len(tuples) - len(tuples) % step
+                    run_inserts(
+                        step,
+                        [
+                            tuple(itertools.chain.from_iterable(tuples[i : i + step]))
+                            for i in range(0, whole, step)
+                        ],
+                    )
+                    tuples = tuples[whole:]
+                run_inserts(length // width, tuples)
 
     # SQLite's JSON renders doubles with 15 digits, and even its printf('%!.17g')
     # is not exact near the ends of the range (1.7976931348623157e308 comes out

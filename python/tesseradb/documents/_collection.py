@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import itertools
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -55,17 +56,17 @@ DELTA_OBJECTS = 10_000
 DELTA_SHARE = 1 / 32
 # A fetch of at least this many objects runs as two halves at once (Backend.twin_reader).
 SPLIT_FETCH = 256
-_fetch_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_fetch_pool_lock = threading.Lock()
+_worker_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_worker_lock = threading.Lock()
 
 
-def _fetch_thread() -> concurrent.futures.ThreadPoolExecutor:
-    """The one thread that fetches the second half of split fetches, started on first use."""
-    global _fetch_pool
-    with _fetch_pool_lock:
-        if _fetch_pool is None:
-            _fetch_pool = concurrent.futures.ThreadPoolExecutor(1, "tessera-fetch")
-        return _fetch_pool
+def _worker() -> concurrent.futures.ThreadPoolExecutor:
+    """The documents' one worker thread (it fetches the second half of a split fetch)."""
+    global _worker_pool
+    with _worker_lock:
+        if _worker_pool is None:
+            _worker_pool = concurrent.futures.ThreadPoolExecutor(1, "tessera-documents")
+        return _worker_pool
 
 
 ID_LIST_LIMIT = 1000  # objids bound as an IN list; more go through a temporary table
@@ -189,23 +190,21 @@ class Collection:
                 )
                 self.mapping.delta = False
 
-    def _insert_batch(self, batch: Sequence[tuple[str, Any]], delta: bool) -> range:
-        """Flatten and insert ``(where, dict or JSON text)`` items into the main or delta tables.
+    def _flatten(self, batch: Sequence[tuple[str, Any]], first: int) -> list[list[tuple[Any, ...]]]:
+        """The rows of ``(where, dict or JSON text)`` items, objids from ``first`` on.
 
         JSON texts and plain dicts are flattened by the Rust kernel; what it
         refuses (what it is not sure of) takes the Python path, which raises
-        the error naming ``where`` for bad input. Returns their objids.
+        the error naming ``where`` for bad input.
         """
-        first = self._allocate(len(batch))
-        rows, refused = flatten_documents([doc for _, doc in batch], first, self.mapping.wide)
+        rows, refused = flatten_documents(
+            [doc for _, doc in batch], first, self.mapping.wide, self.backend.rows_per_insert
+        )
         for position in refused:
             where, doc = batch[position]
             value = parse_document(doc, where) if isinstance(doc, str | bytes) else doc
             self.mapping.add_rows(rows, first + position, flatten_document(value, where))
-        self.mapping.insert_rows(rows, delta)
-        if delta:
-            self._grow_delta(len(batch))
-        return range(first, first + len(batch))
+        return rows
 
     def insert(self, document: dict[str, Any] | str) -> int:
         """Insert one object (a dict or JSON text); its objid."""
@@ -249,21 +248,30 @@ class Collection:
         row), where the backend's DDL is part of the transaction, so a failed
         load still leaves nothing behind.
         """
-        objids: list[int] = []
-        rebuild_indexes = False
-        main = self.mapping.part(delta=False)
+        batches = _batched(items, LOAD_BATCH)
+        first_batch = next(batches, None)
+        if first_batch is None:
+            return []
+        second_batch = next(batches, None)
         with self.transaction(write=True):
-            batch: list[tuple[str, Any]] = []
-            for item in items:
-                batch.append(item)
-                if len(batch) >= LOAD_BATCH:
-                    if not objids and self.backend.transactional_ddl and self._is_empty():
-                        self.mapping.drop_indexes(main)
-                        rebuild_indexes = True
-                    objids += self._insert_batch(batch, delta=False)
-                    batch = []
-            if batch:
-                objids += self._insert_batch(batch, delta=not objids)
+            if second_batch is None:  # one batch: into the delta
+                start = self._allocate(len(first_batch))
+                self.mapping.insert_rows(self._flatten(first_batch, start), delta=True)
+                self._grow_delta(len(first_batch))
+                return list(range(start, start + len(first_batch)))
+            main = self.mapping.part(delta=False)
+            rebuild_indexes = self.backend.transactional_ddl and self._is_empty()
+            if rebuild_indexes:
+                self.mapping.drop_indexes(main)
+            # (Flattening the next batch on the worker thread while this one was
+            # inserted made a 1M-object NoBench load slower, 66 -> 71 s: both steps
+            # hold the GIL for most of their work, and handing it to and fro cost
+            # more than the parts that run without it gained.)
+            objids: list[int] = []
+            for batch in itertools.chain((first_batch, second_batch), batches):
+                start = self._allocate(len(batch))
+                self.mapping.insert_rows(self._flatten(batch, start), delta=False)
+                objids += range(start, start + len(batch))
             if rebuild_indexes:
                 self.mapping.create_indexes(main)
         if rebuild_indexes:
@@ -364,7 +372,7 @@ class Collection:
             with self.backend.twin_reader() as twin:
                 if twin is not None:
                     (where, params), (twin_where, twin_params) = selections
-                    other = _fetch_thread().submit(
+                    other = _worker().submit(
                         self.mapping.documents, twin_where, twin_params, keys, twin
                     )
                     try:
@@ -641,6 +649,13 @@ class Collection:
             return f"{column} IN ({matched.sql})", list(matched.params)
 
         return walk(push_not(where))
+
+
+def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``items`` in lists of ``size`` (the last may be shorter), read as they are needed."""
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 def _aliases(pred: Predicate) -> set[str]:

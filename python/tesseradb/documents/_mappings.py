@@ -205,6 +205,8 @@ class Mapping:
     # Rows travel as one list of tuples per table, in the order of layout(), each
     # tuple (objid, keystr, ord, *that table's value columns): the layout that
     # tesseradb._core.flatten_documents makes from JSON text (``wide`` for argo1).
+    # On a backend with Backend.rows_per_insert above 1, a tuple from the kernel
+    # holds that many rows' values one after another.
     wide: bool
 
     def row_lists(self) -> list[list[tuple[Any, ...]]]:
