@@ -210,11 +210,10 @@ class SQLiteBackend(Backend):
     def __init__(self, path: Path, read_only: bool = False) -> None:
         super().__init__(read_only)
         self._path = path
-        if read_only:
-            self._con = self._connect()
-        else:
+        if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._con = self._connect()
+        self._con = self._connect()
+        if not read_only:
             self._con.execute("PRAGMA journal_mode=WAL")
         self._checkpointer = None if read_only else _Checkpointer(path)
         if self._checkpointer is not None:

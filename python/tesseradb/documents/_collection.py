@@ -6,7 +6,9 @@ rows of those objects (only the projected keys' subtrees when there is a
 projection), packed by the backend into one JSON text per table where it
 can, and rebuilds the objects (``Mapping.documents``). Joins, aggregates,
 ORDER BY and LIMIT are SQL on the backend too; flattening and rebuilding
-objects are Rust kernels.
+objects are Rust kernels. Small inserts go to the mapping's delta tables,
+which the collection merges into the main ones once they have grown; a big
+fetch on SQLite runs as two halves at once on two connections.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ DELTA_OBJECTS = 10_000
 DELTA_SHARE = 1 / 32
 # A fetch of at least this many objects runs as two halves at once (Backend.twin_reader).
 SPLIT_FETCH = 256
+ID_LIST_LIMIT = 1000  # objids bound as an IN list; more go through a temporary table
+
 _worker_pool: concurrent.futures.ThreadPoolExecutor | None = None
 _worker_lock = threading.Lock()
 
@@ -67,9 +71,6 @@ def _worker() -> concurrent.futures.ThreadPoolExecutor:
         if _worker_pool is None:
             _worker_pool = concurrent.futures.ThreadPoolExecutor(1, "tessera-documents")
         return _worker_pool
-
-
-ID_LIST_LIMIT = 1000  # objids bound as an IN list; more go through a temporary table
 
 
 class Collection:
