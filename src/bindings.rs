@@ -552,37 +552,17 @@ type DocumentRows<'py> = (Vec<Bound<'py, PyList>>, Vec<usize>);
 fn flatten_object(
     doc: &Bound<'_, PyAny>,
 ) -> Result<Vec<crate::jsonflat::Leaf>, crate::jsonflat::Refused> {
-    use crate::jsonflat::{
-        Leaf, Refused, Scalar, EMPTY_DOCUMENT_KEY, KIND_EMPTY_ARRAY, KIND_EMPTY_DOCUMENT,
-        KIND_EMPTY_OBJECT, KIND_NULL,
-    };
+    use crate::jsonflat::{flatten_tree, Node, Refused, Scalar, KIND_NULL};
     use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
-    fn key_text(key: &Bound<'_, PyAny>) -> Result<String, Refused> {
-        if !key.is_exact_instance_of::<PyString>() {
-            return Err(Refused);
-        }
-        let text = key
-            .cast::<PyString>()
-            .map_err(|_| Refused)?
-            .to_str()
-            .map_err(|_| Refused)?;
-        let mut flat = String::with_capacity(text.len());
-        crate::jsonflat::push_escaped(&mut flat, text);
-        Ok(flat)
-    }
-    fn children<'py>(
-        map: &Bound<'py, PyDict>,
-        prefix: Option<&str>,
-    ) -> Result<Vec<(String, Bound<'py, PyAny>)>, Refused> {
+    fn members<'py>(map: &Bound<'py, PyDict>) -> Result<Vec<(String, Bound<'py, PyAny>)>, Refused> {
         map.iter()
             .map(|(key, value)| {
-                let escaped = key_text(&key)?;
-                let flat = match prefix {
-                    Some(p) => format!("{p}.{escaped}"),
-                    None => escaped,
-                };
-                Ok((flat, value))
+                if !key.is_exact_instance_of::<PyString>() {
+                    return Err(Refused);
+                }
+                let text = key.cast::<PyString>().map_err(|_| Refused)?.to_str();
+                Ok((text.map_err(|_| Refused)?.to_owned(), value))
             })
             .collect()
     }
@@ -590,71 +570,33 @@ fn flatten_object(
     if !doc.is_exact_instance_of::<PyDict>() {
         return Err(Refused);
     }
-    let root = doc.cast::<PyDict>().map_err(|_| Refused)?;
-    let mut leaves = Vec::new();
-    if root.is_empty() {
-        leaves.push(Leaf {
-            key: EMPTY_DOCUMENT_KEY.to_owned(),
-            ord: 0,
-            value: Scalar::Kind(KIND_EMPTY_DOCUMENT),
-        });
-        return Ok(leaves);
-    }
-    // The same explicit stack as the Python walk, so `ord` comes out alike.
-    let mut stack = children(root, None)?;
-    stack.reverse();
-    while let Some((key, value)) = stack.pop() {
-        let ord = leaves.len() as u32;
-        let scalar = if value.is_exact_instance_of::<PyString>() {
+    let root = members(doc.cast::<PyDict>().map_err(|_| Refused)?)?;
+    flatten_tree(root, |value: Bound<'_, PyAny>| {
+        Ok(if value.is_exact_instance_of::<PyString>() {
             let text = value.cast::<PyString>().map_err(|_| Refused)?;
-            Scalar::Str(text.to_str().map_err(|_| Refused)?.to_owned())
+            Node::Leaf(Scalar::Str(text.to_str().map_err(|_| Refused)?.to_owned()))
         } else if value.is_exact_instance_of::<PyBool>() {
-            Scalar::Bool(value.is_truthy().map_err(|_| Refused)?)
+            Node::Leaf(Scalar::Bool(value.is_truthy().map_err(|_| Refused)?))
         } else if value.is_exact_instance_of::<PyInt>() {
-            Scalar::Int(value.extract::<i64>().map_err(|_| Refused)?)
+            Node::Leaf(Scalar::Int(value.extract::<i64>().map_err(|_| Refused)?))
         } else if value.is_exact_instance_of::<PyFloat>() {
             let x = value.extract::<f64>().map_err(|_| Refused)?;
             if !x.is_finite() {
                 return Err(Refused);
             }
-            Scalar::Float(x)
+            Node::Leaf(Scalar::Float(x))
         } else if value.is_none() {
-            Scalar::Kind(KIND_NULL)
+            Node::Leaf(Scalar::Kind(KIND_NULL))
         } else if value.is_exact_instance_of::<PyDict>() {
-            let map = value.cast::<PyDict>().map_err(|_| Refused)?;
-            if map.is_empty() {
-                Scalar::Kind(KIND_EMPTY_OBJECT)
-            } else {
-                let mut nested = children(map, Some(&key))?;
-                nested.reverse();
-                stack.extend(nested);
-                continue;
-            }
+            Node::Object(members(value.cast::<PyDict>().map_err(|_| Refused)?)?)
         } else if value.is_exact_instance_of::<PyList>() || value.is_exact_instance_of::<PyTuple>()
         {
-            let items: Vec<Bound<'_, PyAny>> = value
-                .try_iter()
-                .map_err(|_| Refused)?
-                .collect::<PyResult<_>>()
-                .map_err(|_| Refused)?;
-            if items.is_empty() {
-                Scalar::Kind(KIND_EMPTY_ARRAY)
-            } else {
-                for (index, child) in items.into_iter().enumerate().rev() {
-                    stack.push((format!("{key}[{index}]"), child));
-                }
-                continue;
-            }
+            let items = value.try_iter().map_err(|_| Refused)?;
+            Node::Array(items.collect::<PyResult<_>>().map_err(|_| Refused)?)
         } else {
             return Err(Refused);
-        };
-        leaves.push(Leaf {
-            key,
-            ord,
-            value: scalar,
-        });
-    }
-    Ok(leaves)
+        })
+    })
 }
 
 /// Flattens JSON texts (bytes or str) and plain dicts into row tuples; objids

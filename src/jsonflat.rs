@@ -44,7 +44,7 @@ pub struct Leaf {
 pub struct Refused;
 
 /// Appends `key` with `\ . [ ]` escaped by a backslash (`_keys.escape_key`).
-pub fn push_escaped(out: &mut String, key: &str) {
+fn push_escaped(out: &mut String, key: &str) {
     for c in key.chars() {
         if matches!(c, '\\' | '.' | '[' | ']') {
             out.push('\\');
@@ -69,12 +69,21 @@ fn number(text: &str) -> Result<Scalar, Refused> {
     }
 }
 
-/// The leaves of one JSON text that must be an object, in depth-first order.
-pub fn flatten(text: &[u8]) -> Result<Vec<Leaf>, Refused> {
-    let root: Map<String, Value> = match serde_json::from_slice(text) {
-        Ok(Value::Object(map)) => map,
-        _ => return Err(Refused),
-    };
+/// What the flattening sees of one value of a document tree (serde's or Python's).
+pub enum Node<K, N> {
+    Leaf(Scalar),
+    /// an object's members in order, keys as written (not yet escaped)
+    Object(Vec<(K, N)>),
+    Array(Vec<N>),
+}
+
+/// The leaves of a document whose top-level members are `root`, in depth-first
+/// order, the way `_keys.flatten_document` walks (its explicit stack, so `ord`
+/// comes out alike); `classify` says what each value is, or refuses it.
+pub fn flatten_tree<K: AsRef<str>, N>(
+    root: Vec<(K, N)>,
+    mut classify: impl FnMut(N) -> Result<Node<K, N>, Refused>,
+) -> Result<Vec<Leaf>, Refused> {
     let mut leaves = Vec::new();
     if root.is_empty() {
         leaves.push(Leaf {
@@ -84,43 +93,34 @@ pub fn flatten(text: &[u8]) -> Result<Vec<Leaf>, Refused> {
         });
         return Ok(leaves);
     }
-    // The same explicit stack as the Python walk, so `ord` comes out alike.
-    let mut stack: Vec<(String, &Value)> = Vec::new();
-    for (key, value) in root.iter().rev() {
-        let mut flat = String::with_capacity(key.len());
-        push_escaped(&mut flat, key);
+    let mut stack: Vec<(String, N)> = Vec::new();
+    for (key, value) in root.into_iter().rev() {
+        let mut flat = String::with_capacity(key.as_ref().len());
+        push_escaped(&mut flat, key.as_ref());
         stack.push((flat, value));
     }
     while let Some((key, value)) = stack.pop() {
         let ord = leaves.len() as u32;
-        let scalar = match value {
-            Value::String(s) => Scalar::Str(s.clone()),
-            Value::Bool(b) => Scalar::Bool(*b),
-            Value::Number(n) => number(n.as_str())?,
-            Value::Null => Scalar::Kind(KIND_NULL),
-            Value::Object(map) => {
-                if map.is_empty() {
-                    Scalar::Kind(KIND_EMPTY_OBJECT)
-                } else {
-                    for (child_key, child) in map.iter().rev() {
-                        let mut flat = String::with_capacity(key.len() + child_key.len() + 1);
-                        flat.push_str(&key);
-                        flat.push('.');
-                        push_escaped(&mut flat, child_key);
-                        stack.push((flat, child));
-                    }
-                    continue;
+        let scalar = match classify(value)? {
+            Node::Leaf(scalar) => scalar,
+            Node::Object(members) if members.is_empty() => Scalar::Kind(KIND_EMPTY_OBJECT),
+            Node::Object(members) => {
+                for (child_key, child) in members.into_iter().rev() {
+                    let child_key = child_key.as_ref();
+                    let mut flat = String::with_capacity(key.len() + child_key.len() + 1);
+                    flat.push_str(&key);
+                    flat.push('.');
+                    push_escaped(&mut flat, child_key);
+                    stack.push((flat, child));
                 }
+                continue;
             }
-            Value::Array(items) => {
-                if items.is_empty() {
-                    Scalar::Kind(KIND_EMPTY_ARRAY)
-                } else {
-                    for (index, child) in items.iter().enumerate().rev() {
-                        stack.push((format!("{key}[{index}]"), child));
-                    }
-                    continue;
+            Node::Array(items) if items.is_empty() => Scalar::Kind(KIND_EMPTY_ARRAY),
+            Node::Array(items) => {
+                for (index, child) in items.into_iter().enumerate().rev() {
+                    stack.push((format!("{key}[{index}]"), child));
                 }
+                continue;
             }
         };
         leaves.push(Leaf {
@@ -130,6 +130,24 @@ pub fn flatten(text: &[u8]) -> Result<Vec<Leaf>, Refused> {
         });
     }
     Ok(leaves)
+}
+
+/// The leaves of one JSON text that must be an object, in depth-first order.
+pub fn flatten(text: &[u8]) -> Result<Vec<Leaf>, Refused> {
+    let root: Map<String, Value> = match serde_json::from_slice(text) {
+        Ok(Value::Object(map)) => map,
+        _ => return Err(Refused),
+    };
+    flatten_tree(root.iter().collect(), |value: &Value| {
+        Ok(match value {
+            Value::String(s) => Node::Leaf(Scalar::Str(s.clone())),
+            Value::Bool(b) => Node::Leaf(Scalar::Bool(*b)),
+            Value::Number(n) => Node::Leaf(number(n.as_str())?),
+            Value::Null => Node::Leaf(Scalar::Kind(KIND_NULL)),
+            Value::Object(map) => Node::Object(map.iter().collect()),
+            Value::Array(items) => Node::Array(items.iter().collect()),
+        })
+    })
 }
 
 /// One step of a flattened key: an object key or an array subscript.
