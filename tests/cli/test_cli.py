@@ -78,6 +78,32 @@ def test_sql_errors_exit_nonzero_with_a_message(dbpath: Path, tmp_path: Path) ->
     assert out.exit_code == 1 and "not a TesseraDB database" in out.output
 
 
+def test_argo_inserts_and_queries_collections(dbpath: Path) -> None:
+    path = str(dbpath)
+    out = runner.invoke(
+        app, ["argo", path, 'INSERT INTO people OBJECT {"name": "Ann", "kids": ["Bo"], "age": 41}']
+    )
+    assert out.exit_code == 0 and json.loads(out.output) == {"inserted": 1}
+    runner.invoke(app, ["argo", path, 'INSERT INTO people OBJECT {"name": "Cy", "age": 7}'])
+    out = runner.invoke(app, ["argo", path, "SELECT name FROM people WHERE age > ?", "-p", "5"])
+    assert [json.loads(line) for line in out.output.splitlines()] == [
+        {"name": "Ann"},
+        {"name": "Cy"},
+    ]
+    out = runner.invoke(
+        app, ["argo", path, "SELECT * FROM people WHERE :kid = ANY kids", "-p", "kid=Bo"]
+    )
+    assert [json.loads(line) for line in out.output.splitlines()] == [
+        {"name": "Ann", "kids": ["Bo"], "age": 41}
+    ]
+    out = runner.invoke(app, ["argo", path, "SELEC name FROM people"])
+    assert out.exit_code == 1 and "line 1, column 1" in out.output
+    out = runner.invoke(app, ["argo", path, "SELECT * FROM nobody"])
+    assert out.exit_code == 1 and "nobody" in out.output
+    out = runner.invoke(app, ["argo", path, "SELECT name FROM people", "--read-only"])
+    assert out.exit_code == 0 and len(out.output.splitlines()) == 2
+
+
 def test_sql_on_a_locked_database_reads(dbpath: Path) -> None:
     with tesseradb.connect(dbpath):
         out = runner.invoke(app, ["sql", str(dbpath), "SELECT count(*) AS n FROM t", "-f", "json"])

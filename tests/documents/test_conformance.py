@@ -483,6 +483,9 @@ class TestDelta:
             {"s": "v2", "count(*)": 2, "sum(n)": 13},
         ]
         assert q(coll, "", select="arr[1]") == [{"arr": [f"w{i}"]} for i in range(10)]
+        # and as a relation of db.sql
+        rows = coll_db(coll).sql(f"SELECT objid, doc->>'n' FROM {coll.name} ORDER BY objid")
+        assert rows.fetchall() == [(i + 1, str(i)) for i in range(10)]
 
     def test_join_pairs_across_parts(self, make_collection: Any) -> None:
         coll = self._split(make_collection)
