@@ -240,8 +240,9 @@ class Mapping:
     def merge_delta(self) -> None:
         """Move the delta's rows into the main tables (inside the caller's transaction).
 
-        One sorted INSERT ... SELECT per table: the main tables' indexes take
-        the rows in key order, each page once, instead of once per insert.
+        One INSERT ... SELECT per table, in primary-key order, all in one
+        transaction: an index page that many of the rows land on is written to
+        the log once, not once per insert that touched it.
         """
         for (main, values), delta in zip(self.part(False).items(), self.part(True), strict=True):
             columns = ", ".join(("objid", "keystr", "ord", *values))
