@@ -646,7 +646,9 @@ class Database:
             obj = self.catalog.require(name, COLLECTION_KIND)
         except ObjectNotFoundError as err:
             raise UnknownCollectionError(str(err), err.suggestions) from None
-        return self._document_store().open(obj.name, obj.spec["backend"], obj.spec["mapping"])
+        collection = self._document_store().open(obj.name, obj.spec["backend"], obj.spec["mapping"])
+        collection.upgrade()  # a collection made before the delta tables
+        return collection
 
     def collections(self) -> list[str]:
         """Names of the JSON collections."""

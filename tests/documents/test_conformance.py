@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+import tesseradb
 from tesseradb.errors import (
     ArgoSyntaxError,
     DocumentError,
     DocumentTypeError,
+    ObjectExistsError,
     UnknownCollectionError,
 )
 
@@ -519,6 +521,39 @@ class TestDelta:
         coll.insert_many([{"n": 5}])  # the sixth object: more than 5, merged
         assert not coll.mapping.delta
         assert [d["n"] for d in q(coll, "WHERE n >= 0")] == list(range(6))
+
+    def test_collection_made_before_the_delta_is_upgraded(self, make_collection: Any) -> None:
+        coll = make_collection()
+        coll.insert_many([{"n": i} for i in range(3)])
+        coll.merge()
+        backend, db = coll.backend, coll_db(coll)
+        with backend.transaction(write=True):  # as the collection was before delta tables
+            for table in coll.mapping.part(delta=True):
+                backend.execute(f"DROP TABLE {table}")
+            backend.execute("ALTER TABLE argo_meta DROP COLUMN delta_objects")
+        db._document_store().forget(coll.name)  # as a new process would find it
+        if make_collection.backend == "sqlite":  # read-only: read as it is
+            with tesseradb.connect(db.path, read_only=True) as reader:
+                assert [d["n"] for d in reader.argo(f"SELECT n FROM {coll.name}")] == [0, 1, 2]
+        again = db.collection(coll.name)
+        assert again is not coll
+        assert [d["n"] for d in q(again, "WHERE n >= 0")] == [0, 1, 2]
+        again.insert_many([{"n": 3}])
+        assert again.mapping.delta
+        assert [d["n"] for d in q(again, "WHERE n >= 0")] == [0, 1, 2, 3]
+        # a new collection beside old ones adds the column too
+        with backend.transaction(write=True):
+            backend.execute("ALTER TABLE argo_meta DROP COLUMN delta_objects")
+        other = make_collection()
+        other.insert_many([{"m": 1}])
+        assert q(other, "WHERE m = 1") == [{"m": 1}]
+
+    def test_tables_that_exist_are_not_made_again(self, make_collection: Any) -> None:
+        coll = make_collection()
+        coll.insert_many([{"n": 1}])
+        with pytest.raises(ObjectExistsError, match="its tables already exist"):
+            coll.create()
+        assert q(coll, "WHERE n = 1") == [{"n": 1}]
 
     def test_failed_insert_leaves_the_delta_as_it_was(self, make_collection: Any) -> None:
         coll = self._split(make_collection)

@@ -340,7 +340,7 @@ class SQLiteBackend(Backend):
         )
 
     def table_exists(self, table: str) -> bool:
-        rows = self.execute("SELECT 1 FROM sqlite_master WHERE name = ?", [table])
+        rows = self.execute("SELECT 1 FROM sqlite_master WHERE name = ?", [table.strip('"')])
         return bool(rows)
 
     def close(self) -> None:

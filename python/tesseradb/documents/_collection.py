@@ -43,7 +43,12 @@ from tesseradb.documents._backends import Backend
 from tesseradb.documents._keys import KIND_NULL, flatten_document, parse_document
 from tesseradb.documents._mappings import KeyCondition, Mapping
 from tesseradb.documents._plan import objid_set
-from tesseradb.errors import DocumentError, DocumentTypeError, ObjectExistsError
+from tesseradb.errors import (
+    DocumentBackendError,
+    DocumentError,
+    DocumentTypeError,
+    ObjectExistsError,
+)
 
 __all__ = ["META_TABLE", "Collection"]
 
@@ -80,6 +85,8 @@ class Collection:
         self.name = name
         self.backend = backend
         self.mapping = mapping
+        self._upgraded = False  # upgrade() has run
+        self._counts_delta = True  # argo_meta has delta_objects
 
     def __repr__(self) -> str:
         return (
@@ -87,20 +94,42 @@ class Collection:
         )
 
     # --- creation (called by the database) ------------------------------------------
-    @staticmethod
-    def ensure_meta(backend: Backend) -> None:
-        if not backend.table_exists(META_TABLE):
-            t = backend.types
-            backend.execute(
+    def _ensure_meta(self, counts_delta: bool) -> None:
+        """Create ``argo_meta``, or add ``delta_objects`` to one made before the delta tables.
+
+        ``counts_delta``: what :meth:`_meta_counts_delta` found, before the
+        caller's write transaction began.
+        """
+        t = self.backend.types
+        if not self.backend.table_exists(META_TABLE):
+            self.backend.execute(
                 f"CREATE TABLE {META_TABLE} (collection {t.key} NOT NULL PRIMARY KEY, "
                 f"mapping {t.key} NOT NULL, next_objid {t.bigint} NOT NULL, "
                 f"delta_objects {t.bigint} NOT NULL)"
             )
+        elif not counts_delta:
+            self.backend.execute(
+                f"ALTER TABLE {META_TABLE} ADD COLUMN delta_objects {t.bigint} DEFAULT 0"
+            )
+
+    def _meta_counts_delta(self) -> bool:
+        """Whether ``argo_meta`` has ``delta_objects`` (False also when there is none).
+
+        A probe in a transaction of its own: on PostgreSQL a failed statement
+        ends the transaction it is in.
+        """
+        try:
+            with self.backend.transaction():
+                self.backend.execute(f"SELECT delta_objects FROM {META_TABLE} WHERE 1 = 0")
+            return True
+        except DocumentBackendError:
+            return False
 
     def create(self) -> None:
         """Create the collection's tables and its objid counter (one transaction)."""
+        counts_delta = self._meta_counts_delta()
         with self.backend.transaction(write=True):
-            self.ensure_meta(self.backend)
+            self._ensure_meta(counts_delta)
             if self.mapping.exists():
                 raise ObjectExistsError(
                     f"cannot create collection {self.name!r}: its tables already exist on "
@@ -113,6 +142,7 @@ class Collection:
                 [self.key, self.mapping.name],
             )
             self.mapping.create()
+        self._upgraded = True
 
     def drop(self) -> None:
         with self.backend.transaction(write=True):
@@ -136,12 +166,37 @@ class Collection:
 
     def _meta(self) -> tuple[int, int]:
         """``(next_objid, delta_objects)`` of the collection."""
+        delta = "delta_objects" if self._counts_delta else "0"
         rows = self.backend.execute(
-            f"SELECT next_objid, delta_objects FROM {META_TABLE} WHERE collection = ?", [self.key]
+            f"SELECT next_objid, {delta} FROM {META_TABLE} WHERE collection = ?", [self.key]
         )
         if not rows:
             raise DocumentError(f"collection {self.name!r} has lost its objid counter")
         return int(rows[0][0]), int(rows[0][1])
+
+    def upgrade(self) -> None:
+        """Bring a collection made before the delta tables up to date (once per process).
+
+        Such a collection has no ``argo_meta.delta_objects`` and no delta
+        tables: a writable database adds them; a read-only one reads the
+        collection as it is, with an empty delta.
+        """
+        if self._upgraded:
+            return
+        counts_delta = self._meta_counts_delta()
+        if not self.backend.read_only:
+            with self.backend.transaction(write=True):
+                self._ensure_meta(counts_delta)
+                counts_delta = True
+                missing = {
+                    table: values
+                    for table, values in self.mapping.part(delta=True).items()
+                    if not self.backend.table_exists(table)
+                }
+                if missing:
+                    self.mapping.create_tables(missing)
+        self._counts_delta = counts_delta
+        self._upgraded = True
 
     def count(self) -> int:
         """How many objects the collection holds."""

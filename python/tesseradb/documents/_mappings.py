@@ -136,8 +136,12 @@ class Mapping:
         return Source(tuple(self._table(suffix, d) for d in parts), _VALUE_COLUMN[json_type])
 
     def create(self) -> None:
+        self.create_tables(self.all_tables())
+
+    def create_tables(self, tables: dict[str, tuple[str, ...]]) -> None:
+        """Create ``tables`` (some of this mapping's) with their indexes."""
         t = self.backend.types
-        for table, values in self.all_tables().items():
+        for table, values in tables.items():
             columns = [
                 f"objid {t.objid} NOT NULL",
                 f"keystr {t.key} NOT NULL",
@@ -149,7 +153,7 @@ class Mapping:
             self.backend.execute(
                 f"CREATE TABLE {table} ({', '.join(columns)}){self.backend.table_options}"
             )
-        self.create_indexes(self.all_tables())
+        self.create_indexes(tables)
 
     def indexes(self, tables: dict[str, tuple[str, ...]]) -> list[tuple[str, str, list[str]]]:
         """(table, index name, columns) of the paper's indexes on objid, keystr, valstr and valnum.
