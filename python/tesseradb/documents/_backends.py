@@ -168,7 +168,11 @@ class Backend(ABC):
             except Exception as err:
                 if isinstance(err, DocumentBackendError):
                     raise
-                raise DocumentBackendError(f"{self.describe()}: {err}") from err
+                raise self._failed(err) from err
+
+    def _failed(self, err: Exception) -> DocumentBackendError:
+        """The error to raise for a statement the backend refused."""
+        return DocumentBackendError(f"{self.describe()}: {err}")
 
     @contextlib.contextmanager
     def transaction(self, write: bool = False) -> Iterator[Backend]:
@@ -262,7 +266,7 @@ class SQLiteBackend(Backend):
             try:
                 return twin.execute(sql, tuple(params)).fetchall()
             except sqlite3.Error as err:
-                raise DocumentBackendError(f"{self.describe()}: {err}") from err
+                raise self._failed(err) from err
 
         twin.execute("BEGIN")
         try:

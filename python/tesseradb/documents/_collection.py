@@ -414,14 +414,19 @@ class Collection:
             return dict(self.mapping.documents(f"objid IN (SELECT objid FROM {table})", (), keys))
 
     def _documents(
-        self, selections: Sequence[tuple[str, tuple[Any, ...]]], keys: Sequence[KeyCondition] | None
+        self,
+        selections: Sequence[tuple[str, tuple[Any, ...]]],
+        keys: Sequence[KeyCondition] | None,
+        whole: tuple[str, tuple[Any, ...]] | None = None,
     ) -> dict[int, dict[str, Any]]:
         """The objects of each ``(where, params)`` selection (disjoint sets of objects).
 
         Two selections run at once where the backend has a twin reader: one on
         this thread, the other on the fetch thread, each on its own connection.
         The backends' own work (finding and packing rows) runs without the GIL,
-        so a fetch of many objects uses both cores.
+        so a fetch of many objects uses both cores. Without one, ``whole`` (both
+        selections as one, where halving only made each scan the same range)
+        runs instead of them.
         """
         out: dict[int, dict[str, Any]] = {}
         if len(selections) == 2:
@@ -436,7 +441,7 @@ class Collection:
                     finally:
                         out.update(other.result())  # waited for even when this half failed
                     return out
-        for where, params in selections:
+        for where, params in [whole] if whole is not None else selections:
             out.update(self.mapping.documents(where, params, keys))
         return out
 
@@ -459,7 +464,7 @@ class Collection:
         if not needs_order and select.where is None:  # every object: no objid list needed
             middle = self._meta()[0] // 2  # objids are handed out from 1 up
             halves = [("objid < ?", (middle,)), ("objid >= ?", (middle,))]
-            return list(self._documents(halves, keys).values())
+            return list(self._documents(halves, keys, whole=("1 = 1", ())).values())
         objids = self._ordered_ids(select) if needs_order else self._matching_ids(select.where)
         documents = self._fetch(objids, keys)
         return [documents[i] for i in objids if i in documents]

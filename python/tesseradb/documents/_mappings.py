@@ -271,9 +271,10 @@ class Mapping:
 
     def keyed_objids(self, key: KeyCondition) -> tuple[str, tuple[Any, ...]]:
         """SQL for the objids having a row whose key satisfies ``key`` (no duplicates)."""
-        parts = [f"SELECT objid FROM {t} WHERE {key.sql}" for t in self.tables()]
-        if len(parts) == 1:
-            return f"SELECT DISTINCT {parts[0].removeprefix('SELECT ')}", key.params
+        tables = list(self.tables())
+        if len(tables) == 1:  # UNION is what removes duplicates otherwise
+            return f"SELECT DISTINCT objid FROM {tables[0]} WHERE {key.sql}", key.params
+        parts = [f"SELECT objid FROM {t} WHERE {key.sql}" for t in tables]
         return " UNION ".join(parts), key.params * len(parts)
 
     def rows_sql(self, where: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
