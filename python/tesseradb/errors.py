@@ -6,35 +6,80 @@ argument, ``LookupError`` for a missing object, ``FileNotFoundError``), the
 subclass also derives from it, so ``except ValueError`` keeps working.
 Messages say what was wrong and where: the object, the field, the line and
 column, the file.
+
+Every error of every data model is defined here, so that one import names
+them all and the hierarchy reads in one place; each subpackage re-exports
+its own.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ArgoSyntaxError",
+    "ArrayBoundsError",
+    "ArrayConflictError",
+    "ArrayCorruptError",
+    "ArrayDtypeError",
+    "ArraySchemaError",
+    "AttachError",
+    "AttachedFileError",
     "BenchmarkError",
+    "CSVError",
+    "DamagedStorageError",
     "DatabaseClosedError",
     "DatabaseLockedError",
+    "DescriptorError",
     "DocumentBackendError",
     "DocumentError",
     "DocumentTypeError",
     "FormatVersionError",
+    "IndexFileError",
+    "InterruptedStatementError",
+    "InvalidArgumentError",
     "InvalidNameError",
+    "LimitExceededError",
     "NotADatabaseError",
     "ObjectExistsError",
     "ObjectNotFoundError",
+    "OperatorError",
+    "ProcessStartError",
     "ReadOnlyError",
     "SQLError",
     "SQLExecutionError",
     "SQLSyntaxError",
+    "SegmentFileError",
+    "StreamWriteError",
+    "TableStoreError",
     "TesseraError",
     "UnknownCollectionError",
     "UnknownTableError",
+    "VersionNotFoundError",
 ]
 
 
 class TesseraError(Exception):
     """Base class of every error TesseraDB raises on purpose."""
+
+
+class InvalidArgumentError(TesseraError, ValueError):
+    """An argument of a call is not one it accepts (the message names the argument and why)."""
+
+
+class LimitExceededError(InvalidArgumentError):
+    """An input passes a documented limit (nesting depth, string size, field count, ...)."""
+
+
+class DamagedStorageError(TesseraError, OSError):
+    """Stored bytes are missing, torn or corrupt; the message names the object and the part.
+
+    Never answered around: a query that needs the damaged part fails with
+    this error; ``tessera check --repair`` sets the part aside so the rest
+    can be read, and says what was lost.
+    """
+
+
+class ProcessStartError(TesseraError):
+    """Work cannot be handed to another process as asked (its start method, say)."""
 
 
 # --- the database directory -------------------------------------------------
@@ -67,7 +112,7 @@ class ReadOnlyError(TesseraError):
 # --- the catalog ---------------------------------------------------------------
 
 
-class InvalidNameError(TesseraError, ValueError):
+class InvalidNameError(InvalidArgumentError):
     """An object name is not a valid SQL identifier."""
 
 
@@ -114,6 +159,14 @@ class SQLExecutionError(SQLError):
     """DuckDB rejected or failed a statement (binder, catalog, conversion or constraint error)."""
 
 
+class InterruptedStatementError(SQLError):
+    """A statement was interrupted (Ctrl-C, or ``Database.interrupt``); nothing of it was kept."""
+
+
+class TableStoreError(DamagedStorageError):
+    """The plain tables' file (``tables.duckdb``) cannot be opened or read."""
+
+
 # --- documents -------------------------------------------------------------------
 
 
@@ -140,6 +193,77 @@ class UnknownCollectionError(ObjectNotFoundError):
 
 class DocumentBackendError(TesseraError):
     """The relational backend of a collection failed or cannot be reached."""
+
+
+# --- records (MDDS streams) ---------------------------------------------------------
+
+
+class DescriptorError(TesseraError, ValueError):
+    """A record descriptor is malformed, or records do not fit it: the message names the field."""
+
+
+class CSVError(DescriptorError):
+    """A CSV row does not fit the record descriptor; the message names the line and field."""
+
+
+class StreamWriteError(TesseraError, OSError):
+    """The background writer could not put segments on disk (they stay queryable in memory)."""
+
+
+class SegmentFileError(DamagedStorageError):
+    """A segment file is missing, torn, corrupt, of another layout version or record format."""
+
+
+# --- arrays ----------------------------------------------------------------------------
+
+
+class ArraySchemaError(TesseraError, ValueError):
+    """An array schema is malformed: the message names the dimension or attribute."""
+
+
+class ArrayBoundsError(TesseraError, IndexError):
+    """A read or write reaches outside the array's dimensions."""
+
+
+class ArrayDtypeError(TesseraError, TypeError):
+    """Values do not fit an attribute's type (or shape) without loss."""
+
+
+class ArrayCorruptError(DamagedStorageError):
+    """Stored bytes of an array cannot be read: the message names the array, attribute and chunk."""
+
+
+class ArrayConflictError(TesseraError):
+    """Another writer committed to the array after this write began; nothing of it was committed."""
+
+
+class VersionNotFoundError(TesseraError, LookupError):
+    """The asked-for version (snapshot id or time) does not exist."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class OperatorError(TesseraError, ValueError):
+    """An array operator was given arguments it cannot use (the message says which)."""
+
+
+# --- attached files ----------------------------------------------------------------------
+
+
+class AttachError(TesseraError, ValueError):
+    """Files could not be attached (not HDF5, no tables, layouts that differ)."""
+
+
+class AttachedFileError(TesseraError, OSError):
+    """An attached file is missing, unreadable or no longer what was attached."""
+
+
+class IndexFileError(DamagedStorageError):
+    """A sidecar index file is torn, corrupt, foreign or of another version."""
+
+
+# --- benchmarks ----------------------------------------------------------------------------
 
 
 class BenchmarkError(TesseraError):

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import TesseraError
+from tesseradb.errors import ArrayBoundsError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -20,10 +20,6 @@ if TYPE_CHECKING:
     from tesseradb.arrays._schema import ArraySchema
 
 __all__ = ["ArrayBoundsError", "Box", "chunk_grid", "parse_key"]
-
-
-class ArrayBoundsError(TesseraError, IndexError):
-    """A read or write reaches outside the array's dimensions."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import TesseraError
+from tesseradb.errors import ArrayConflictError, VersionNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -38,17 +38,6 @@ __all__ = [
 BRANCH = "main"
 REPO_DIR = "repo"
 LOCK_FILE = "commit.lock"
-
-
-class ArrayConflictError(TesseraError):
-    """Another writer committed to the array after this write began; nothing of it was committed."""
-
-
-class VersionNotFoundError(TesseraError, LookupError):
-    """The asked-for version (snapshot id or time) does not exist."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tesseradb.errors import TesseraError
+from tesseradb.errors import ArraySchemaError
 
 __all__ = ["ATTRIBUTE_TYPES", "ArraySchema", "ArraySchemaError", "Attribute", "Dimension"]
 
@@ -38,10 +38,6 @@ ATTRIBUTE_TYPES = (
 _TYPE_ALIASES = {"float": "float32", "double": "float64", "boolean": "bool"}
 CODECS = ("zstd", "blosc", "none")
 SCHEMA_VERSION = 1
-
-
-class ArraySchemaError(TesseraError, ValueError):
-    """An array schema is malformed: the message names the dimension or attribute."""
 
 
 @dataclass(frozen=True)

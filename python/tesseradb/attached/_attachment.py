@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tesseradb.attached._bitmap import Binning, BitmapIndex, IndexFileError
 from tesseradb.attached._layout import TableLayout, discover, to_arrow_type
 from tesseradb.attached._reader import AttachedFileError, FileReader, to_arrow
-from tesseradb.errors import ObjectNotFoundError, TesseraError
+from tesseradb.errors import AttachError, ObjectNotFoundError
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Estimate
 
@@ -42,10 +42,6 @@ INDEX_SKIP_FRACTION = 0.05
 # Candidate rows that fill at least this share of the span they lie in are read as that span.
 DENSE_SPAN = 0.5
 DENSE_MIN_ROWS = 1 << 16  # below this, reading the rows chunk by chunk costs as little
-
-
-class AttachError(TesseraError, ValueError):
-    """Files could not be attached (not HDF5, no tables, layouts that differ)."""
 
 
 def file_identity(path: str) -> dict[str, Any]:

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesseradb.errors import IndexFileError
+
 if TYPE_CHECKING:
     import numpy as np
     from pyroaring import BitMap
@@ -39,10 +41,6 @@ __all__ = ["Binning", "BitmapIndex", "IndexFileError"]
 
 MAGIC = b"TSDBBMI\x01"
 EXACT_LIMIT = 100_000  # distinct values up to which the default binning is exact
-
-
-class IndexFileError(ValueError):
-    """A sidecar index file is torn, corrupt, foreign or of another version."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import TesseraError
+from tesseradb.errors import AttachedFileError
 
 if TYPE_CHECKING:
     import h5py
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["AttachedFileError", "DatasetPlan", "FileReader", "to_arrow"]
 
 _DEFLATE, _SHUFFLE = 1, 2
-
-
-class AttachedFileError(TesseraError, OSError):
-    """An attached file is missing, unreadable or no longer what was attached."""
 
 
 @dataclass

@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import TesseraError
+from tesseradb.errors import DescriptorError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,10 +64,6 @@ _ALIASES = {f"{t}_t": t for t in _NUMERIC if t.startswith(("int", "uint"))} | {
     "float64": "double",
 }
 TYPES = (*_NUMERIC, "char")
-
-
-class DescriptorError(TesseraError, ValueError):
-    """A record descriptor is malformed: the message names the field and what is wrong."""
 
 
 @dataclass(frozen=True)

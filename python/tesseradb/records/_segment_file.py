@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tesseradb import _core
-from tesseradb.errors import TesseraError
+from tesseradb.errors import SegmentFileError
 from tesseradb.records._descriptor import Field, RecordDescriptor
 from tesseradb.records._segments import Segment, index_keys
 
@@ -67,10 +67,6 @@ _HEADER = struct.Struct(
 FLAG_ZSTD = 1
 _RAW = 0  # column encodings; 1 (zstd) and 2 (byte-shuffled zstd) are decoded by _core
 ZSTD_LEVEL = 1
-
-
-class SegmentFileError(TesseraError, OSError):
-    """A segment file is torn, corrupt, of another layout version or of another record format."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from tesseradb.errors import ReadOnlyError, TesseraError
+from tesseradb.errors import CSVError, ReadOnlyError, StreamWriteError, TesseraError
 from tesseradb.records._cache import ClockCache
 from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
 from tesseradb.records._segment_file import (
@@ -51,14 +51,6 @@ __all__ = ["CSVError", "Stream", "StreamOptions", "StreamWriteError"]
 
 SEGMENT_SUFFIX = ".seg"
 CSV_BLOCK_BYTES = 16 << 20  # bytes of CSV text parsed at a time
-
-
-class CSVError(DescriptorError):
-    """A CSV row does not fit the record descriptor; the message names the line and field."""
-
-
-class StreamWriteError(TesseraError, OSError):
-    """The background writer could not put segments on disk (they stay queryable in memory)."""
 
 
 @dataclass(frozen=True)
