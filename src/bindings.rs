@@ -1134,9 +1134,9 @@ pub fn reduce_chunks<'py>(
         Err(Failure::Chunk(index, reason)) => return Ok((Vec::new(), Some((index, reason)))),
         Err(Failure::Input(reason)) => return Err(PyValueError::new_err(reason)),
     };
-    fn totals<'py, T: IntoPyObject<'py>>(
+    fn totals<'py, T: IntoPyObject<'py>, S: IntoPyObject<'py>>(
         py: Python<'py>,
-        t: crate::chunks::Totals<T>,
+        t: crate::chunks::Totals<T, S>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let tuple = (t.count, t.sum, t.min, t.max, t.nan).into_pyobject(py);
         tuple.map(|t| t.into_any())

@@ -133,20 +133,22 @@ pub enum Kind {
 }
 
 /// One chunk's count, sum, min and max of the non-NULL cells of its part of
-/// the box, in the type numpy reduces them in (sums wrap like numpy's).
-/// Floats: `min`/`max` skip NaN (+inf/-inf when none is left) and `nan`
-/// tells whether a NaN was seen; an empty part has count 0 and min > max.
+/// the box. Integer sums are exact: they are kept in 128 bits (`S`), which
+/// no chunk can overflow (2^64 cells of 2^64 each), as SQL's `sum` widens
+/// to HUGEINT. Floats: `min`/`max` skip NaN (+inf/-inf when none is left)
+/// and `nan` tells whether a NaN was seen; an empty part has count 0 and
+/// min > max.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Totals<T> {
+pub struct Totals<T, S = T> {
     pub count: u64,
-    pub sum: T,
+    pub sum: S,
     pub min: T,
     pub max: T,
     pub nan: bool,
 }
 
-impl<T> Totals<T> {
-    fn empty(sum: T, min: T, max: T) -> Self {
+impl<T, S> Totals<T, S> {
+    fn empty(sum: S, min: T, max: T) -> Self {
         Totals {
             count: 0,
             sum,
@@ -160,8 +162,8 @@ impl<T> Totals<T> {
 /// [`Totals`] of signed, unsigned or float cells.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Partial {
-    Signed(Totals<i64>),
-    Unsigned(Totals<u64>),
+    Signed(Totals<i64, i128>),
+    Unsigned(Totals<u64, u128>),
     Float(Totals<f64>),
 }
 
@@ -232,8 +234,11 @@ fn float_of(b: &[u8]) -> f64 {
 /// Folds one row of `T` cells (little-endian bytes) into the running values;
 /// one loop per cell type and case, so the compiler can vectorise the
 /// common ones (no NULL value; a sum and count without min and max).
+/// A row is summed in `$row_sum` (64 bits for cells of up to 32 bits, where
+/// a row of fewer than 2^31 cells cannot overflow it; 128 bits for 64-bit
+/// cells) and added to the chunk's 128-bit sum.
 macro_rules! fold_row {
-    ($fold:expr, $row:expr, $t:ty, $wide:ty, $p:expr) => {{
+    ($fold:expr, $row:expr, $t:ty, $wide:ty, $row_sum:ty, $acc:ty, $p:expr) => {{
         let p = $p;
         let null: Option<$t> = $fold
             .null
@@ -241,16 +246,17 @@ macro_rules! fold_row {
         let cells = $row
             .chunks_exact(std::mem::size_of::<$t>())
             .map(|cell| <$t>::from_le_bytes(cell.try_into().expect("width")));
+        let mut row_sum: $row_sum = 0;
         match (null, $fold.extremes) {
             (None, false) => {
                 p.count += cells.len() as u64;
-                p.sum = cells.fold(p.sum, |s, v| s.wrapping_add(v as $wide));
+                row_sum = cells.fold(row_sum, |s, v| s + v as $row_sum);
             }
             (None, true) => {
                 p.count += cells.len() as u64;
                 for v in cells {
                     let w = v as $wide;
-                    p.sum = p.sum.wrapping_add(w);
+                    row_sum += v as $row_sum;
                     p.min = p.min.min(w);
                     p.max = p.max.max(w);
                 }
@@ -259,12 +265,13 @@ macro_rules! fold_row {
                 for v in cells.filter(|v| *v != null) {
                     let w = v as $wide;
                     p.count += 1;
-                    p.sum = p.sum.wrapping_add(w);
+                    row_sum += v as $row_sum;
                     p.min = p.min.min(w);
                     p.max = p.max.max(w);
                 }
             }
         }
+        p.sum += row_sum as $acc;
     }};
 }
 
@@ -318,16 +325,16 @@ impl<'a> Fold<'a> {
     fn add(&mut self, row: &[u8]) {
         match &mut self.partial {
             Partial::Signed(p) => match self.width {
-                1 => fold_row!(self, row, i8, i64, p),
-                2 => fold_row!(self, row, i16, i64, p),
-                4 => fold_row!(self, row, i32, i64, p),
-                _ => fold_row!(self, row, i64, i64, p),
+                1 => fold_row!(self, row, i8, i64, i64, i128, p),
+                2 => fold_row!(self, row, i16, i64, i64, i128, p),
+                4 => fold_row!(self, row, i32, i64, i64, i128, p),
+                _ => fold_row!(self, row, i64, i64, i128, i128, p),
             },
             Partial::Unsigned(p) => match self.width {
-                1 => fold_row!(self, row, u8, u64, p),
-                2 => fold_row!(self, row, u16, u64, p),
-                4 => fold_row!(self, row, u32, u64, p),
-                _ => fold_row!(self, row, u64, u64, p),
+                1 => fold_row!(self, row, u8, u64, u64, u128, p),
+                2 => fold_row!(self, row, u16, u64, u64, u128, p),
+                4 => fold_row!(self, row, u32, u64, u64, u128, p),
+                _ => fold_row!(self, row, u64, u64, u128, u128, p),
             },
             Partial::Float(p) => {
                 let null = self.null.map(float_of);
@@ -653,7 +660,7 @@ mod tests {
                     &wanted,
                 )
                 .unwrap();
-                let (mut count, mut sum, mut min, mut max) = (0, 0, u64::MAX, 0);
+                let (mut count, mut sum, mut min, mut max) = (0, 0u128, u64::MAX, 0);
                 for p in partials {
                     let Partial::Unsigned(Totals {
                         count: c,
@@ -671,7 +678,7 @@ mod tests {
                     max = max.max(hi);
                 }
                 assert_eq!(count, kept.len() as u64);
-                assert_eq!(sum, kept.iter().sum::<u64>());
+                assert_eq!(sum, kept.iter().map(|&v| v as u128).sum::<u128>());
                 if extremes && !kept.is_empty() {
                     assert_eq!(min, *kept.iter().min().unwrap());
                     assert_eq!(max, *kept.iter().max().unwrap());

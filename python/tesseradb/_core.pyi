@@ -268,7 +268,7 @@ def reduce_chunks(
     ``lo..hi``, without making the cells.
 
     ``kind`` is numpy's dtype kind ("i", "u", "b" or "f"); ``null`` the fill value's bytes
-    of a nullable attribute. Sums wrap like numpy's (int64, uint64, float64); float min and
-    max skip NaN; without ``extremes`` min, max and NaN-seen are not computed. Returns
+    of a nullable attribute. Integer sums are exact Python ints (kept in 128 bits, as SQL's
+    sum widens to HUGEINT); float sums are float64; float min and max skip NaN; without ``extremes`` min, max and NaN-seen are not computed. Returns
     (partials, None), or ([], (index, reason)) for the first chunk that cannot be decoded.
     """

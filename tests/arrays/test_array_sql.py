@@ -237,3 +237,51 @@ def test_repeated_output_names_keep_every_column(db: tesseradb.Database) -> None
     arr[0:10] = np.arange(10, dtype=np.int32)
     assert db.sql("SELECT count(*), count(*) FROM r").fetchall() == [(10, 10)]
     assert db.sql("SELECT sum(v) AS s, min(v) AS s FROM r").fetchall() == [(45, 0)]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT sum(k), avg(k), sum(u), avg(u), count(*) FROM a",  # the Rust chunk fold
+        "SELECT sum(k), avg(k), sum(u) FROM a WHERE k > 0",  # the numpy path (attribute filter)
+        "SELECT i, sum(k), sum(u) FROM a GROUP BY i ORDER BY i",  # grouped numpy path
+        "SELECT sum(s), sum(b) FROM a",  # small types: no overflow, HUGEINT all the same
+    ],
+)
+def test_integer_sums_never_wrap(db: tesseradb.Database, query: str) -> None:
+    """Ten cells of 2^63-1 sum to 10 * (2^63-1), as DuckDB's HUGEINT, not to -10 (issue 18)."""
+    arr = db.create_array(
+        "a",
+        [{"name": "i", "end": 10, "chunk": 3}, {"name": "j", "end": 2, "chunk": 2}],
+        {"k": "int64", "u": "uint64", "s": "int16", "b": "uint8"},
+    )
+    arr[0:10, 0:2] = {
+        "k": np.full((10, 2), 2**63 - 1, dtype=np.int64),
+        "u": np.full((10, 2), 2**64 - 1, dtype=np.uint64),
+        "s": np.full((10, 2), -(2**15), dtype=np.int16),
+        "b": np.full((10, 2), 255, dtype=np.uint8),
+    }
+    native = db.sql(query)
+    assert native.shortcut == "aggregate"  # the chunk fold answered, not DuckDB
+    table = arr.relation.scan(None, None).read_all()
+    plain = duckdb_answer(query, table)
+    assert native.arrow().schema.types == plain.schema.types
+    assert native.fetchall() == [tuple(r.values()) for r in plain.to_pylist()]
+
+
+def test_aggregate_operator_sums_exactly(db: tesseradb.Database) -> None:
+    arr = db.create_array("a", [{"name": "i", "end": 4, "chunk": 2}], {"k": "int64", "v": "int32"})
+    arr[0:4] = {"k": np.full(4, 2**62, dtype=np.int64), "v": np.arange(4, dtype=np.int32)}
+    total = arr.aggregate("sum")
+    assert total["k"].item() == 2**64  # past int64: Python ints
+    assert total["v"].dtype == np.int64 and total["v"].item() == 6
+    by_i = arr.aggregate("sum", "k", by="i")
+    assert by_i["k"].dtype == np.int64 and by_i["k"].values.tolist() == [2**62] * 4
+
+
+def duckdb_answer(query: str, table: pa.Table) -> pa.Table:
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("a", table)
+    return con.sql(query).to_arrow_table()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tesseradb.arrays._boxes import ArrayBoundsError, Box, chunk_box, chunk_grid, parse_key
 from tesseradb.arrays._decode import read_box
 from tesseradb.arrays._repository import ArrayConflictError, ArrayRepository, chunk_error
-from tesseradb.errors import ReadOnlyError, TesseraError
+from tesseradb.errors import ArrayCorruptError, ArrayDtypeError, ReadOnlyError, TesseraError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -35,14 +35,6 @@ if TYPE_CHECKING:
     from tesseradb.database import Database
 
 __all__ = ["Array", "ArrayCorruptError", "ArrayDtypeError", "ArrayFork", "ArrayView", "ChunkView"]
-
-
-class ArrayDtypeError(TesseraError, TypeError):
-    """Values do not fit an attribute's type (or shape) without loss."""
-
-
-class ArrayCorruptError(TesseraError):
-    """Stored bytes of an array cannot be decoded: the message names the array, attribute and chunk."""
 
 
 @dataclass

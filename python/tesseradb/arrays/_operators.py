@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import Box
-from tesseradb.errors import TesseraError
+from tesseradb.errors import OperatorError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
     from tesseradb.database import Database
 
 __all__ = ["OperatorError", "aggregate", "apply", "merge_arrays", "parse_factor", "regrid"]
-
-
-class OperatorError(TesseraError, ValueError):
-    """An operator was given arguments it cannot use (the message says which)."""
 
 
 # --- aggregate ------------------------------------------------------------------------
@@ -71,6 +67,8 @@ def aggregate(
         if fn == "count":
             dense = np.zeros(shape, dtype=np.int64)
             values = column.to_numpy()
+        elif fn == "sum" and attr.numpy_dtype.kind != "f":
+            dense, values = _exact_sums(column, shape, len(table) == math.prod(shape))
         else:
             dense = np.full(shape, np.nan, dtype=np.float64)
             values = column.cast("double").fill_null(np.nan).to_numpy()
@@ -80,6 +78,22 @@ def aggregate(
             dense = values.reshape(())
         data[attr.name] = ([schema.dims[a].name for a in axes], dense)
     return xr.Dataset(data, coords=coords, attrs={"aggregate": fn})
+
+
+def _exact_sums(column: Any, shape: tuple[int, ...], every_group: bool) -> tuple[Any, Any]:
+    """An empty dense result and the values for integer sums (SQL's HUGEINT, exact).
+
+    int64 when every group has cells and every sum fits in it; otherwise
+    Python ints in an object array, with None for groups without cells.
+    """
+    import numpy as np
+
+    values = column.to_pylist()
+    limit = 1 << 63
+    if every_group and all(v is not None and -limit <= v < limit for v in values):
+        return np.zeros(shape, dtype=np.int64), np.array(values, dtype=np.int64)
+    dense = np.full(shape, None, dtype=object)
+    return dense, np.array([*values, None], dtype=object)[:-1]  # keeps ints as objects
 
 
 def _box_predicate(array: Array, box: Box) -> Any:

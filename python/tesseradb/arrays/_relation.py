@@ -199,7 +199,13 @@ def scan_batches(
             else:
                 attr = schema.attribute(name)
                 cols[name] = attribute_column(attr, array._read_box(session, attr, region))
-        batch = pa.RecordBatch.from_pydict(cols) if cols else _count_only_batch(region.size)
+        batch = (
+            pa.RecordBatch.from_arrays(
+                list(cols.values()), schema=pa.schema([full.field(n) for n in cols])
+            )
+            if cols
+            else _count_only_batch(region.size)
+        )
         if predicate is not None and not predicate.is_true:
             batch = predicate.filter(batch)
         return batch.select(wanted) if cols else batch
@@ -371,18 +377,19 @@ def _fold_in_rust(
 def _fold_partials(
     attr: Attribute, partials: Sequence[tuple[Any, ...]], extremes: bool
 ) -> dict[str, Any] | None:
-    """One accumulator entry from the chunks' (count, sum, min, max, NaN seen), as numpy
-    would have reduced them (sums wrap in the same types); None if no cell counted."""
+    """One accumulator entry from the chunks' (count, sum, min, max, NaN seen); None if no
+    cell counted. Integer sums arrive exact (Python ints) and stay exact."""
     import numpy as np
 
     live = [p for p in partials if p[0] > 0]
     if not live:
         return None
     columns = list(zip(*live, strict=True))
-    entry = {
-        "count": np.int64(sum(columns[0])),
-        "sum": np.array(columns[1], dtype=_sum_dtype(attr)).sum(),
-    }
+    if attr.numpy_dtype.kind == "f":
+        total: Any = np.array(columns[1], dtype=np.float64).sum()
+    else:
+        total = sum(int(v) for v in columns[1])
+    entry = {"count": np.int64(sum(columns[0])), "sum": total}
     if extremes:
         entry["min"] = np.array(columns[2], dtype=_minmax_dtype(attr)).min()
         entry["max"] = np.array(columns[3], dtype=_minmax_dtype(attr)).max()
@@ -399,8 +406,16 @@ def _result_type(fn: str, attr: Any) -> pa.DataType:
     if fn in ("avg", "stddev"):
         return pa.float64()
     if fn == "sum":
-        return pa.from_numpy_dtype(_sum_dtype(attr))
+        return _sum_type(attr)
     return arrow_type(attr)
+
+
+def _sum_type(attr: Attribute) -> pa.DataType:
+    """The type of ``sum(attr)`` as DuckDB gives it: DOUBLE for floats, HUGEINT (which
+    Arrow holds as decimal128(38, 0)) for integers, so sums never wrap."""
+    import pyarrow as pa
+
+    return pa.float64() if attr.numpy_dtype.kind == "f" else pa.decimal128(38, 0)
 
 
 def _workers() -> int:
@@ -459,6 +474,8 @@ class _Accumulator:
                 continue
             self.state[attr.name] = {
                 "count": np.zeros(groups_shape, dtype=np.int64),
+                # integer sums start in int64 and become Python ints (exact)
+                # once they could overflow it: see _exact_sum and _add_sums
                 "sum": np.zeros(groups_shape, dtype=_sum_dtype(attr)),
                 "min": np.full(groups_shape, _top(attr), dtype=_minmax_dtype(attr)),
                 "max": np.full(groups_shape, _bottom(attr), dtype=_minmax_dtype(attr)),
@@ -504,9 +521,11 @@ class _Accumulator:
             entry["count"] = (
                 reduce(valid, "sum") if valid is not None else _full_count(shape, axes, order)
             )
-            sum_type = _sum_dtype(attr)
-            vv = v.astype(sum_type, copy=False)
-            entry["sum"] = reduce(np.where(valid, vv, 0) if valid is not None else vv, "sum")
+            if attr.numpy_dtype.kind == "f":
+                vv = v.astype(np.float64, copy=False)
+                entry["sum"] = reduce(np.where(valid, vv, 0) if valid is not None else vv, "sum")
+            else:
+                entry["sum"] = _exact_sum(v, valid, axes, lambda x: reduce(x, "sum"))
             mm = v.astype(_minmax_dtype(attr), copy=False)
             if attr.numpy_dtype.kind == "f":
                 isnan = np.isnan(mm)
@@ -555,7 +574,7 @@ class _Accumulator:
                 st["m2"][where] += entry["m2"] + delta**2 * n_a * n_b / n
                 st["mean"][where] += delta * n_b / n
             st["count"][where] += entry["count"]
-            st["sum"][where] += entry["sum"]
+            _add_sums(st, where, entry["sum"])
             if "min" in entry:  # left out where no min or max is asked for
                 st["min"][where] = np.minimum(st["min"][where], entry["min"])
                 st["max"][where] = np.maximum(st["max"][where], entry["max"])
@@ -586,10 +605,15 @@ class _Accumulator:
             if fn == "count":
                 out[name] = _column(st["count"], None, keys, pa.int64())
             elif fn == "sum":
-                out[name] = _column(st["sum"], empty, keys, None)
+                out[name] = _column(st["sum"], empty, keys, _sum_type(attr))
             elif fn == "avg":
                 with np.errstate(all="ignore"):
-                    avg = st["sum"].astype(np.float64) / np.where(empty, 1, st["count"])
+                    # Python ints divide exactly rounded; int64 and floats as float64
+                    divisor = np.where(empty, 1, st["count"])
+                    if st["sum"].dtype == object:
+                        avg = np.asarray(st["sum"] / divisor.astype(object), dtype=np.float64)
+                    else:
+                        avg = st["sum"].astype(np.float64) / divisor
                 out[name] = _column(avg, empty, keys, pa.float64())
             elif fn == "stddev":  # the sample standard deviation, as SQL's stddev
                 few = st["count"] < 2
@@ -620,7 +644,73 @@ def _column(values: Any, empty: Any, keys: Any, arrow: Any) -> Any:
     else:
         values = np.asarray(values).reshape(1)
         empty = np.asarray(empty).reshape(1) if empty is not None else None
+    if arrow is not None and pa.types.is_decimal(arrow):
+        # exact integers (int64 or Python ints) into decimal128(38, 0), as DuckDB's HUGEINT
+        masked = empty if empty is not None else np.zeros(len(values), dtype=bool)
+        return pa.array(
+            [None if m else int(v) for v, m in zip(values.tolist(), masked.tolist(), strict=True)],
+            type=arrow,
+        )
     return pa.array(values, type=arrow, mask=empty)
+
+
+_INT64_LIMIT = 1 << 63
+
+
+def _exact_sum(values: Any, valid: Any, axes: tuple[int, ...], reduce: Any) -> Any:
+    """The exact sums of integer ``values`` over ``axes`` (only ``valid`` cells).
+
+    int64 when no sum can reach 2^63 (the largest magnitude times the cells
+    summed into one group); otherwise each 64-bit value is split into its
+    high and low 32 bits, both summed exactly in int64, and the sums are
+    joined as Python ints (an object array), so nothing wraps.
+    """
+    import numpy as np
+
+    cells = math.prod(values.shape[a] for a in axes) if axes else 1
+    if values.size:
+        low, high = int(values.min()), int(values.max())
+        bound = max(abs(low), abs(high)) * cells
+    else:
+        bound = 0
+    if bound < _INT64_LIMIT:
+        wide = values.astype(np.int64, copy=False)
+        return reduce(np.where(valid, wide, 0) if valid is not None else wide)
+    if values.dtype.kind == "u":
+        as_u = values.astype(np.uint64, copy=False)
+        high_part = (as_u >> np.uint64(32)).astype(np.int64)
+        low_part = (as_u & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    else:
+        as_i = values.astype(np.int64, copy=False)
+        high_part = as_i >> 32  # arithmetic shift: value = high * 2^32 + low, 0 <= low < 2^32
+        low_part = as_i & 0xFFFFFFFF
+    if valid is not None:
+        high_part = np.where(valid, high_part, 0)
+        low_part = np.where(valid, low_part, 0)
+    highs, lows = reduce(high_part), reduce(low_part)
+    return np.asarray(highs).astype(object) * (1 << 32) + np.asarray(lows).astype(object)
+
+
+def _add_sums(state: dict[str, Any], where: Any, part: Any) -> None:
+    """Add a chunk's sums into ``state["sum"]``, turning int64 sums into Python ints
+    (an object array) before an addition could overflow them."""
+    import numpy as np
+
+    total = state["sum"]
+    if total.dtype.kind == "f":
+        total[where] += part
+        return
+    if total.dtype != object:
+        part_array = np.asarray(part)
+        if part_array.dtype != object:
+            # a bound on every sum so far: the largest magnitude of each part added
+            bound = state.get("bound", 0) + int(np.abs(part_array).max(initial=0))
+            if bound < _INT64_LIMIT:
+                state["bound"] = bound
+                total[where] += part_array
+                return
+        total = state["sum"] = total.astype(object)
+    total[where] += np.asarray(part).astype(object) if np.ndim(part) else int(part)
 
 
 def _expand(reduced: Any, axes: tuple[int, ...], order: list[int], shape: tuple[int, ...]) -> Any:
@@ -640,10 +730,10 @@ def _full_count(shape: tuple[int, ...], axes: tuple[int, ...], order: list[int])
 
 
 def _sum_dtype(attr: Attribute) -> Any:
+    """The dtype a sum of ``attr`` starts in (integers may become Python ints: _add_sums)."""
     import numpy as np
 
-    kind = attr.numpy_dtype.kind
-    return np.float64 if kind == "f" else (np.uint64 if kind == "u" else np.int64)
+    return np.float64 if attr.numpy_dtype.kind == "f" else np.int64
 
 
 def _minmax_dtype(attr: Attribute) -> Any:

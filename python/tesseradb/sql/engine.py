@@ -373,7 +373,11 @@ class SQLEngine:
         rows = count(predicate)
         if rows is None:
             return None
-        return Result(pa.table({name: pa.array([rows], pa.int64())}), {relation.name: ScanStats()})
+        return Result(
+            pa.table({name: pa.array([rows], pa.int64())}),
+            {relation.name: ScanStats()},
+            shortcut="count",
+        )
 
     def _aggregate_without_rows(self, analysis: Analysis) -> Result | None:
         """A single-relation aggregate query answered by the relation's ``aggregate``.
@@ -404,7 +408,7 @@ class SQLEngine:
             table = table.sort_by(
                 [(name, "descending" if desc else "ascending") for name, desc in query.order]
             )
-        return Result(table, {relation.name: ScanStats()})
+        return Result(table, {relation.name: ScanStats()}, shortcut="aggregate")
 
     def _reduce_semijoins(self, analysis: Analysis) -> None:
         """Narrow relations to the join keys of selective partners (semi-join reduction).

@@ -21,10 +21,20 @@ class Result:
     Statements that return nothing (DDL) give an empty result with no columns.
     """
 
-    def __init__(self, table: pa.Table, scan_stats: dict[str, ScanStats] | None = None) -> None:
+    def __init__(
+        self,
+        table: pa.Table,
+        scan_stats: dict[str, ScanStats] | None = None,
+        shortcut: str | None = None,
+    ) -> None:
         self._table = table
         self.scan_stats: dict[str, ScanStats] = scan_stats or {}
         """Per relation read (by name): the scans, batches and rows it produced."""
+        self.shortcut = shortcut
+        """How a relation answered the statement without DuckDB making rows, if one did:
+        ``"count"`` (a count the relation knows, such as a bitmap index's) or
+        ``"aggregate"`` (aggregates from storage, such as an array's chunk folds); None
+        when DuckDB ran the statement over scanned rows."""
 
     @property
     def columns(self) -> list[str]:
