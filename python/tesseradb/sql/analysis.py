@@ -85,6 +85,7 @@ class Analysis:
     prefetched: dict[str, tuple[Predicate, Any]] = field(default_factory=dict)
     # a single-relation aggregate query a relation may answer without rows
     aggregate_only: AggregateQuery | None = None
+    statement_count: int = 1
 
     @property
     def count_only(self) -> tuple[str, str, Predicate] | None:
@@ -211,6 +212,7 @@ def analyse(
         parsed=True,
         equijoins=equijoins,
         aggregate_only=aggregate_only,
+        statement_count=len(statements),
     )
 
 

@@ -10,6 +10,7 @@ while a statement needs it, so that other processes can read it in between.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import re
 import threading
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tesseradb.catalog import validate_name
 from tesseradb.errors import (
     DatabaseLockedError,
     ObjectExistsError,
@@ -39,6 +41,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["Explain", "ExplainedRelation", "Namespace", "SQLEngine"]
+
+# words that may begin or end a transaction in a text (a cheap test before asking DuckDB)
+_TRANSACTION_WORDS = re.compile(r"\b(begin|commit|rollback|abort|end|start)\b", re.IGNORECASE)
 
 STORE_ALIAS = "tessera_store"
 # Semi-join reduction: a partner narrows a relation only if it is at least this many
@@ -565,16 +570,46 @@ class SQLEngine:
     def _needs_store(self, analysis: Analysis) -> bool:
         if not analysis.parsed or not analysis.is_query:
             return True
-        return any(self.namespace.kind_of(n) in ("table", "view") for n in analysis.table_names)
+        # a name the catalog does not know may still be a table of the store (one made
+        # by a process killed before it updated the catalog): attach to find out
+        return any(
+            self.namespace.kind_of(n) in (None, "table", "view") for n in analysis.table_names
+        )
+
+    def _wraps_in_transaction(self, text: str, analysis: Analysis) -> bool:
+        """Whether the call runs in one transaction of ours, so that it is all or nothing.
+
+        A single query needs none (DuckDB runs each statement atomically);
+        several statements or a write do, unless the text begins and ends its
+        own transactions.
+        """
+        if analysis.parsed and analysis.is_query and analysis.statement_count == 1:
+            return False
+        if _TRANSACTION_WORDS.search(text) is None:
+            return True
+        import duckdb
+
+        try:
+            statements = self.connection().extract_statements(text)
+        except duckdb.Error:
+            return True
+        return not any(st.type == duckdb.StatementType.TRANSACTION for st in statements)
 
     def _run(
         self, text: str, params: Any, analysis: Analysis, scans: dict[str, RelationScan]
     ) -> Result:
+        """Run the text on a cursor of its own; a write or several statements as one transaction.
+
+        Plain tables the call creates or renames are checked before it
+        commits (names must be identifiers the catalog accepts, not taken by
+        another kind of object): a refused name rolls the whole call back.
+        """
         import duckdb
         import pyarrow as pa
 
         con = self.connection()
         cursor = con.cursor()
+        wrap = self._wraps_in_transaction(text, analysis)
         try:
             cursor.execute("SET python_enable_replacements = false")
             store_cm = self.store.attached(con) if self._needs_store(analysis) else _no_store()
@@ -583,18 +618,34 @@ class SQLEngine:
                     cursor.execute(f"USE {STORE_ALIAS}")
                 for scan in scans.values():
                     cursor.register(self._registered_name(scan), scan)
+                if wrap:
+                    cursor.execute("BEGIN TRANSACTION")
+                tables = None
                 try:
-                    relation = (
-                        cursor.sql(text, params=params) if params is not None else cursor.sql(text)
-                    )
-                    table = relation.to_arrow_table() if relation is not None else pa.table({})
+                    try:
+                        relation = (
+                            cursor.sql(text, params=params)
+                            if params is not None
+                            else cursor.sql(text)
+                        )
+                        table = relation.to_arrow_table() if relation is not None else pa.table({})
+                        if (analysis.writes or not analysis.parsed) and have_store:
+                            tables = self._store_tables(cursor)
+                            self._check_new_tables(tables)
+                        if wrap:
+                            cursor.execute("COMMIT")
+                    except BaseException:
+                        if wrap:
+                            with contextlib.suppress(duckdb.Error):
+                                cursor.execute("ROLLBACK")
+                        raise
                 except duckdb.Error as err:
                     for scan in scans.values():
                         if scan.error is not None:
                             raise scan.error from None
                     raise self._execution_error(text, err, analysis, scans) from None
-                if (analysis.writes or not analysis.parsed) and have_store:
-                    self._sync_tables(cursor)
+                if tables is not None:
+                    self.namespace.sync_tables(tables)
             return Result(table, {scan.relation.name: scan.stats for scan in scans.values()})
         finally:
             cursor.close()
@@ -645,7 +696,8 @@ class SQLEngine:
                 if owner.lower() in attached:
                     self._con.execute(f"DETACH {_quote(owner)}")
 
-    def _sync_tables(self, cursor: duckdb.DuckDBPyConnection) -> None:
+    def _store_tables(self, cursor: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, list[str]]]:
+        """The store's plain tables and views: name -> (kind, column names)."""
         rows = cursor.execute(
             "WITH objects AS ("
             "  SELECT table_name AS name, 'table' AS kind FROM duckdb_tables()"
@@ -657,7 +709,20 @@ class SQLEngine:
             " SELECT objects.name, kind, coalesce(columns, []) FROM objects LEFT JOIN cols USING (name)",
             {"db": STORE_ALIAS},
         ).fetchall()
-        self.namespace.sync_tables({name: (kind, list(columns)) for name, kind, columns in rows})
+        return {name: (kind, list(columns)) for name, kind, columns in rows}
+
+    def _check_new_tables(self, tables: dict[str, tuple[str, list[str]]]) -> None:
+        """Refuse a plain table or view the statement made under a name the catalog cannot take."""
+        for name, (kind, _) in tables.items():
+            existing = self.namespace.kind_of(name)
+            if existing in ("table", "view"):
+                continue
+            if existing is not None:
+                raise ObjectExistsError(
+                    f"cannot create {kind} {name!r}: an object named {name!r} already exists "
+                    f"(a {existing}); nothing of the statement was kept"
+                )
+            validate_name(name, kind)
 
     def _execution_error(
         self, text: str, err: Exception, analysis: Analysis, scans: dict[str, RelationScan]
