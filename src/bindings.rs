@@ -551,6 +551,7 @@ type DocumentRows<'py> = (Vec<Bound<'py, PyList>>, Vec<usize>);
 /// outside 64 bits, NaN, a lone surrogate).
 fn flatten_object(
     doc: &Bound<'_, PyAny>,
+    limits: &crate::jsonflat::Limits,
 ) -> Result<Vec<crate::jsonflat::Leaf>, crate::jsonflat::Refused> {
     use crate::jsonflat::{flatten_tree, Node, Refused, Scalar, KIND_NULL};
     use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
@@ -571,7 +572,7 @@ fn flatten_object(
         return Err(Refused);
     }
     let root = members(doc.cast::<PyDict>().map_err(|_| Refused)?)?;
-    flatten_tree(root, |value: Bound<'_, PyAny>| {
+    flatten_tree(root, limits, |value: Bound<'_, PyAny>| {
         Ok(if value.is_exact_instance_of::<PyString>() {
             let text = value.cast::<PyString>().map_err(|_| Refused)?;
             Node::Leaf(Scalar::Str(text.to_str().map_err(|_| Refused)?.to_owned()))
@@ -607,17 +608,29 @@ fn flatten_object(
 /// the caller flattens on the Python path (where errors are named). Texts are
 /// parsed in parallel without the GIL; dicts are walked with it. With `group`
 /// above 1, each tuple holds the values of `group` rows one after another (the
-/// last of a list maybe fewer), as one multi-row INSERT binds them.
+/// last of a list maybe fewer), as one multi-row INSERT binds them. `limits`
+/// is (depth, key characters, string bytes, key and string bytes or 0, leaves,
+/// whether U+0000 is allowed):
+/// a document past one is refused, so the Python path names the limit.
 #[pyfunction]
-#[pyo3(signature = (texts, first_objid, wide, group = 1))]
+#[pyo3(signature = (texts, first_objid, wide, limits, group = 1))]
 pub fn flatten_documents<'py>(
     py: Python<'py>,
     texts: &Bound<'py, PyList>,
     first_objid: i64,
     wide: bool,
+    limits: (usize, usize, usize, usize, usize, bool),
     group: usize,
 ) -> PyResult<DocumentRows<'py>> {
     use crate::jsonflat::{self, Scalar};
+    let limits = jsonflat::Limits {
+        depth: limits.0,
+        key_chars: limits.1,
+        string_bytes: limits.2,
+        key_and_string_bytes: limits.3,
+        leaves: limits.4,
+        nul: limits.5,
+    };
     use pyo3::types::{PyBytes, PyString, PyTuple};
     use rayon::prelude::*;
     use std::collections::HashMap;
@@ -639,7 +652,7 @@ pub fn flatten_documents<'py>(
                     Err(_) => Input::Refused, // lone surrogates
                 }
             } else {
-                flatten_object(&item).map_or(Input::Refused, Input::Flat)
+                flatten_object(&item, &limits).map_or(Input::Refused, Input::Flat)
             }
         })
         .collect();
@@ -647,7 +660,7 @@ pub fn flatten_documents<'py>(
         inputs
             .into_par_iter()
             .map(|input| match input {
-                Input::Text(text) => jsonflat::flatten(&text).ok(),
+                Input::Text(text) => jsonflat::flatten(&text, &limits).ok(),
                 Input::Flat(leaves) => Some(leaves),
                 Input::Refused => None,
             })

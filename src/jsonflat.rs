@@ -43,6 +43,56 @@ pub struct Leaf {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Refused;
 
+/// The limits a document must keep to be stored (`_keys.DocumentLimits`):
+/// a document past one is refused here and the Python path names the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// objects and arrays enclosing a value, the document itself counted
+    pub depth: usize,
+    /// characters of a flattened key (escapes counted)
+    pub key_chars: usize,
+    /// UTF-8 bytes of a string value
+    pub string_bytes: usize,
+    /// UTF-8 bytes of a flattened key and its string value together (0: no limit)
+    pub key_and_string_bytes: usize,
+    /// leaves (rows) of one document
+    pub leaves: usize,
+    /// whether keys and strings may hold U+0000 (PostgreSQL's text cannot)
+    pub nul: bool,
+}
+
+impl Limits {
+    /// No limits but what memory allows (for tests of the flattening itself).
+    pub const NONE: Limits = Limits {
+        depth: usize::MAX,
+        key_chars: usize::MAX,
+        string_bytes: usize::MAX,
+        key_and_string_bytes: 0,
+        leaves: usize::MAX,
+        nul: true,
+    };
+
+    fn key(&self, key: &str) -> Result<(), Refused> {
+        // a key of at most key_chars characters has at most 4 bytes per character
+        if key.len() > self.key_chars && key.chars().count() > self.key_chars {
+            return Err(Refused);
+        }
+        if !self.nul && key.contains('\0') {
+            return Err(Refused);
+        }
+        Ok(())
+    }
+
+    fn string(&self, key: &str, value: &str) -> Result<(), Refused> {
+        let paired =
+            self.key_and_string_bytes != 0 && key.len() + value.len() > self.key_and_string_bytes;
+        if value.len() > self.string_bytes || paired || (!self.nul && value.contains('\0')) {
+            return Err(Refused);
+        }
+        Ok(())
+    }
+}
+
 /// Appends `key` with `\ . [ ]` escaped by a backslash (`_keys.escape_key`).
 fn push_escaped(out: &mut String, key: &str) {
     for c in key.chars() {
@@ -79,9 +129,12 @@ pub enum Node<K, N> {
 
 /// The leaves of a document whose top-level members are `root`, in depth-first
 /// order, the way `_keys.flatten_document` walks (its explicit stack, so `ord`
-/// comes out alike); `classify` says what each value is, or refuses it.
+/// comes out alike); `classify` says what each value is, or refuses it. A
+/// document past one of the `limits` is refused (so is a Python dict that
+/// holds itself, which the depth limit stops).
 pub fn flatten_tree<K: AsRef<str>, N>(
     root: Vec<(K, N)>,
+    limits: &Limits,
     mut classify: impl FnMut(N) -> Result<Node<K, N>, Refused>,
 ) -> Result<Vec<Leaf>, Refused> {
     let mut leaves = Vec::new();
@@ -93,32 +146,50 @@ pub fn flatten_tree<K: AsRef<str>, N>(
         });
         return Ok(leaves);
     }
-    let mut stack: Vec<(String, N)> = Vec::new();
+    // (flattened key, value, depth: the objects and arrays enclosing the value)
+    let mut stack: Vec<(String, N, usize)> = Vec::new();
     for (key, value) in root.into_iter().rev() {
         let mut flat = String::with_capacity(key.as_ref().len());
         push_escaped(&mut flat, key.as_ref());
-        stack.push((flat, value));
+        limits.key(&flat)?;
+        stack.push((flat, value, 1));
     }
-    while let Some((key, value)) = stack.pop() {
+    while let Some((key, value, depth)) = stack.pop() {
         let ord = leaves.len() as u32;
+        if leaves.len() >= limits.leaves {
+            return Err(Refused);
+        }
         let scalar = match classify(value)? {
+            Node::Leaf(Scalar::Str(text)) => {
+                limits.string(&key, &text)?;
+                Scalar::Str(text)
+            }
             Node::Leaf(scalar) => scalar,
             Node::Object(members) if members.is_empty() => Scalar::Kind(KIND_EMPTY_OBJECT),
             Node::Object(members) => {
+                if depth + 1 > limits.depth {
+                    return Err(Refused);
+                }
                 for (child_key, child) in members.into_iter().rev() {
                     let child_key = child_key.as_ref();
                     let mut flat = String::with_capacity(key.len() + child_key.len() + 1);
                     flat.push_str(&key);
                     flat.push('.');
                     push_escaped(&mut flat, child_key);
-                    stack.push((flat, child));
+                    limits.key(&flat)?;
+                    stack.push((flat, child, depth + 1));
                 }
                 continue;
             }
             Node::Array(items) if items.is_empty() => Scalar::Kind(KIND_EMPTY_ARRAY),
             Node::Array(items) => {
+                if depth + 1 > limits.depth {
+                    return Err(Refused);
+                }
                 for (index, child) in items.into_iter().enumerate().rev() {
-                    stack.push((format!("{key}[{index}]"), child));
+                    let flat = format!("{key}[{index}]");
+                    limits.key(&flat)?;
+                    stack.push((flat, child, depth + 1));
                 }
                 continue;
             }
@@ -133,12 +204,13 @@ pub fn flatten_tree<K: AsRef<str>, N>(
 }
 
 /// The leaves of one JSON text that must be an object, in depth-first order.
-pub fn flatten(text: &[u8]) -> Result<Vec<Leaf>, Refused> {
+/// (serde_json refuses texts nested deeper than 128, past any depth limit.)
+pub fn flatten(text: &[u8], limits: &Limits) -> Result<Vec<Leaf>, Refused> {
     let root: Map<String, Value> = match serde_json::from_slice(text) {
         Ok(Value::Object(map)) => map,
         _ => return Err(Refused),
     };
-    flatten_tree(root.iter().collect(), |value: &Value| {
+    flatten_tree(root.iter().collect(), limits, |value: &Value| {
         Ok(match value {
             Value::String(s) => Node::Leaf(Scalar::Str(s.clone())),
             Value::Bool(b) => Node::Leaf(Scalar::Bool(*b)),
@@ -418,7 +490,7 @@ mod tests {
     use super::*;
 
     fn keys(text: &str) -> Vec<(String, u32, Scalar)> {
-        flatten(text.as_bytes())
+        flatten(text.as_bytes(), &Limits::NONE)
             .unwrap()
             .into_iter()
             .map(|l| (l.key, l.ord, l.value))
@@ -489,6 +561,47 @@ mod tests {
     }
 
     #[test]
+    fn documents_past_a_limit_are_refused() {
+        let limits = Limits {
+            depth: 3,
+            key_chars: 8,
+            string_bytes: 4,
+            key_and_string_bytes: 6,
+            leaves: 3,
+            nul: false,
+        };
+        let ok = |text: &str| flatten(text.as_bytes(), &limits).is_ok();
+        // depth: the document is 1, each object or array inside it one more
+        assert!(ok(r#"{"a": {"b": [1]}}"#));
+        assert!(!ok(r#"{"a": {"b": [[1]]}}"#));
+        // an empty array is a leaf, not a level
+        assert!(ok(r#"{"a": {"b": [[]]}}"#));
+        // key characters (escapes count), not bytes
+        assert!(ok(r#"{"ééééééé": 1}"#));
+        assert!(!ok(r#"{"abcd.efgh": 1}"#));
+        // abcdefg[10] is 11 characters
+        assert!(!ok(r#"{"abcdefg": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}"#));
+        // string bytes, and key plus string bytes
+        assert!(ok(r#"{"a": "xyz"}"#));
+        assert!(!ok(r#"{"a": "xyzab"}"#));
+        assert!(!ok(r#"{"abc": "wxyz"}"#));
+        // leaves
+        assert!(ok(r#"{"a": 1, "b": 2, "c": 3}"#));
+        assert!(!ok(r#"{"a": 1, "b": 2, "c": 3, "d": 4}"#));
+        // U+0000 where it is not allowed
+        assert!(!ok(r#"{"a": "x\u0000"}"#));
+        assert!(!ok(r#"{"a\u0000": 1}"#));
+        assert!(flatten(
+            br#"{"a": "x\u0000"}"#,
+            &Limits {
+                nul: true,
+                ..limits
+            }
+        )
+        .is_ok());
+    }
+
+    #[test]
     fn packed_rows_of_several_tables_meet_in_objid_and_ord_order() {
         let strings = r#"[[2,"b",1,"x\u0000y",null,null,null,null], [1, "a\\.b", 0, "é", null, null, null, null]]"#;
         let numbers = r#"[[2,"a",0,null,"0.30000000000000004",null,null,null],
@@ -535,7 +648,7 @@ mod tests {
         assert_eq!(parse_key("a[x]"), None);
         assert_eq!(parse_key("a[1"), None);
         for text in [r#"{"a.b": {"[c]": [[1, {"\\": 2}]], "": 3}}"#] {
-            for leaf in flatten(text.as_bytes()).unwrap() {
+            for leaf in flatten(text.as_bytes(), &Limits::NONE).unwrap() {
                 assert!(parse_key(&leaf.key).is_some(), "{}", leaf.key);
             }
         }
@@ -553,7 +666,11 @@ mod tests {
             "{\"s\": \"\\ud800\"}",
             "",
         ] {
-            assert_eq!(flatten(text.as_bytes()), Err(Refused), "{text}");
+            assert_eq!(
+                flatten(text.as_bytes(), &Limits::NONE),
+                Err(Refused),
+                "{text}"
+            );
         }
     }
 }

@@ -40,7 +40,11 @@ def build_info() -> dict[str, str | int]:
     """
 
 def flatten_documents(
-    texts: list[Any], first_objid: int, wide: bool, group: int = 1
+    texts: list[Any],
+    first_objid: int,
+    wide: bool,
+    limits: tuple[int, int, int, int, int, bool],
+    group: int = 1,
 ) -> tuple[list[list[tuple[Any, ...]]], list[int]]:
     """Argo's key flattening of JSON texts (``bytes`` or ``str``) and plain dicts.
 
@@ -50,7 +54,10 @@ def flatten_documents(
     read exactly as Python's ``json`` would (malformed text, numbers beyond
     64-bit integers or doubles, lone surrogates), dicts holding anything but
     the exact built-in JSON types (subclasses included) or that
-    ``documents.flatten_document`` would reject, and anything else. With
+    ``documents.flatten_document`` would reject, documents past one of the
+    ``limits`` (depth, key characters, string bytes, key and string bytes or 0
+    for none, leaves, whether U+0000 may appear; see ``documents.DocumentLimits``),
+    and anything else. With
     ``wide`` the rows are one list of ``(objid, keystr, ord, valstr, valnum,
     valint, valbool, valkind)``; otherwise four lists, for strings
     ``(..., valstr)``, numbers ``(..., valnum, valint)``, booleans

@@ -31,7 +31,7 @@ from tesseradb.documents._argosql import (
     literal_type,
     push_not,
 )
-from tesseradb.documents._keys import INT64_MAX, INT64_MIN, parse_document
+from tesseradb.documents._keys import DEFAULT_LIMITS, INT64_MAX, INT64_MIN, parse_document
 from tesseradb.documents._mappings import make_mapping
 from tesseradb.errors import DocumentError
 
@@ -104,6 +104,7 @@ def test_round_trip_through_backend(make_collection: Any, batch: list[dict[str, 
 
 # --- predicates -------------------------------------------------------------------
 
+LIMITS = DEFAULT_LIMITS.as_tuple()
 FIELDS = ("a", "b", "o.x", "arr")
 small_scalars = st.sampled_from([0, 1, 2, 2.5, -1, "", "a", "ab", "b%", "B", True, False])
 field_values = st.one_of(small_scalars, st.none(), st.lists(small_scalars, max_size=3), st.just({}))
@@ -326,7 +327,7 @@ def _python_rows(text: str | bytes, wide: bool) -> list[list[tuple[Any, ...]]] |
 
 
 def _kernel_agrees(text: str | bytes, wide: bool) -> None:
-    rows, refused = flatten_documents([text], 7, wide)
+    rows, refused = flatten_documents([text], 7, wide, LIMITS)
     expected = _python_rows(text, wide)
     if expected is None:
         assert refused == [0]  # the Python path names the error
@@ -341,7 +342,7 @@ def test_kernel_flattens_like_python(doc: dict[str, Any], wide: bool, ascii_only
     text = json.dumps(doc, ensure_ascii=ascii_only)
     _kernel_agrees(text, wide)
     _kernel_agrees(text.encode(), wide)
-    assert flatten_documents([text], 7, wide)[1] == []  # every JSON text we make is taken
+    assert flatten_documents([text], 7, wide, LIMITS)[1] == []  # every JSON text we make is taken
 
 
 number_texts = st.from_regex(
@@ -377,13 +378,13 @@ def test_kernel_on_awkward_texts(text: str | bytes) -> None:
 
 
 def test_kernel_refuses_what_is_not_a_document() -> None:
-    rows, refused = flatten_documents([{"a": 1}, '{"a": 1}', 5, [1]], 1, True)
+    rows, refused = flatten_documents([{"a": 1}, '{"a": 1}', 5, [1]], 1, True, LIMITS)
     assert refused == [2, 3]
     assert rows == [[(1, "a", 0, None, 1.0, 1, None, None), (2, "a", 0, None, 1.0, 1, None, None)]]
 
 
 def _kernel_agrees_on_dict(doc: Any, wide: bool) -> None:
-    rows, refused = flatten_documents([doc], 7, wide)
+    rows, refused = flatten_documents([doc], 7, wide, LIMITS)
     mapping = make_mapping("argo1" if wide else "argo3", "c", None)  # type: ignore[arg-type]
     expected = mapping.row_lists()
     try:
@@ -400,7 +401,7 @@ def _kernel_agrees_on_dict(doc: Any, wide: bool) -> None:
 @given(documents, st.booleans())
 def test_kernel_flattens_dicts_like_python(doc: dict[str, Any], wide: bool) -> None:
     _kernel_agrees_on_dict(doc, wide)
-    assert flatten_documents([doc], 7, wide)[1] == []  # plain JSON-typed dicts are taken
+    assert flatten_documents([doc], 7, wide, LIMITS)[1] == []  # plain JSON-typed dicts are taken
 
 
 class _Text(str):
@@ -512,7 +513,7 @@ def test_kernels_leave_the_garbage_collector_as_they_found_it(enabled: bool) -> 
     was = gc.isenabled()
     try:
         (gc.enable if enabled else gc.disable)()
-        flatten_documents(['{"a": [1, {"b": "x"}]}', {"c": None}], 1, False)
+        flatten_documents(['{"a": [1, {"b": "x"}]}', {"c": None}], 1, False, LIMITS)
         kernel_rebuild([(1, "a", 0, "x", None, None, None, None)])
         rebuild_packed_documents(['[[1, "a", 0, "x", null, null, null, null]]'])
         with pytest.raises(ValueError):
@@ -529,8 +530,8 @@ def test_kernel_groups_rows_for_multi_row_inserts(
     docs: list[dict[str, Any]], wide: bool, group: int
 ) -> None:
     # tuples of `group` rows' values, in order: the single rows run together
-    single, refused = flatten_documents(list(docs), 1, wide)
-    grouped, grouped_refused = flatten_documents(list(docs), 1, wide, group)
+    single, refused = flatten_documents(list(docs), 1, wide, LIMITS)
+    grouped, grouped_refused = flatten_documents(list(docs), 1, wide, LIMITS, group)
     assert grouped_refused == refused
     for rows, tuples in zip(single, grouped, strict=True):
         width = len(rows[0]) if rows else 1
@@ -541,4 +542,4 @@ def test_kernel_groups_rows_for_multi_row_inserts(
 
 def test_kernel_refuses_an_empty_group() -> None:
     with pytest.raises(ValueError, match="group"):
-        flatten_documents(['{"a": 1}'], 1, False, 0)
+        flatten_documents(['{"a": 1}'], 1, False, LIMITS, 0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from tesseradb.documents._argosql import parse_statement
 from tesseradb.documents._collection import Collection
-from tesseradb.documents._keys import flatten_document, rebuild_documents
+from tesseradb.documents._keys import DocumentLimits, flatten_document, rebuild_documents
 from tesseradb.documents._mappings import MAPPINGS
 from tesseradb.documents._store import DEFAULT_BACKEND, DEFAULT_MAPPING, DocumentStore
 
@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_MAPPING",
     "MAPPINGS",
     "Collection",
+    "DocumentLimits",
     "DocumentStore",
     "flatten_document",
     "parse_statement",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from tesseradb.documents._keys import DEFAULT_LIMITS, DocumentLimits
 from tesseradb.errors import DocumentBackendError, ReadOnlyError
 
 __all__ = ["EMBEDDED_BACKENDS", "Backend", "ColumnTypes", "open_backend"]
@@ -77,6 +78,8 @@ class Backend(ABC):
     packs_doubles = True
     # Rows whose values one tuple of insert_rows may hold, one after another.
     rows_per_insert = 1
+    # What one document may hold here (checked at the door of every ingest path).
+    limits: DocumentLimits = DEFAULT_LIMITS
     table_options = ""
 
     def __init__(self, read_only: bool = False) -> None:
@@ -496,6 +499,11 @@ class _ServerBackend(Backend):
 
 class PostgresBackend(_ServerBackend):
     kind = "postgresql"
+    # A string sits in a btree index beside its key (keystr, valstr, ...), and a
+    # btree entry holds at most 2,704 bytes: a longer pair would fail at insert, or
+    # pass only when PostgreSQL can compress it, so the door refuses it plainly.
+    # Its text holds no U+0000 either.
+    limits = DocumentLimits(key_and_string_bytes=2_600, nul=False)
     types = ColumnTypes(
         "BIGINT",
         'TEXT COLLATE "C"',
@@ -556,6 +564,8 @@ class PostgresBackend(_ServerBackend):
 
 class MariaDBBackend(_ServerBackend):
     kind = "mariadb"
+    # valstr is TEXT (65,535 bytes); keystr VARCHAR(512) holds the default key limit
+    limits = DocumentLimits(string_bytes=65_535)
     transactional_ddl = False
     covering_indexes = False
     _COLLATE = "CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"

@@ -253,13 +253,19 @@ class Collection:
         refuses (what it is not sure of) takes the Python path, which raises
         the error naming ``where`` for bad input.
         """
+        limits = self.backend.limits
         rows, refused = flatten_documents(
-            [doc for _, doc in batch], first, self.mapping.wide, self.backend.rows_per_insert
+            [doc for _, doc in batch],
+            first,
+            self.mapping.wide,
+            limits.as_tuple(),
+            self.backend.rows_per_insert,
         )
         for position in refused:
             where, doc = batch[position]
             value = parse_document(doc, where) if isinstance(doc, str | bytes) else doc
-            self.mapping.add_rows(rows, first + position, flatten_document(value, where))
+            leaves = flatten_document(value, f"collection {self.name!r}, {where}", limits)
+            self.mapping.add_rows(rows, first + position, leaves)
         return rows
 
     def insert(self, document: dict[str, Any] | str) -> int:
@@ -382,7 +388,13 @@ class Collection:
                 doc = documents[objid]
                 for path, value in assignments:
                     _assign(doc, path.steps, value, objid)
-                changed.append(flatten_document(doc, f"object {objid} after the UPDATE"))
+                changed.append(
+                    flatten_document(
+                        doc,
+                        f"collection {self.name!r}, object {objid} after the UPDATE",
+                        self.backend.limits,
+                    )
+                )
             self.mapping.delete(objids)
             if objids:
                 self.mapping.insert(objids, changed, delta=True)

@@ -23,14 +23,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tesseradb.errors import DocumentError
+from tesseradb.errors import DocumentError, LimitExceededError
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "EMPTY_DOCUMENT_KEY",
     "KIND_EMPTY_ARRAY",
     "KIND_EMPTY_DOCUMENT",
     "KIND_EMPTY_OBJECT",
     "KIND_NULL",
+    "DocumentLimits",
     "Leaf",
     "Path",
     "escape_key",
@@ -54,6 +56,41 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # A path step is a key (str) or an array subscript (int).
 Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class DocumentLimits:
+    """What one document may hold, checked at the door of every ingest path.
+
+    ``insert``, ``insert_many``, ``load_jsonl``, Argo/SQL ``INSERT`` and
+    ``UPDATE`` all flatten through :func:`flatten_document` (or the Rust
+    kernel, which refuses exactly what it would refuse), so a document past
+    a limit is refused with a :class:`LimitExceededError` naming the object,
+    the key and the limit, and nothing of the call is kept. Each backend
+    may narrow them (``Backend.limits``) where its columns or indexes are
+    narrower.
+    """
+
+    depth: int = 100  # objects and arrays enclosing a value, the document itself counted
+    key_chars: int = 512  # characters of a flattened key (``a.b[3].c``, escapes counted)
+    string_bytes: int = 16 << 20  # UTF-8 bytes of one string value
+    key_and_string_bytes: int = 0  # UTF-8 bytes of a key and its string together; 0: none
+    leaves: int = 100_000  # leaves (rows) of one document
+    nul: bool = True  # keys and strings may hold U+0000
+
+    def as_tuple(self) -> tuple[int, int, int, int, int, bool]:
+        """The limits as ``_core.flatten_documents`` takes them."""
+        return (
+            self.depth,
+            self.key_chars,
+            self.string_bytes,
+            self.key_and_string_bytes,
+            self.leaves,
+            self.nul,
+        )
+
+
+DEFAULT_LIMITS = DocumentLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,11 +197,15 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def flatten_document(doc: Any, where: str = "document") -> list[Leaf]:
+def flatten_document(
+    doc: Any, where: str = "document", limits: DocumentLimits = DEFAULT_LIMITS
+) -> list[Leaf]:
     """The leaves of one document in depth-first order (``ord`` = position).
 
     The reference flattening, and the path for dicts and for JSON text the
     kernel ``tesseradb._core.flatten_documents`` refuses (it raises the errors).
+    A document past one of ``limits`` raises :class:`LimitExceededError`; a
+    string that is not Unicode text (a lone surrogate) :class:`DocumentError`.
     """
     if not isinstance(doc, dict):
         raise DocumentError(
@@ -174,15 +215,20 @@ def flatten_document(doc: Any, where: str = "document") -> list[Leaf]:
     if not doc:
         leaves.append(Leaf(EMPTY_DOCUMENT_KEY, 0, valkind=KIND_EMPTY_DOCUMENT))
         return leaves
-    stack: list[tuple[str, Any]] = []
+    # (flattened key, value, depth: the objects and arrays enclosing the value)
+    stack: list[tuple[str, Any, int]] = []
     for key, value in reversed(list(doc.items())):
-        if not isinstance(key, str):
-            raise DocumentError(f"{where}: object keys must be strings, not {key!r}")
-        stack.append((escape_key(key), value))
+        stack.append((_child_key(None, key, where, limits), value, 1))
     while stack:
-        keystr, value = stack.pop()
+        keystr, value, depth = stack.pop()
         ordinal = len(leaves)
+        if ordinal >= limits.leaves:
+            raise LimitExceededError(
+                f"{where}: more than {limits.leaves:,} leaves (values, empty objects and "
+                f"arrays); a document holds at most {limits.leaves:,}"
+            )
         if isinstance(value, str):
+            _check_string(keystr, value, where, limits)
             leaves.append(Leaf(keystr, ordinal, valstr=value))
         elif isinstance(value, bool):
             leaves.append(Leaf(keystr, ordinal, valbool=value))
@@ -201,20 +247,91 @@ def flatten_document(doc: Any, where: str = "document") -> list[Leaf]:
         elif isinstance(value, dict):
             if not value:
                 leaves.append(Leaf(keystr, ordinal, valkind=KIND_EMPTY_OBJECT))
+                continue
+            _check_depth(keystr, depth + 1, where, limits)
             for key, child in reversed(list(value.items())):
-                if not isinstance(key, str):
-                    raise DocumentError(f"{where}: object keys must be strings, not {key!r}")
-                stack.append((f"{keystr}.{escape_key(key)}", child))
+                stack.append((_child_key(keystr, key, where, limits), child, depth + 1))
         elif isinstance(value, list | tuple):
             if not value:
                 leaves.append(Leaf(keystr, ordinal, valkind=KIND_EMPTY_ARRAY))
+                continue
+            _check_depth(keystr, depth + 1, where, limits)
             for index in range(len(value) - 1, -1, -1):
-                stack.append((f"{keystr}[{index}]", value[index]))
+                stack.append((_child_key(keystr, index, where, limits), value[index], depth + 1))
         else:
             raise DocumentError(
                 f"{where}: {type(value).__name__} at {keystr!r} is not a JSON value"
             )
     return leaves
+
+
+def _child_key(parent: str | None, step: Any, where: str, limits: DocumentLimits) -> str:
+    """The flattened key of ``step`` (an object key or a subscript) under ``parent``."""
+    if isinstance(step, int):
+        keystr = f"{parent}[{step}]"
+    else:
+        if not isinstance(step, str):
+            raise DocumentError(f"{where}: object keys must be strings, not {step!r}")
+        _check_text(step, "key", parent or "the top level", where)
+        if not limits.nul and "\0" in step:
+            raise DocumentError(
+                f"{where}: the key {step!r} under {parent or 'the top level'!r} holds U+0000, "
+                "which this backend cannot store"
+            )
+        keystr = escape_key(step) if parent is None else f"{parent}.{escape_key(step)}"
+    if len(keystr) > limits.key_chars:
+        raise LimitExceededError(
+            f"{where}: the key {_shorten(keystr)!r} is {len(keystr):,} characters long "
+            f"(flattened, escapes counted); keys hold at most {limits.key_chars:,}"
+        )
+    return keystr
+
+
+def _check_depth(keystr: str, depth: int, where: str, limits: DocumentLimits) -> None:
+    if depth > limits.depth:
+        raise LimitExceededError(
+            f"{where}: {_shorten(keystr)!r} is nested {depth} levels deep (objects and arrays, "
+            f"the document counted); documents are nested at most {limits.depth} deep"
+        )
+
+
+def _check_string(keystr: str, value: str, where: str, limits: DocumentLimits) -> None:
+    size = len(_check_text(value, "string", keystr, where))
+    if not limits.nul and "\0" in value:
+        raise DocumentError(
+            f"{where}: the string at {_shorten(keystr)!r} holds U+0000, which this backend "
+            "cannot store"
+        )
+    if size > limits.string_bytes:
+        raise LimitExceededError(
+            f"{where}: the string at {_shorten(keystr)!r} is {size:,} bytes; strings hold "
+            f"at most {limits.string_bytes:,} bytes (UTF-8)"
+        )
+    together = size + len(keystr.encode("utf-8"))
+    if limits.key_and_string_bytes and together > limits.key_and_string_bytes:
+        raise LimitExceededError(
+            f"{where}: the string at {_shorten(keystr)!r} and its key are {together:,} bytes "
+            f"together; this backend's index holds at most {limits.key_and_string_bytes:,}"
+        )
+
+
+def _check_text(text: str, what: str, at: str, where: str) -> bytes:
+    """``text`` as UTF-8, or a DocumentError naming where a lone surrogate sits."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise DocumentError(
+            f"{where}: the {what} at {_shorten(at)!r} is not Unicode text: it holds a lone "
+            f"surrogate ({text[err.start]!r}) at character {err.start}"
+        ) from None
+
+
+def _shorten(text: str, length: int = 60) -> str:
+    """``text``, or its start and end around "..." when it is longer than ``length``."""
+    if len(text) <= length:
+        return text
+    tail = length // 3
+    return text[: length - tail - 3] + "..." + text[-tail:]
 
 
 class _Builder:
