@@ -17,9 +17,11 @@ Layout of a database directory::
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
+import sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 
     from tesseradb.arrays import Array
     from tesseradb.attached import Attachment
+    from tesseradb.checks import CheckReport
     from tesseradb.documents import Collection, DocumentStore
     from tesseradb.records import Stream
 
@@ -92,6 +95,18 @@ def connect(path: str | os.PathLike[str], read_only: bool = False) -> Database:
     return Database(path, read_only=read_only)
 
 
+# databases still open, closed at interpreter exit while the writer threads
+# still run (a __del__ during finalization could only wait for them for ever)
+_OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_databases() -> None:
+    for database in list(_OPEN):
+        with contextlib.suppress(Exception):
+            database.close()
+
+
 class Database:
     """An open TesseraDB database. Use as a context manager, or call :meth:`close`."""
 
@@ -116,6 +131,7 @@ class Database:
         self._documents: DocumentStore | None = None  # opened with the first collection
         self._engine = SQLEngine(self, self.path / TABLE_STORE_FILE, read_only)
         self._closed = False
+        _OPEN.add(self)
 
     def _prepare_directory(self) -> bool:
         """Check the path is (or may become) a database; return whether to create it."""
@@ -165,6 +181,10 @@ class Database:
         self.close()
 
     def __del__(self) -> None:
+        if sys.is_finalizing():
+            # the writer threads are frozen by now: waiting on them would hang;
+            # _close_open_databases has closed everything that was still open
+            return
         with contextlib.suppress(Exception):
             self.close()
 
@@ -696,6 +716,51 @@ class Database:
         if obj.kind in PLAIN_KINDS:
             return self.sql(f"SELECT * FROM {quote_identifier(obj.name)} LIMIT 0").arrow().schema
         raise ObjectNotFoundError(f"{name!r} is a {obj.kind}, which this version cannot describe")
+
+    # --- checking ---------------------------------------------------------------
+    def check(self, repair: bool = False) -> CheckReport:
+        """Verify every object's storage; with ``repair``, set aside what cannot be read.
+
+        Streams: the call log and every committed segment read whole
+        (lengths, checksums); arrays: every written chunk of every version
+        decoded (CRC-32C); collections: the backend's integrity and tables;
+        attachments: the files and every sidecar index; the catalog and the
+        table store against each other. ``repair=True`` (a writable
+        database) moves unreadable segments and indexes aside, drops
+        unreadable chunks from a new version, and says in each finding what
+        was lost, so the rest stays queryable.
+        """
+        from tesseradb.checks import CheckReport
+
+        self._check_open()
+        if repair:
+            self._check_writable("repair the database")
+        report = CheckReport(self.path, repair)
+        for obj in self.catalog.objects():
+            if obj.kind == STREAM_KIND:
+                self._check_stream(obj.name, obj.spec, repair, report)
+        return report
+
+    def _check_stream(
+        self, name: str, spec: dict[str, Any], repair: bool, report: CheckReport
+    ) -> None:
+        from tesseradb.records import RecordDescriptor, check_stream
+
+        stream = self._streams.get(name.lower())
+        if stream is not None and not self.read_only:
+            stream.flush()  # what is in memory is checked on disk too
+        directory = self.path / "streams" / name
+        if not directory.is_dir():
+            from tesseradb.checks import Finding
+
+            report.findings.append(Finding(name, f"directory streams/{name}", "is missing"))
+            return
+        descriptor = RecordDescriptor.from_dict(spec["descriptor"])
+        findings, verified = check_stream(name, descriptor, directory, repair)
+        report.findings.extend(findings)
+        report.verified.append(verified)
+        if stream is not None and any(f.repaired for f in findings):
+            stream.reload()  # serve what repair kept
 
     # --- information ------------------------------------------------------------
     def info(self) -> DatabaseInfo:

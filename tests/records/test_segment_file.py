@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -91,8 +93,10 @@ def test_the_layout_is_as_documented(tmp_path: Path) -> None:
     write_segment(path, segment, DESCRIPTOR, compress=False)
     data = path.read_bytes()
     magic, version, header_size, _, total = struct.unpack_from("<8sIIQQ", data)
-    assert (magic, version, header_size, total) == (MAGIC, 1, HEADER_SIZE, len(data))
+    assert (magic, version, header_size, total) == (MAGIC, 2, HEADER_SIZE, len(data))
     section, dims = struct.unpack_from("<II", data, HEADER_SIZE)
+    (crc,) = struct.unpack_from("<I", data, 60)  # of the header's first 60 bytes and the box
+    assert crc == zlib.crc32(data[HEADER_SIZE : HEADER_SIZE + section], zlib.crc32(data[:60]))
     assert dims == 3 and struct.unpack_from("<3I", data, HEADER_SIZE + 8) == (
         3,
         4,
@@ -101,6 +105,36 @@ def test_the_layout_is_as_documented(tmp_path: Path) -> None:
     tree_at = HEADER_SIZE + section
     _, first, nodes = struct.unpack_from("<III", data, tree_at)
     assert nodes == 10 and first == 0
+
+
+def test_a_flipped_bit_in_the_header_or_the_box_is_found_by_reading_the_header(
+    tmp_path: Path,
+) -> None:
+    """The box decides which queries read a segment: a damaged one must not go unseen."""
+    segment = one_segment(50)
+    path = tmp_path / "seg.tsdb"
+    write_segment(path, segment, DESCRIPTOR)
+    good = path.read_bytes()
+    section = struct.unpack_from("<I", good, HEADER_SIZE)[0]
+    for at in [*range(8, 60, 7), *range(HEADER_SIZE + 8, HEADER_SIZE + section, 5)]:
+        data = bytearray(good)
+        data[at] ^= 0x10
+        path.write_bytes(bytes(data))
+        with pytest.raises(SegmentFileError):
+            read_header(path)
+
+
+def test_layout_1_files_are_still_read(tmp_path: Path) -> None:
+    segment = one_segment(20)
+    path = tmp_path / "seg.tsdb"
+    write_segment(path, segment, DESCRIPTOR)
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<I", data, 8, 1)  # version 1: no header CRC, zero padding
+    struct.pack_into("<I", data, 60, 0)
+    digest = hashlib.sha256(bytes(data[:-32])).digest()
+    path.write_bytes(bytes(data[:-32]) + digest)
+    assert read_header(path).layout_version == 1
+    assert read_segment(path, DESCRIPTOR).num_records == 20
 
 
 @pytest.mark.parametrize("damage", ["truncated", "flipped", "foreign", "empty", "other-format"])
@@ -149,11 +183,13 @@ def _column_entries(data: bytes) -> list[tuple[int, int, int, int]]:
 
 
 def _reseal(data: bytes | bytearray) -> bytes:
-    """The file's bytes with the checksum recomputed, as a writer with a bug would leave them."""
-    import hashlib
-
-    body = bytes(data[:-32])
-    return body + hashlib.sha256(body).digest()
+    """The file's bytes with the checksums (the header's, the file's) recomputed, as a
+    writer with a bug would leave them."""
+    body = bytearray(data[:-32])
+    section = struct.unpack_from("<I", body, HEADER_SIZE)[0]
+    crc = zlib.crc32(body[HEADER_SIZE : HEADER_SIZE + section], zlib.crc32(body[:60]))
+    struct.pack_into("<I", body, 60, crc)
+    return bytes(body) + hashlib.sha256(bytes(body)).digest()
 
 
 def test_columns_are_stored_byte_shuffled_where_that_is_smaller(tmp_path: Path) -> None:

@@ -186,16 +186,28 @@ def test_reopening_rebuilds_the_index_and_refuses_damaged_segments(tmp_path: Pat
         stream = db.stream("s")
         assert len(stream.problems) == 1 and "torn" in stream.problems[0]
         assert not list((path / "streams" / "s").glob("*.tmp"))
-        with pytest.raises(tesseradb.records.SegmentFileError, match="checksum"):
+        # a query that needs a damaged segment fails naming it, never answers without it
+        with pytest.raises(tesseradb.records.SegmentFileError, match=r"torn|checksum"):
             db.sql("SELECT count(*) FROM s").fetchall()
-        flipped.unlink()  # the user removes the damaged file; the rest still answers
+        report = db.check()
+        assert not report.ok and {f.part.split()[1] for f in report.findings} == {
+            str(int(torn.stem)),
+            str(int(flipped.stem)),
+        }
+        repaired = db.check(repair=True)  # sets the two aside; the rest answers again
+        assert repaired.ok and len(repaired.findings) == 2
+        lost = sum(int(f.lost.split()[0].replace(",", "")) for f in repaired.findings)
+        assert all("records" in f.lost for f in repaired.findings)
     with tesseradb.connect(path) as db:
         stream = db.stream("s")
         kept = stream.num_records
-        assert 0 < kept < 4000
+        assert not stream.problems and kept == 4000 - lost and 0 < kept < 4000
         assert db.sql("SELECT count(*) FROM s").scalar() == kept
+        assert db.check().ok
         stream.ingest(records(10, 9, start=10_000), durable=True)  # and it takes new data
         assert db.sql("SELECT count(*) FROM s WHERE id >= 10000").scalar() == 10
+    quarantined = sorted(p.name for p in (path / "streams" / "s" / "quarantine").iterdir())
+    assert quarantined == sorted([torn.name, flipped.name])
 
 
 def test_csv_ingest_with_and_without_header_and_from_file_objects(db: Any, tmp_path: Path) -> None:

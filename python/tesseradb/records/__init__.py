@@ -9,6 +9,7 @@ background and answers range queries, in SQL too. The kernels are in
 
 from __future__ import annotations
 
+from tesseradb.records._check import check_stream
 from tesseradb.records._descriptor import DescriptorError, Field, RecordDescriptor
 from tesseradb.records._segment_file import SegmentFileError
 from tesseradb.records._stream import CSVError, Stream, StreamOptions, StreamWriteError
@@ -22,4 +23,5 @@ __all__ = [
     "Stream",
     "StreamOptions",
     "StreamWriteError",
+    "check_stream",
 ]

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from tesseradb.errors import InvalidArgumentError
+
 __all__ = ["CacheStats", "ClockCache"]
 
 V = TypeVar("V")
@@ -33,7 +35,7 @@ class ClockCache(Generic[V]):
 
     def __init__(self, capacity: int, size: Callable[[V], int]) -> None:
         if capacity < 0:
-            raise ValueError("a cache capacity is a number of bytes, 0 or more")
+            raise InvalidArgumentError("a cache capacity is a number of bytes, 0 or more")
         self.capacity = capacity
         self._size = size
         self._slots: list[int] = []  # keys on the circle

@@ -4,8 +4,11 @@ All integers little-endian. A file is:
 
 - header (64 bytes): magic ``TSDBSEG1``, layout version (u32), header size
   (u32), segment id (u64), total length in bytes including the checksum
-  (u64), record format UUID (16 bytes), record count (u64), flags (u32), zero
-  padding to 64 bytes;
+  (u64), record format UUID (16 bytes), record count (u64), flags (u32), and
+  (layout 2) the CRC-32 of the header's first 60 bytes and the indexing
+  section (u32): opening a stream reads only headers, and the bounding box
+  they give decides which queries read the segment, so it is checked too
+  (layout 1 files have zero padding there and are read unchecked);
 - indexing section: section length (u32), dimension count d (u32), for each
   dimension the position of its field in the record (u32), then d minimums
   and d maximums (f64; NaN as a maximum means the segment holds NaN, which
@@ -34,6 +37,7 @@ import hashlib
 import os
 import struct
 import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,11 +63,13 @@ __all__ = [
 
 MAGIC = b"TSDBSEG1"
 TEMPORARY_SUFFIX = ".tmp"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # written; 1 (without the header's CRC) is still read
+READABLE_VERSIONS = (1, 2)
 HEADER_SIZE = 64
 _HEADER = struct.Struct(
     "<8sIIQQ16sQI"
 )  # magic, version, header size, id, total length, uuid, count, flags
+_HEADER_CRC = struct.Struct("<I")  # at _HEADER.size: CRC-32 of the header and indexing section
 FLAG_ZSTD = 1
 _RAW = 0  # column encodings; 1 (zstd) and 2 (byte-shuffled zstd) are decoded by _core
 ZSTD_LEVEL = 1
@@ -78,6 +84,8 @@ class SegmentHeader:
     flags: int
     lo: list[float]
     hi: list[float]
+    layout_version: int = LAYOUT_VERSION
+    file_size: int = 0  # the file's length when the header was read
 
 
 def write_segment(
@@ -130,7 +138,7 @@ def write_segment(
         *columns,
     ]
     total = HEADER_SIZE + sum(len(part) for part in body) + 32
-    header = _HEADER.pack(
+    fields = _HEADER.pack(
         MAGIC,
         LAYOUT_VERSION,
         HEADER_SIZE,
@@ -139,7 +147,9 @@ def write_segment(
         uuid.UUID(descriptor.typeid).bytes,
         segment.num_records,
         FLAG_ZSTD if compress else 0,
-    ).ljust(HEADER_SIZE, b"\0")
+    )
+    crc = zlib.crc32(body[1], zlib.crc32(body[0], zlib.crc32(fields)))
+    header = (fields + _HEADER_CRC.pack(crc)).ljust(HEADER_SIZE, b"\0")
     digest = hashlib.sha256(header)
     tmp = path.with_name(path.name + TEMPORARY_SUFFIX)
     with open(tmp, "wb") as f:
@@ -156,18 +166,24 @@ def write_segment(
     return total
 
 
-def read_header(path: Path) -> SegmentHeader:
-    """The header and bounding box of a segment file (reads its first bytes only)."""
+def read_header(path: Path, check_size: bool = True) -> SegmentHeader:
+    """The header and bounding box of a segment file (reads its first bytes only).
+
+    With ``check_size=False`` a file whose length differs from what its
+    (checked) header says is returned all the same, ``file_size`` telling:
+    its bounding box is still known, so the queries that would need it can
+    be refused while the others are answered.
+    """
     with open(path, "rb") as f:
         prefix = f.read(_HEADER_PREFIX)
         size = os.fstat(f.fileno()).st_size
-    return _parse_header(prefix, size, path)
+    return _parse_header(prefix, size, path, check_size)
 
 
 _HEADER_PREFIX = HEADER_SIZE + 8 + 20 * 9  # header, indexing section up to 9 dimensions
 
 
-def _parse_header(data: bytes, size: int, path: Path) -> SegmentHeader:
+def _parse_header(data: bytes, size: int, path: Path, check_size: bool = True) -> SegmentHeader:
     """The header of a segment from the first bytes of its file (``size``: the file's length)."""
     if len(data) < HEADER_SIZE + 8:
         raise SegmentFileError(
@@ -176,20 +192,37 @@ def _parse_header(data: bytes, size: int, path: Path) -> SegmentHeader:
     magic, version, header_size, seg_id, total, typeid, count, flags = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise SegmentFileError(f"{path} is not a TesseraDB segment file")
-    if version != LAYOUT_VERSION or header_size != HEADER_SIZE:
+    if version not in READABLE_VERSIONS or header_size != HEADER_SIZE:
         raise SegmentFileError(
-            f"segment file {path} has layout version {version}; this TesseraDB reads {LAYOUT_VERSION}"
+            f"segment file {path} has layout version {version} (header of {header_size} bytes); "
+            f"this TesseraDB reads {', '.join(map(str, READABLE_VERSIONS))}"
         )
-    if size != total:
+    (section, dims) = struct.unpack_from("<II", data, HEADER_SIZE)
+    if not 1 <= dims <= 9 or section != 4 + 4 + 20 * dims:
+        raise SegmentFileError(
+            f"segment file {path} is corrupt: its header has {dims} indexing dimensions"
+        )
+    if len(data) < HEADER_SIZE + section:
+        raise SegmentFileError(
+            f"segment file {path} is torn: {len(data)} bytes, shorter than its header"
+        )
+    if version >= 2:
+        (stored,) = _HEADER_CRC.unpack_from(data, _HEADER.size)
+        crc = zlib.crc32(
+            data[HEADER_SIZE : HEADER_SIZE + section], zlib.crc32(data[: _HEADER.size])
+        )
+        if crc != stored:
+            raise SegmentFileError(
+                f"segment file {path} is corrupt: its header's checksum does not match"
+            )
+    if size != total and check_size:
         raise SegmentFileError(
             f"segment file {path} is torn: {size} bytes, its header says {total}"
         )
-    (_section, dims) = struct.unpack_from("<II", data, HEADER_SIZE)
-    if not 1 <= dims <= 9:
-        raise SegmentFileError(f"segment file {path} is corrupt: {dims} indexing dimensions")
     values = struct.unpack_from(f"<{dims}I{dims}d{dims}d", data, HEADER_SIZE + 8)
     lo, hi = list(values[dims : 2 * dims]), list(values[2 * dims :])
-    return SegmentHeader(seg_id, total, str(uuid.UUID(bytes=typeid)), count, flags, lo, hi)
+    typeid_text = str(uuid.UUID(bytes=typeid))
+    return SegmentHeader(seg_id, total, typeid_text, count, flags, lo, hi, version, size)
 
 
 def read_segment(path: Path, descriptor: RecordDescriptor) -> Segment:

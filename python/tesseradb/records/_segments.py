@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any
 
+from tesseradb.errors import InvalidArgumentError, SegmentFileError
 from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
 from tesseradb.sql.predicate import ColumnDomain, Predicate
 
@@ -116,6 +117,11 @@ class SegmentStore:
         self._tree = _core.SegmentTree(len(descriptor.index))
         self._resident: dict[int, Segment] = {}  # not yet on disk: pinned in memory
         self._stored: dict[int, int] = {}  # on disk: id -> records
+        # committed segments that cannot be served, with why: those whose box is known
+        # are in the R*-tree, so a query that meets them fails; the others (missing
+        # file, unreadable header) make every query fail, as any could need them
+        self._damaged: dict[int, str] = {}
+        self._unplaced: dict[int, str] = {}
         self._cache = cache
         self._load = load
         self._next_id = 1
@@ -162,6 +168,51 @@ class SegmentStore:
             self._stored[segment_id] = rows
             self._next_id = max(self._next_id, segment_id + 1)
 
+    def add_damaged(
+        self,
+        segment_id: int,
+        reason: str,
+        rows: int = 0,
+        box: tuple[list[float], list[float]] | None = None,
+    ) -> None:
+        """Record a committed segment that cannot be served (``reason`` says why).
+
+        With its ``box``, queries whose box meets it fail with ``reason``;
+        without, every query does.
+        """
+        with self._lock:
+            if box is not None:
+                self._tree.insert(segment_id, *box)
+                self._damaged[segment_id] = reason
+            else:
+                self._unplaced[segment_id] = reason
+            self._next_id = max(self._next_id, segment_id + 1)
+
+    def reserve_ids(self, next_id: int) -> None:
+        """Give new segments ids from ``next_id`` on at least (ids of files left by a crash)."""
+        with self._lock:
+            self._next_id = max(self._next_id, next_id)
+
+    @property
+    def damage(self) -> dict[int, str]:
+        """Committed segments that cannot be served, by id, with the reason."""
+        with self._lock:
+            return {**self._damaged, **self._unplaced}
+
+    def _refuse_damage(self, ids: Sequence[int]) -> None:
+        """Fail a query that needs a damaged segment, or any query while one has no place."""
+        hint = "; `tessera check --repair` sets it aside so the rest can be read"
+        if self._unplaced:
+            first = min(self._unplaced)
+            raise SegmentFileError(
+                f"{self._unplaced[first]}: its records could match any query, so none can "
+                f"be answered exactly{hint}"
+            )
+        for segment_id in ids:
+            reason = self._damaged.get(segment_id)
+            if reason is not None:
+                raise SegmentFileError(f"{reason}; this query needs its records{hint}")
+
     def mark_written(self, segment: Segment) -> None:
         """``segment`` is on disk: unpin it, leaving it in the cache for queries."""
         with self._lock:
@@ -201,7 +252,9 @@ class SegmentStore:
                 )
             try:
                 if column.type != field.type:
-                    column = column.cast(field.type, safe=True)
+                    cast = column.cast(field.type, safe=True)
+                    _check_no_overflow(field.name, column, cast)
+                    column = cast
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise DescriptorError(
                     f"column {field.name!r} ({column.type}) does not fit {field.type}: {err}"
@@ -342,6 +395,8 @@ class SegmentStore:
         with self._lock:
             self._resident.clear()
             self._stored.clear()
+            self._damaged.clear()
+            self._unplaced.clear()
             self._tree = _core.SegmentTree(len(self.descriptor.index))
 
     def rows_in(self, ids: Sequence[int]) -> int:
@@ -419,6 +474,7 @@ class SegmentStore:
 
         box = self.query_box(predicate)
         ids = self.segment_ids(box)
+        self._refuse_damage(ids)
         if box is None or not ids:
             return
         names = list(self.schema.names if columns is None else columns)
@@ -595,14 +651,32 @@ def check_segmentation(
 ) -> None:
     """Refuse segmentation settings outside their meanings (ValueError naming the setting)."""
     if scheme not in SCHEMES:
-        raise ValueError(f"scheme must be one of {SCHEMES}, not {scheme!r}")
+        raise InvalidArgumentError(f"scheme must be one of {SCHEMES}, not {scheme!r}")
     if iterator not in ITERATORS:
-        raise ValueError(f"iterator must be one of {ITERATORS}, not {iterator!r}")
+        raise InvalidArgumentError(f"iterator must be one of {ITERATORS}, not {iterator!r}")
     for name, value in (("max_chunk_records", max_chunk_records), ("segment_bytes", segment_bytes)):
         if value < 1:
-            raise ValueError(f"{name} must be at least 1, not {value}")
+            raise InvalidArgumentError(f"{name} must be at least 1, not {value}")
     if overpacking <= 0:
-        raise ValueError(f"overpacking must be positive, not {overpacking}")
+        raise InvalidArgumentError(f"overpacking must be positive, not {overpacking}")
+
+
+def _check_no_overflow(name: str, before: Any, after: Any) -> None:
+    """A float cast that made a finite value infinite (1e39 into float32) is refused:
+    Arrow's safe casts check integers, not float overflow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_floating(after.type):
+        return
+    was_finite = pc.invert(pc.is_inf(before)) if pa.types.is_floating(before.type) else None
+    grown = pc.is_inf(after) if was_finite is None else pc.and_(pc.is_inf(after), was_finite)
+    if pc.any(grown).as_py():
+        row = pc.index(grown, True).as_py()
+        raise DescriptorError(
+            f"column {name!r} at row {row}: {before[row].as_py()!r} is outside the range of "
+            f"{after.type}"
+        )
 
 
 def index_keys(data: pa.RecordBatch, descriptor: RecordDescriptor) -> np.ndarray:

@@ -1,16 +1,26 @@
 """A record stream: ingest, asynchronous persistence, the segment cache and queries (MDDS).
 
-A :class:`Stream` owns a directory of segment files and a
+A :class:`Stream` owns a directory of segment files, its call log and a
 :class:`SegmentStore`. ``ingest`` builds a call's segments in the caller's
 thread (the Rust work runs without the GIL, so feeder threads ingest in
-parallel) and publishes them together: from then on queries see them. The
-segments go on a queue; writer threads wake every ``writer_period_ms`` (or
-at once when ``flush`` asks), write them to temporary names, fsync, rename,
-fsync the directory, and only then unpin them from memory (they stay in the
-segment cache). ``flush`` returns once everything ingested before it is
-durable. Reopening a stream rebuilds the R*-tree from the segment files'
-headers; a file that fails its checks is reported in ``problems`` and never
-served.
+parallel) and publishes them together: from then on queries in this
+process see them. The segments go on a queue; writer threads wake every
+``writer_period_ms`` (or at once when ``flush`` asks), write them to
+temporary names, fsync, rename, fsync the directory, and unpin them from
+memory (they stay in the segment cache); once every segment of a call is on
+disk, the call's record is appended to the call log (:mod:`._calls`) and
+fsynced, and only then is the call durable. ``flush`` returns once
+everything ingested before it is durable.
+
+Opening a stream reads the call log and rebuilds the R*-tree from the
+headers of the committed calls' segment files; segment files of calls that
+never committed (a crash cut them short) are not served, and a writer
+removes them. A read-only stream reads the log's new records before each
+query, so it sees other processes' calls as they commit, each whole. A
+committed segment that is missing or damaged is reported in ``problems``
+and never served: a query that would need it fails with
+:class:`SegmentFileError` naming it, until ``tessera check --repair`` sets
+it aside.
 
 The stream is a relation: SQL predicates on indexing fields go to the
 R*-tree and the segments' kd-trees, the others filter the found records.
@@ -21,16 +31,24 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from tesseradb.errors import CSVError, ReadOnlyError, StreamWriteError, TesseraError
+from tesseradb.errors import (
+    CSVError,
+    InvalidArgumentError,
+    ReadOnlyError,
+    StreamWriteError,
+    TesseraError,
+)
 from tesseradb.records._cache import ClockCache
+from tesseradb.records._calls import CallLog, CallRecord
 from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
 from tesseradb.records._segment_file import (
     TEMPORARY_SUFFIX,
@@ -51,6 +69,7 @@ __all__ = ["CSVError", "Stream", "StreamOptions", "StreamWriteError"]
 
 SEGMENT_SUFFIX = ".seg"
 CSV_BLOCK_BYTES = 16 << 20  # bytes of CSV text parsed at a time
+WRITE_BATCH = 64  # segments a writer puts on disk before it commits the calls they complete
 
 
 @dataclass(frozen=True)
@@ -73,17 +92,21 @@ class StreamOptions:
             self.max_chunk_records, self.segment_bytes, self.scheme, self.overpacking, self.iterator
         )
         if self.compression not in ("zstd", "none"):
-            raise ValueError(f"compression must be 'zstd' or 'none', not {self.compression!r}")
+            raise InvalidArgumentError(
+                f"compression must be 'zstd' or 'none', not {self.compression!r}"
+            )
         if self.writer_threads < 1:
-            raise ValueError(f"writer_threads must be at least 1, not {self.writer_threads}")
+            raise InvalidArgumentError(
+                f"writer_threads must be at least 1, not {self.writer_threads}"
+            )
         if self.cache_bytes < 0 or self.writer_period_ms < 0:
-            raise ValueError("cache_bytes and writer_period_ms must not be negative")
+            raise InvalidArgumentError("cache_bytes and writer_period_ms must not be negative")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StreamOptions:
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"unknown stream options {sorted(unknown)}; "
                 f"options are {', '.join(cls.__dataclass_fields__)}"
             )
@@ -123,10 +146,17 @@ class Stream:
             load=self._load,
         )
         self._bytes_on_disk = 0
+        self._log = CallLog(directory)
+        self._refresh_lock = threading.Lock()
+        self._refreshes = False  # reads the call log's new records before queries
         self._open_directory()
         # the writer: queued segments, how many are in flight, errors to report
         self._queue: list[Segment] = []
-        self._unwritten: set[int] = set()
+        self._unwritten: set[int] = set()  # ids of segments whose call is not yet committed
+        self._call_of: dict[int, int] = {}  # segment id -> its call's first segment id
+        self._calls: dict[int, list[int]] = {}  # first id -> [segments, left to write, records]
+        self._uncommitted: list[CallRecord] = []  # whole on disk; their log append failed
+        self._log_lock = threading.Lock()
         self._wake = threading.Condition()
         self._flush_requested = 0
         self._write_error: BaseException | None = None
@@ -142,36 +172,160 @@ class Stream:
 
     # --- opening ------------------------------------------------------------------
     def _open_directory(self) -> None:
-        """Index the segment files on disk by their headers; report and skip bad ones."""
+        """Serve the committed calls' segments (by their headers); report what is amiss.
+
+        A writer first removes temporary files (writes never confirmed), makes
+        the call log of a stream written before there was one, cuts a torn
+        last log record and, once the log is read whole, removes the segment
+        files of calls that never committed.
+        """
+        files = self._segment_files()
         if not self.read_only:
             self.directory.mkdir(parents=True, exist_ok=True)
-            for leftover in self.directory.glob(f"*{SEGMENT_SUFFIX}{TEMPORARY_SUFFIX}"):
+            for leftover in self.directory.glob(f"*{TEMPORARY_SUFFIX}"):
                 leftover.unlink()  # a write interrupted before its rename: never confirmed
-        if not self.directory.exists():
+            if not self._log.exists:
+                self._make_log(files)
+        if not self._log.exists:
+            # read-only, and written before there was a call log: every file is served
+            for segment_id in sorted(files):
+                self._add_segment(segment_id, None)
             return
-        for path in sorted(self.directory.glob(f"*{SEGMENT_SUFFIX}")):
+        committed: set[int] = set()
+        for call in self._log.read_new(self.name):
+            committed.update(self._add_call(call))
+        self.problems.extend(self._log.damaged)
+        self._store.reserve_ids(max([*files, *committed], default=0) + 1)
+        if self.read_only:
+            self._refreshes = True
+            return
+        self._log.cut_torn_tail()
+        orphans = sorted(set(files) - committed)
+        if orphans and not self._log.damaged:
+            # parts of calls a crash cut short: never committed, never served
+            for segment_id in orphans:
+                files[segment_id].unlink(missing_ok=True)
+            fsync_directory(self.directory)
+        elif orphans:
+            self.problems.append(
+                f"stream {self.name!r}: segment files {_id_ranges(orphans)} belong to no "
+                "committed call and are kept (the call log is damaged, so they may be "
+                "committed ones); `tessera check --repair` sets them aside"
+            )
+
+    def reload(self) -> None:
+        """Read the stream's files again (after ``tessera check --repair`` changed them).
+
+        Everything ingested is flushed first; ingest must not run meanwhile.
+        """
+        if not self.read_only:
+            self.flush()
+        with self._refresh_lock:
+            self._store.clear()
+            self._cache.clear()
+            self.problems = []
+            self._bytes_on_disk = 0
+            self._log = CallLog(self.directory)
+            self._open_directory()
+
+    def _segment_files(self) -> dict[int, Path]:
+        """The segment files in the directory, by the id their name gives."""
+        found = {}
+        if self.directory.exists():
+            for path in self.directory.glob(f"*{SEGMENT_SUFFIX}"):
+                if path.stem.isdigit():
+                    found[int(path.stem)] = path
+        return found
+
+    def _make_log(self, files: dict[int, Path]) -> None:
+        """The call log of a stream written before there was one: each file a call of its own."""
+        calls = []
+        newest = 0
+        for segment_id in sorted(files):
             try:
-                header = read_header(path)
-                if header.typeid != self.descriptor.typeid:
-                    raise SegmentFileError(
-                        f"segment file {path} holds records of format {header.typeid}, "
-                        f"not {self.descriptor.typeid}"
-                    )
-                if path.stem != f"{header.segment_id:012d}":
-                    raise SegmentFileError(
-                        f"segment file {path} holds segment {header.segment_id}, not its name's"
-                    )
-            except SegmentFileError as err:
-                self.problems.append(str(err))
-                continue
-            self._store.add_stored(header.segment_id, header.record_count, header.lo, header.hi)
-            self._bytes_on_disk += header.total_length
+                header = read_header(files[segment_id], check_size=False)
+                records = header.record_count
+                newest = max(newest, header.layout_version)
+            except SegmentFileError:
+                records = 0
+            calls.append(CallRecord(segment_id, 1, records))
+        self._log.create(calls)
+        if newest >= 2:  # written by a TesseraDB that keeps a log: the log was lost
+            self.problems.append(
+                f"stream {self.name!r}: its call log was missing and was made again from "
+                f"{len(calls)} segment files; a call a crash cut short before the log was lost "
+                "may be served in part"
+            )
+
+    def _add_call(self, call: CallRecord) -> range:
+        """Serve a committed call's segments; missing or damaged ones are recorded as such."""
+        for segment_id in call.ids:
+            self._add_segment(segment_id, call)
+        return call.ids
+
+    def _add_segment(self, segment_id: int, call: CallRecord | None) -> None:
+        path = self._path(segment_id)
+        of_call = (
+            f" (of the call of segments {call.first}..{call.first + call.count - 1})"
+            if call is not None and call.count > 1
+            else ""
+        )
+        try:
+            header = read_header(path, check_size=False)
+        except FileNotFoundError:
+            reason = f"stream {self.name!r}: segment file {path} is missing{of_call}"
+            self.problems.append(reason)
+            self._store.add_damaged(segment_id, reason)
+            return
+        except SegmentFileError as err:
+            reason = f"stream {self.name!r}: {err}{of_call}"
+            self.problems.append(reason)
+            self._store.add_damaged(segment_id, reason)
+            return
+        reason = None
+        if header.typeid != self.descriptor.typeid:
+            reason = f"holds records of format {header.typeid}, not {self.descriptor.typeid}"
+        elif header.segment_id != segment_id:
+            reason = f"holds segment {header.segment_id}, not its name's"
+        elif header.file_size != header.total_length:
+            reason = f"is torn: {header.file_size} bytes, its header says {header.total_length}"
+        if reason is not None:
+            message = f"stream {self.name!r}: segment file {path} {reason}{of_call}"
+            self.problems.append(message)
+            placed = header.segment_id == segment_id and header.typeid == self.descriptor.typeid
+            box = (header.lo, header.hi) if placed else None
+            self._store.add_damaged(segment_id, message, header.record_count, box)
+            return
+        self._store.add_stored(segment_id, header.record_count, header.lo, header.hi)
+        self._bytes_on_disk += header.total_length
+
+    def _refresh(self) -> None:
+        """Serve the calls other processes committed since the last look (read-only streams)."""
+        if not self._refreshes or self._log.size() <= self._log.offset:
+            return
+        with self._refresh_lock:
+            seen = len(self._log.damaged)
+            for call in self._log.read_new(self.name):
+                self._add_call(call)
+            self.problems.extend(self._log.damaged[seen:])
 
     def _path(self, segment_id: int) -> Path:
         return self.directory / f"{segment_id:012d}{SEGMENT_SUFFIX}"
 
     def _load(self, segment_id: int) -> Segment:
-        return read_segment(self._path(segment_id), self.descriptor)
+        """A stored segment read back and checked (checksum, format) for the segment cache."""
+        path = self._path(segment_id)
+        try:
+            return read_segment(path, self.descriptor)
+        except (SegmentFileError, FileNotFoundError) as err:
+            what = f"segment file {path} is missing" if isinstance(err, FileNotFoundError) else err
+            problem = f"stream {self.name!r}: {what}"
+            if problem not in self.problems:
+                self.problems.append(problem)
+            raise SegmentFileError(
+                f"{problem}; this query needs its records; `tessera check --repair` sets it "
+                "aside so the rest can be read"
+            ) from None
 
     # --- ingest -----------------------------------------------------------------------
     def ingest(self, data: Any, *, durable: bool = False, header: bool | None = None) -> int:
@@ -189,9 +343,14 @@ class Stream:
             segments = self._prepare_csv(data, header)
         else:
             segments = self._store.prepare(self._store.conform(data))
-        self._store.publish(segments)
+        self._store.publish(segments)  # gives the call's segments consecutive ids
         if segments:
+            first = segments[0].id
             with self._wake:
+                records = sum(s.num_records for s in segments)
+                self._calls[first] = [len(segments), len(segments), records]
+                for seg in segments:
+                    self._call_of[seg.id] = first
                 self._unwritten.update(s.id for s in segments)
                 self._queue.extend(segments)
                 if durable:
@@ -233,15 +392,18 @@ class Stream:
             with self._wake:
                 if not self._flush_requested and not self._closing:
                     self._wake.wait(period)  # the activation period; flush and close wake us early
-                if not self._queue:
+                if not self._queue and not self._uncommitted:
                     if self._closing:
                         return
                     continue
-                share = -(-len(self._queue) // threads)  # the writers split the queue
+                # the writers split the queue, in batches small enough that calls
+                # commit (and reach readers and flush) while ingest runs ahead
+                share = min(-(-len(self._queue) // threads), WRITE_BATCH)
                 batch, self._queue = self._queue[:share], self._queue[share:]
             self._write(batch)
 
     def _write(self, batch: list[Segment]) -> None:
+        """Put ``batch`` on disk, then commit the calls it completes to the call log."""
         compress = self.options.compression == "zstd"
         written = []
         try:
@@ -250,21 +412,45 @@ class Stream:
                     self._path(seg.id), seg, self.descriptor, compress, sync_directory=False
                 )
                 written.append((seg, size))
-            fsync_directory(self.directory)  # the renames are durable now
+            if batch:
+                fsync_directory(self.directory)  # the renames are durable now
         except BaseException as err:  # disk full, I/O error: keep them queued, report on flush
-            with self._wake:
-                self._write_error = err
-                self._queue[:0] = batch
-                self._wake.notify_all()
-            time.sleep(self.options.writer_period_ms / 1000 or 0.1)
+            self._failed(err, lambda: self._queue.__setitem__(slice(0, 0), batch))
             return
         for seg, _ in written:
             self._store.mark_written(seg)
         with self._wake:
-            self._write_error = None
             self._bytes_on_disk += sum(size for _, size in written)
-            self._unwritten.difference_update(seg.id for seg in batch)
+            done, self._uncommitted = self._uncommitted, []
+            for seg in batch:
+                first = self._call_of[seg.id]
+                call = self._calls[first]
+                call[1] -= 1
+                if call[1] == 0:  # the call's last segment: the call is whole on disk
+                    done.append(CallRecord(first, call[0], call[2]))
+        if done:
+            try:
+                with self._log_lock:
+                    self._log.append(done)
+            except BaseException as err:
+                self._failed(err, lambda: self._uncommitted.__setitem__(slice(0, 0), done))
+                return
+        with self._wake:
+            self._write_error = None
+            for call in done:
+                del self._calls[call.first]
+                self._unwritten.difference_update(call.ids)
+                for segment_id in call.ids:
+                    del self._call_of[segment_id]
             self._wake.notify_all()
+
+    def _failed(self, err: BaseException, keep: Callable[[], None]) -> None:
+        """A write or log append failed: keep its work for the next round, report on flush."""
+        with self._wake:
+            self._write_error = err
+            keep()
+            self._wake.notify_all()
+        time.sleep(self.options.writer_period_ms / 1000 or 0.1)
 
     # --- CSV -------------------------------------------------------------------------
     def _prepare_csv(self, source: Any, header: bool | None) -> list[Segment]:
@@ -304,16 +490,25 @@ class Stream:
                     ),
                     convert_options=pacsv.ConvertOptions(
                         column_types=types,
+                        # records have no NULLs: "nan" is NaN, and an empty field an error
+                        null_values=[],
                         strings_can_be_null=False,
                         quoted_strings_can_be_null=False,
                     ),
                 )
+                infinities_checked = False
                 for batch in reader:
                     table = pa.Table.from_batches([batch]).select(names)
                     try:
                         conformed = self._store.conform(table)
                     except DescriptorError as err:
                         raise _CSVRowError(str(err)) from None
+                    if not infinities_checked and _has_infinity(conformed):
+                        # pyarrow reads 1e400 as inf: only written infinities are kept
+                        # (the slow reader looks at the texts, once for the whole file)
+                        if _locate_csv_error(source, self.descriptor, columns, header):
+                            raise _CSVRowError("a number outside its type's range")
+                        infinities_checked = True
                     segments.extend(self._store.prepare(conformed))
             except (pa.ArrowInvalid, _CSVRowError) as err:
                 detail = _locate_csv_error(source, self.descriptor, columns, header)
@@ -335,11 +530,13 @@ class Stream:
     ) -> pa.RecordBatchReader:
         import pyarrow as pa
 
+        self._refresh()
         return pa.RecordBatchReader.from_batches(
             self._schema_of(columns), self._store.scan(columns, predicate)
         )
 
     def estimate(self, predicate: Predicate | None = None) -> Estimate:
+        self._refresh()
         ids = self._store.segment_ids(self._store.query_box(predicate))
         rows = self._store.rows_in(ids)
         width = self.descriptor.record_size
@@ -362,6 +559,7 @@ class Stream:
         """
         import pyarrow as pa
 
+        self._refresh()
         if group_by:
             return None
         columns = self._store.aggregate(items, predicate, ambiguous)
@@ -374,6 +572,7 @@ class Stream:
         self, columns: Sequence[str] | None, predicate: Predicate | None
     ) -> list[str]:
         """For ``explain``: segments the R*-tree leaves to inspect, of how many."""
+        self._refresh()
         box = self._store.query_box(predicate)
         ids = self._store.segment_ids(box)
         total = self._store.num_segments
@@ -392,11 +591,11 @@ class Stream:
         fields = {f.name.lower(): f.name for f in self.descriptor.fields}
         for name, bound in bounds.items():
             if name.lower() not in fields:
-                raise ValueError(f"stream {self.name!r} has no field {name!r}")
+                raise InvalidArgumentError(f"stream {self.name!r} has no field {name!r}")
             try:
                 lo, hi = bound
             except (TypeError, ValueError):
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"the range of {name!r} is a pair (lo, hi), not {bound!r}"
                 ) from None
             predicate = predicate.and_(Predicate.between(fields[name.lower()], lo, hi))
@@ -405,14 +604,17 @@ class Stream:
     # --- information ----------------------------------------------------------------
     @property
     def num_records(self) -> int:
+        self._refresh()
         return self._store.num_records
 
     @property
     def num_segments(self) -> int:
+        self._refresh()
         return self._store.num_segments
 
     @property
     def bytes_on_disk(self) -> int:
+        self._refresh()
         return self._bytes_on_disk
 
     @property
@@ -548,9 +750,14 @@ def _field_problem(kind: str, array_len: int | None, value: str) -> str | None:
         return None
     if kind in ("float", "double"):
         try:
-            float(value)
+            number = float(value)
         except ValueError:
             return f"{value!r} is not a number"
+        written_infinity = value.strip().lower().lstrip("+-") in ("inf", "infinity")
+        if math.isinf(number) and not written_infinity:
+            return f"{value.strip()} is outside the range of {kind}"
+        if kind == "float" and math.isfinite(number) and abs(number) > _FLOAT32_LARGEST:
+            return f"{value.strip()} is outside the range of float (32-bit)"
         return None
     try:
         number = int(value.strip())
@@ -560,3 +767,30 @@ def _field_problem(kind: str, array_len: int | None, value: str) -> str | None:
     if not lo <= number <= hi:
         return f"{number} is outside the range of {kind}"
     return None
+
+
+# the largest float32: a larger magnitude is outside the type (even where it would round
+# down to it), so a text the CSV reader made infinite is never taken for one in range
+_FLOAT32_LARGEST = 3.4028234663852886e38
+
+
+def _has_infinity(table: pa.Table) -> bool:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return any(
+        pc.any(pc.is_inf(column)).as_py()
+        for column in table.columns
+        if pa.types.is_floating(column.type)
+    )
+
+
+def _id_ranges(ids: Sequence[int]) -> str:
+    """Sorted segment ids as runs: ``3..5, 9``."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}..{b}" if b > a else str(a) for a, b in runs)

@@ -1,0 +1,85 @@
+"""What ``db.check()`` and ``tessera check`` report: findings per object, and what repair did.
+
+Each data model checks its own storage (segment checksums, chunk CRCs, the
+call log, sidecar indexes, the backend's integrity) and returns
+:class:`Finding` objects; the database gathers them, with its own findings
+about the catalog and the directory, into one :class:`CheckReport`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["CheckReport", "Finding", "Verified"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with one part of one object.
+
+    ``part`` names the file, segment, chunk or table; ``problem`` says what is
+    wrong with it. With repair, ``action`` says what was done (set aside,
+    removed, rebuilt) and ``lost`` what can no longer be read because of it
+    (records, cells), where that is known.
+    """
+
+    object: str
+    part: str
+    problem: str
+    action: str = ""
+    lost: str = ""
+    repaired: bool = False
+
+    def __str__(self) -> str:
+        text = f"{self.object}: {self.part}: {self.problem}"
+        if self.action:
+            text += f"; {self.action}"
+        if self.lost:
+            text += f"; lost: {self.lost}"
+        return text
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What the check read of one object and found whole (``12 segments, 40,000 records``)."""
+
+    object: str
+    kind: str
+    what: str
+
+
+@dataclass
+class CheckReport:
+    """Every object checked, and every finding, of one database."""
+
+    path: Path
+    repair: bool
+    verified: list[Verified] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Nothing is wrong, or everything wrong was repaired."""
+        return all(f.repaired for f in self.findings)
+
+    @property
+    def damaged(self) -> list[Finding]:
+        """Findings that are still wrong (not repaired)."""
+        return [f for f in self.findings if not f.repaired]
+
+    def __str__(self) -> str:
+        lines = [f"check of {self.path}" + (" (with repair)" if self.repair else "")]
+        for item in self.verified:
+            lines.append(f"  ok       {item.object} ({item.kind}): {item.what}")
+        for finding in self.findings:
+            mark = "repaired" if finding.repaired else "DAMAGED "
+            lines.append(f"  {mark} {finding}")
+        if not self.findings:
+            lines.append("no problems found")
+        elif self.ok:
+            lines.append(f"{len(self.findings)} problem(s) found, all repaired")
+        else:
+            hint = "" if self.repair else "; `tessera check --repair` sets aside what it can"
+            lines.append(f"{len(self.damaged)} problem(s) left{hint}")
+        return "\n".join(lines)
