@@ -230,10 +230,11 @@ pub fn search_segments<'py>(
         )));
     }
     let (segments, found, held) = py.detach(|| {
-        let found: Vec<(Vec<u32>, Vec<bool>)> = refs
-            .par_iter()
-            .map(|t| t.find_probing(&query, sequential, &probes))
-            .collect();
+        let found: Vec<(Vec<u32>, Vec<bool>)> = crate::pool::install(|| {
+            refs.par_iter()
+                .map(|t| t.find_probing(&query, sequential, &probes))
+                .collect()
+        });
         let total = found.iter().map(|(rows, _)| rows.len()).sum();
         let mut held = vec![false; probes.len()];
         let mut segments = Vec::with_capacity(total);
@@ -657,14 +658,16 @@ pub fn flatten_documents<'py>(
         })
         .collect();
     let flattened: Vec<Option<Vec<jsonflat::Leaf>>> = py.detach(|| {
-        inputs
-            .into_par_iter()
-            .map(|input| match input {
-                Input::Text(text) => jsonflat::flatten(&text, &limits).ok(),
-                Input::Flat(leaves) => Some(leaves),
-                Input::Refused => None,
-            })
-            .collect()
+        crate::pool::install(|| {
+            inputs
+                .into_par_iter()
+                .map(|input| match input {
+                    Input::Text(text) => jsonflat::flatten(&text, &limits).ok(),
+                    Input::Flat(leaves) => Some(leaves),
+                    Input::Refused => None,
+                })
+                .collect()
+        })
     });
 
     if group == 0 {

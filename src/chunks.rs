@@ -113,14 +113,16 @@ pub fn decode_chunks(
         }
     }
     let base = OutPtr(out.as_mut_ptr());
-    let results: Vec<Result<(), Failure>> = chunks
-        .par_iter()
-        .enumerate()
-        .map(|(index, (payload, coords))| {
-            decode_one(layout, payload, coords, base)
-                .map_err(|message| Failure::Chunk(index, message))
-        })
-        .collect();
+    let results: Vec<Result<(), Failure>> = crate::pool::install(|| {
+        chunks
+            .par_iter()
+            .enumerate()
+            .map(|(index, (payload, coords))| {
+                decode_one(layout, payload, coords, base)
+                    .map_err(|message| Failure::Chunk(index, message))
+            })
+            .collect()
+    });
     results.into_iter().collect()
 }
 
@@ -201,19 +203,21 @@ pub fn reduce_chunks(
             )));
         }
     }
-    chunks
-        .par_iter()
-        .enumerate()
-        .map(|(index, (payload, coords))| {
-            with_decoded(layout, payload, coords, |lo, hi, src| {
-                let row = (hi[lo.len() - 1] - lo[lo.len() - 1]) * width;
-                let mut fold = Fold::new(kind, width, null, extremes);
-                for_each_row(layout, lo, hi, |_, from| fold.add(&src[from..from + row]));
-                fold.partial
+    crate::pool::install(|| {
+        chunks
+            .par_iter()
+            .enumerate()
+            .map(|(index, (payload, coords))| {
+                with_decoded(layout, payload, coords, |lo, hi, src| {
+                    let row = (hi[lo.len() - 1] - lo[lo.len() - 1]) * width;
+                    let mut fold = Fold::new(kind, width, null, extremes);
+                    for_each_row(layout, lo, hi, |_, from| fold.add(&src[from..from + row]));
+                    fold.partial
+                })
+                .map_err(|message| Failure::Chunk(index, message))
             })
-            .map_err(|message| Failure::Chunk(index, message))
-        })
-        .collect()
+            .collect()
+    })
 }
 
 struct Fold<'a> {

@@ -22,7 +22,7 @@ impl BuildInfo {
             },
             target_arch: std::env::consts::ARCH,
             target_os: std::env::consts::OS,
-            threads: rayon::current_num_threads(),
+            threads: crate::pool::threads(),
         }
     }
 }

@@ -457,7 +457,7 @@ pub fn packed_rows<'a>(texts: &[&'a str]) -> Result<Vec<PackedRow<'a>>, String> 
     // Waking the pool costs more than reading a few hundred kilobytes.
     let parallel = texts.iter().map(|t| t.len()).sum::<usize>() > PARALLEL_PACKED_BYTES;
     let parts: Vec<Vec<PackedRow<'a>>> = if parallel {
-        texts.par_iter().map(read).collect::<Result<_, _>>()?
+        crate::pool::install(|| texts.par_iter().map(read).collect::<Result<_, _>>())?
     } else {
         texts.iter().map(read).collect::<Result<_, _>>()?
     };
@@ -472,7 +472,7 @@ pub fn packed_rows<'a>(texts: &[&'a str]) -> Result<Vec<PackedRow<'a>>, String> 
         })
         .collect();
     if parallel {
-        order.par_sort_unstable();
+        crate::pool::install(|| order.par_sort_unstable());
     } else {
         order.sort_unstable();
     }

@@ -197,19 +197,21 @@ pub fn build_segments(
         order[next[l as usize]] = r as u32;
         next[l as usize] += 1;
     }
-    let segments = (0..count)
-        .into_par_iter()
-        .map(|s| {
-            let rows = &order[bounds[s]..bounds[s + 1]];
-            let mut own = Vec::with_capacity(rows.len() * dims);
-            for &r in rows {
-                own.extend_from_slice(&coords[r as usize * dims..(r as usize + 1) * dims]);
-            }
-            let (lo, hi) = bounding_box(&own, dims);
-            let tree = NodeOrderedTree::new(build(&own, dims, initial[s]), &own);
-            BuiltSegment { tree, lo, hi }
-        })
-        .collect();
+    let segments = crate::pool::install(|| {
+        (0..count)
+            .into_par_iter()
+            .map(|s| {
+                let rows = &order[bounds[s]..bounds[s + 1]];
+                let mut own = Vec::with_capacity(rows.len() * dims);
+                for &r in rows {
+                    own.extend_from_slice(&coords[r as usize * dims..(r as usize + 1) * dims]);
+                }
+                let (lo, hi) = bounding_box(&own, dims);
+                let tree = NodeOrderedTree::new(build(&own, dims, initial[s]), &own);
+                BuiltSegment { tree, lo, hi }
+            })
+            .collect()
+    });
     (order, bounds, segments)
 }
 /// Kd-tree partitioning (MDDS §IV-B): divide a chunk's records into segments of at

@@ -13,6 +13,7 @@ pub mod info;
 pub mod jsonflat;
 pub mod kdtree;
 pub mod packed;
+pub mod pool;
 pub mod rtree;
 
 /// Test helpers shared by the kernels' tests.

@@ -78,16 +78,18 @@ pub fn unpack(buffer: &[u8], fields: &[PackedField]) -> Result<Vec<Column>, NotT
             });
         }
     }
-    let texts: Vec<Vec<TextPart>> = buffer
-        .par_chunks(BLOCK_RECORDS * size)
-        .zip(shares.into_par_iter())
-        .enumerate()
-        .map(|(b, (block, mut share))| {
-            unpack_block(block, size, fields, &starts, &mut share, b * BLOCK_RECORDS)
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .collect::<Result<_, _>>()?; // the first block's error, whichever thread found one first
+    let texts: Vec<Vec<TextPart>> = crate::pool::install(|| {
+        buffer
+            .par_chunks(BLOCK_RECORDS * size)
+            .zip(shares.into_par_iter())
+            .enumerate()
+            .map(|(b, (block, mut share))| {
+                unpack_block(block, size, fields, &starts, &mut share, b * BLOCK_RECORDS)
+            })
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .collect::<Result<_, _>>()?; // the first block's error, whichever thread found one first
     let mut texts_by_field: Vec<Option<TextPart>> = fields
         .iter()
         .map(|f| f.text.then(|| (vec![0i32], Vec::new())))

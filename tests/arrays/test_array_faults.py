@@ -224,6 +224,109 @@ def test_a_corrupted_chunk_is_named(db: tesseradb.Database) -> None:
         db.sql("SELECT sum(v) FROM c").fetchall()
 
 
+def _two_chunk_array(db: tesseradb.Database) -> tuple[Any, list[Path]]:
+    arr = db.create_array("c", [{"name": "x", "end": 20000, "chunk": 10000}], {"v": "float64"})
+    arr[0:20000] = np.random.default_rng(0).standard_normal(20000)  # chunk files, not inlined
+    files = sorted((Path(db.path) / "arrays" / "c" / "repo" / "chunks").iterdir())
+    assert len(files) == 2
+    return arr, files
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda f: f.unlink(),
+        lambda f: f.write_bytes(f.read_bytes()[:10]),
+        lambda f: f.write_bytes(b""),
+        lambda f: f.write_bytes(bytes(len(f.read_bytes()))),
+    ],
+    ids=["missing", "truncated", "empty", "zeroed"],
+)
+def test_a_damaged_chunk_file_is_named_by_every_reader(db: tesseradb.Database, damage: Any) -> None:
+    arr, files = _two_chunk_array(db)
+    damage(files[0])
+    where = r"array 'c', attribute 'v', chunk \(\d,\)"
+    tesseradb.arrays.clear_chunk_cache()  # the write left the chunks in the cache
+    with pytest.raises(ArrayCorruptError, match=where):
+        arr[:]
+    for sql in ("SELECT sum(v) FROM c", "SELECT * FROM c"):
+        with pytest.raises(ArrayCorruptError, match=where):
+            db.sql(sql).fetchall()
+
+
+@pytest.mark.parametrize(
+    ("part", "match"),
+    [
+        ("refs/branch.main/ref.json", "array 'c': its repository cannot be read"),
+        ("snapshots", "array 'c': .* cannot be read"),
+        ("", "array 'c': its repository .* is missing"),
+    ],
+)
+def test_a_damaged_repository_is_named(tmp_path: Path, part: str, match: str) -> None:
+    with tesseradb.connect(tmp_path / "db") as db:
+        _two_chunk_array(db)
+    repo = tmp_path / "db" / "arrays" / "c" / "repo"
+    if not part:
+        import shutil
+
+        shutil.rmtree(repo)
+    elif part == "snapshots":
+        for f in (repo / part).iterdir():
+            f.write_bytes(b"x")
+    else:
+        (repo / part).write_text("garbage")
+    with tesseradb.connect(tmp_path / "db") as db:
+        with pytest.raises(ArrayCorruptError, match=match):
+            db.array("c")[:]
+        with pytest.raises(ArrayCorruptError, match=match):
+            db.sql("SELECT count(*) FROM c").fetchall()
+
+
+def test_regrid_and_as_of_arguments(img: Any) -> None:
+    with pytest.raises(tesseradb.errors.OperatorError, match="needs a list of 2 factors"):
+        img.regrid(10)
+    from datetime import datetime, timedelta
+
+    db = img._database()
+    naive_now = datetime.now() + timedelta(seconds=1)  # local time, as Python's naive times
+    past = db.array("img", as_of=naive_now)
+    assert past.version == img.version
+    with pytest.raises(VersionNotFoundError, match="has no version as of"):
+        db.array("img", as_of=datetime(2000, 1, 1))
+    with pytest.raises(tesseradb.errors.InvalidArgumentError, match="as_of must be a datetime"):
+        db.array("img", as_of="yesterday")
+
+
+def _write_row_in_worker(job: tuple[Any, int]) -> Any:
+    fork, row = job
+    fork[row, 0:10] = {"v": np.full(10, 200 + row)}
+    return fork
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_forks_under_every_start_method_merge_or_refuse_never_hang(img: Any, method: str) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tesseradb.errors import ProcessStartError
+
+    before = len(img.versions())
+    jobs = [(img.fork(), 0), (img.fork(), 4)]  # rows 0 and 4: different chunks
+    context = multiprocessing.get_context(method)
+    with ProcessPoolExecutor(2, mp_context=context) as pool:
+        if method == "fork":
+            # Icechunk's I/O threads do not survive fork(): a clear error, not a hang
+            with pytest.raises(ProcessStartError, match="'forkserver' or 'spawn'"):
+                list(pool.map(_write_row_in_worker, jobs, timeout=60))
+            assert len(img.versions()) == before
+            return
+        done = list(pool.map(_write_row_in_worker, jobs, timeout=60))
+    img.merge(done)
+    assert len(img.versions()) == before + 1
+    values = img[:, :]["v"]
+    assert (values[0] == 200).all() and (values[4] == 204).all()
+
+
 FORK_SCRIPT = textwrap.dedent(
     """
     import pickle, sys

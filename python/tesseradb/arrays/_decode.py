@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import Box, chunk_grid
+from tesseradb.arrays._repository import icechunk_reason
 
 if TYPE_CHECKING:
     import numpy as np
@@ -127,11 +128,24 @@ def fetch_chunks(session: Any, where: str, keys: Sequence[str]) -> list[bytes | 
 
 def stored_chunks(
     session: Any, where: str, array: Any, chunks: Sequence[tuple[int, ...]]
-) -> list[bytes | None]:
-    """The stored bytes of each of ``chunks`` (grid coordinates) of the Zarr ``array``."""
+) -> tuple[list[bytes | None], tuple[tuple[int, ...], str] | None]:
+    """The stored bytes of each of ``chunks`` (grid coordinates) of the Zarr ``array``, and
+    None, or ([], (chunk, reason)) for a chunk whose file is missing or cut short."""
+    import icechunk
+
     prefix = f"{array.path}/" if array.path else ""
     keys = [prefix + array.metadata.encode_chunk_key(c) for c in chunks]
-    return fetch_chunks(session, where, keys)
+    try:
+        return fetch_chunks(session, where, keys), None
+    except icechunk.IcechunkError:
+        pass
+    # one fetch failed: find which, one by one, to name it
+    for coords, key in zip(chunks, keys, strict=True):
+        try:
+            fetch_chunks(session, where, [key])
+        except icechunk.IcechunkError as err:
+            return [], (tuple(coords), f"its file cannot be read: {icechunk_reason(err)}")
+    return [], (tuple(chunks[0]), "its file could not be read (the error did not recur)")
 
 
 def read_box(
@@ -154,7 +168,9 @@ def read_box(
         return None
     out = np.empty(box.shape, dtype=dtype)
     parts = list(chunk_grid(box, chunk_shape))
-    payloads = stored_chunks(session, where, array, [c for c, _ in parts])
+    payloads, unreadable = stored_chunks(session, where, array, [c for c, _ in parts])
+    if unreadable is not None:
+        return out, unreadable
     stored: list[tuple[bytes, list[int]]] = []
     for (coords, part), payload in zip(parts, payloads, strict=True):
         if payload is None:  # never written: the fill value
@@ -198,7 +214,9 @@ def reduce_box(
     codec = chunk_codec(array)
     if codec is None:
         return None
-    payloads = stored_chunks(session, where, array, chunks)
+    payloads, unreadable = stored_chunks(session, where, array, chunks)
+    if unreadable is not None:
+        return [], unreadable
     stored = [(p, list(c)) for p, c in zip(payloads, chunks, strict=True) if p is not None]
     # a chunk written for other attributes only holds this one's fill value
     unwritten = [list(c) for p, c in zip(payloads, chunks, strict=True) if p is None]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections import abc
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -190,6 +191,11 @@ def regrid(
     if method != "mean":
         raise OperatorError(f"unknown regrid method {method!r}; this version has 'mean'")
     schema = array.schema
+    if isinstance(factors, (str, bytes)) or not isinstance(factors, abc.Sequence):
+        raise OperatorError(
+            f"regrid of array {array.name!r} needs a list of {schema.ndim} factors (one per "
+            f"dimension: {', '.join(schema.dim_names)}), got {factors!r}"
+        )
     if len(factors) != schema.ndim:
         raise OperatorError(
             f"regrid needs {schema.ndim} factors (one per dimension), got {len(factors)}"

@@ -19,7 +19,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import ArrayConflictError, VersionNotFoundError
+from tesseradb.errors import (
+    ArrayConflictError,
+    ArrayCorruptError,
+    InvalidArgumentError,
+    ProcessStartError,
+    VersionNotFoundError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -38,6 +44,27 @@ __all__ = [
 BRANCH = "main"
 REPO_DIR = "repo"
 LOCK_FILE = "commit.lock"
+
+
+# The process that first used Icechunk. Its Rust runtime's I/O threads do not
+# survive fork(): in a child forked after that, every Icechunk call waits for
+# them for ever, so arrays refuse to work there instead of hanging.
+_icechunk_process: int | None = None
+
+
+def _check_process(name: str) -> None:
+    global _icechunk_process
+    pid = os.getpid()
+    if _icechunk_process is None:
+        _icechunk_process = pid
+    elif _icechunk_process != pid:
+        raise ProcessStartError(
+            f"array {name!r}: this process was forked (multiprocessing's 'fork' start method, "
+            "the default on Linux before Python 3.14) from one that had already used arrays, "
+            "and Icechunk's I/O threads do not survive a fork. Start the workers with the "
+            "'forkserver' or 'spawn' method, e.g. ProcessPoolExecutor(mp_context="
+            "multiprocessing.get_context('forkserver'))"
+        )
 
 
 @dataclass(frozen=True)
@@ -74,18 +101,41 @@ class ArrayRepository:
     # --- opening --------------------------------------------------------------
     @property
     def repo(self) -> icechunk.Repository:
+        _check_process(self.name)
         if self._repo is None:
             import icechunk
 
             _quiet_icechunk()
+            if not (self.directory / REPO_DIR).is_dir():
+                raise ArrayCorruptError(
+                    f"array {self.name!r}: its repository {self.directory / REPO_DIR} is missing"
+                )
             storage = icechunk.local_filesystem_storage(str(self.directory / REPO_DIR))
-            self._repo = icechunk.Repository.open(storage)
+            with self.damage("its repository"):
+                self._repo = icechunk.Repository.open(storage)
         return self._repo
+
+    @contextlib.contextmanager
+    def damage(self, part: str) -> Iterator[None]:
+        """Turn Icechunk's and Zarr's errors on reading ``part`` into :class:`ArrayCorruptError`."""
+        import icechunk
+        import zarr.errors
+
+        try:
+            yield
+        except (icechunk.IcechunkError, zarr.errors.BaseZarrError) as err:
+            if isinstance(err, (icechunk.ConflictError, icechunk.RebaseFailedError)):
+                raise
+            raise ArrayCorruptError(
+                f"array {self.name!r}: {part} cannot be read ({icechunk_reason(err)}); "
+                "`tessera check` lists what is damaged"
+            ) from None
 
     @classmethod
     def create(cls, name: str, directory: Path) -> ArrayRepository:
         import icechunk
 
+        _check_process(name)
         _quiet_icechunk()
         directory.mkdir(parents=True, exist_ok=False)
         storage = icechunk.local_filesystem_storage(str(directory / REPO_DIR))
@@ -129,40 +179,58 @@ class ArrayRepository:
 
     # --- sessions and commits ---------------------------------------------------
     def writable(self) -> icechunk.Session:
-        return self.repo.writable_session(BRANCH)
+        with self.damage("its head version"):
+            return self.repo.writable_session(BRANCH)
 
     def readonly(
         self, version: str | None = None, as_of: datetime | None = None
     ) -> icechunk.Session:
         import icechunk
 
+        if version is not None and not isinstance(version, str):
+            raise InvalidArgumentError(
+                f"array {self.name!r}: version must be a version id (a str), "
+                f"not {type(version).__name__}"
+            )
+        if as_of is not None:
+            if not isinstance(as_of, datetime):
+                raise InvalidArgumentError(
+                    f"array {self.name!r}: as_of must be a datetime, not {type(as_of).__name__}"
+                )
+            if as_of.tzinfo is None:
+                as_of = as_of.astimezone()  # naive means local time, as everywhere in Python
         try:
             if version is not None:
                 return self.repo.readonly_session(snapshot_id=version)
             if as_of is not None:
                 return self.repo.readonly_session(branch=BRANCH, as_of=as_of)
         except (icechunk.IcechunkError, ValueError) as err:
-            what = f"version {version!r}" if version is not None else f"a version as of {as_of}"
-            raise VersionNotFoundError(f"array {self.name!r} has no {what}: {err}") from None
+            what = f"version {version!r}" if version is not None else f"version as of {as_of}"
+            raise VersionNotFoundError(
+                f"array {self.name!r} has no {what} ({icechunk_reason(err)})"
+            ) from None
         head = self.head()
         with self._cache_lock:
             if self._head_session is None or self._head_session[0] != head:
-                self._head_session = (head, self.repo.readonly_session(snapshot_id=head))
+                with self.damage(f"version {head}"):
+                    self._head_session = (head, self.repo.readonly_session(snapshot_id=head))
             return self._head_session[1]
 
     def zarr_array(self, session: icechunk.Session, attr: str) -> Any:
         """The Zarr array of ``attr`` in ``session`` (opened once per read-only snapshot)."""
         import zarr
 
+        _check_process(self.name)
         key = (str(session.snapshot_id), attr)
         if session.read_only:
             with self._cache_lock:
                 cached = self._open_arrays.get(key)
             if cached is not None:
                 return cached
-        array = zarr.open_array(
-            session.store, path=attr, mode="r" if session.read_only else "r+", zarr_format=3
-        )
+        with self.damage(f"attribute {attr!r}"):
+            array = zarr.open_array(
+                session.store, path=attr, mode="r" if session.read_only else "r+", zarr_format=3
+            )
         # write_empty_chunks is a runtime setting, not stored: a written chunk
         # must be stored even when it holds only fill values (SQL shows it)
         array = array.with_config({"write_empty_chunks": True})
@@ -203,15 +271,17 @@ class ArrayRepository:
                 ) from None
 
     def head(self) -> str:
-        return str(self.repo.lookup_branch(BRANCH))
+        with self.damage(f"its branch {BRANCH!r}"):
+            return str(self.repo.lookup_branch(BRANCH))
 
     def versions(self) -> list[Version]:
         """Every version, newest first (the repository's own first snapshot is left out)."""
         out = []
-        for info in self.repo.ancestry(branch=BRANCH):
-            if info.parent_id is None:  # "Repository initialized": before the array existed
-                continue
-            out.append(Version(str(info.id), info.written_at, info.message))
+        with self.damage("its version history"):
+            for info in self.repo.ancestry(branch=BRANCH):
+                if info.parent_id is None:  # "Repository initialized": before the array existed
+                    continue
+                out.append(Version(str(info.id), info.written_at, info.message))
         return out
 
     # --- chunks ------------------------------------------------------------------
@@ -223,6 +293,7 @@ class ArrayRepository:
         """
         from zarr.core.sync import sync
 
+        _check_process(self.name)
         key = (str(session.snapshot_id), attr)
         cacheable = session.read_only or not session.has_uncommitted_changes
         if cacheable and key in self._chunk_cache:
@@ -231,7 +302,8 @@ class ArrayRepository:
         async def collect() -> frozenset[tuple[int, ...]]:
             return frozenset([tuple(c) async for c in session.chunk_coordinates(f"/{attr}")])
 
-        chunks = sync(collect())
+        with self.damage(f"the chunk list of attribute {attr!r}"):
+            chunks = sync(collect())
         if cacheable:
             if len(self._chunk_cache) > 256:
                 self._chunk_cache.clear()
@@ -253,3 +325,16 @@ def chunk_error(err: BaseException) -> bool:
         w in text
         for w in ("zstd", "decompress", "blosc", "corrupt", "checksum", "codec", "frame", "buffer")
     )
+
+
+def icechunk_reason(err: BaseException) -> str:
+    """The first lines of an Icechunk error, without its Rust span trace."""
+    lines: list[str] = []
+    for line in str(err).splitlines():
+        text = line.strip().removeprefix("x ").removeprefix("`-> ").strip()
+        if not text or text.startswith(("|", "context")):
+            if lines:
+                break
+            continue
+        lines.append(text)
+    return "; ".join(lines[:2]) or type(err).__name__
