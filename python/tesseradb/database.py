@@ -32,6 +32,7 @@ from tesseradb._lock import LOCK_FILE, WriterLock
 from tesseradb.catalog import CATALOG_FILE, Catalog, validate_name
 from tesseradb.errors import (
     DatabaseClosedError,
+    InvalidArgumentError,
     NotADatabaseError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -358,7 +359,9 @@ class Database:
         self._check_open()
         self._check_writable("attach files")
         if stale_index not in ("rebuild", "bypass"):
-            raise ValueError(f"stale_index must be 'rebuild' or 'bypass', not {stale_index!r}")
+            raise InvalidArgumentError(
+                f"stale_index must be 'rebuild' or 'bypass', not {stale_index!r}"
+            )
         text = os.fspath(path)
         if name is None:
             stem = Path(text).name.split(".")[0]
@@ -427,11 +430,27 @@ class Database:
         self._check_open()
         self._check_writable("create an index")
         if kind != "bitmap":
-            raise ValueError(f"unknown index kind {kind!r}: attached tables have bitmap indexes")
+            raise InvalidArgumentError(
+                f"unknown index kind {kind!r}: attached tables have bitmap indexes"
+            )
         owner, _, part = table.partition(".")
         if not part:
             raise AttachError(
                 f"index {table!r}: name a table of an attachment, as in ptf.candidate"
+            )
+        for option, value in (("count", count), ("precision", precision), ("threads", threads)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise InvalidArgumentError(
+                    f"index on {table!r}: {option} must be a whole number >= 1, not {value!r}"
+                )
+        if edges is not None and (
+            isinstance(edges, (str, bytes))
+            or not all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in edges)
+        ):
+            raise InvalidArgumentError(
+                f"index on {table!r}: edges must be a list of numbers, not {edges!r}"
             )
         chosen = [
             k
@@ -441,10 +460,10 @@ class Database:
                 ("precision", precision),
                 ("exact", exact or None),
             )
-            if v
+            if v is not None
         ]
         if len(chosen) > 1:
-            raise ValueError(f"choose one binning, not {' and '.join(chosen)}")
+            raise InvalidArgumentError(f"choose one binning, not {' and '.join(chosen)}")
         binning = Binning(
             kind=chosen[0] if chosen else "auto",
             edges=tuple(edges or ()),

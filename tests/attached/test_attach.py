@@ -211,3 +211,30 @@ def test_counts_the_bins_settle_are_answered_without_reading(tmp_path: Path) -> 
             .rows
             > 0
         )
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"count": -5}, "count must be a whole number >= 1, not -5"),
+        ({"count": 0}, "count must be a whole number >= 1, not 0"),
+        ({"precision": 1.5}, "precision must be a whole number"),
+        ({"threads": "4"}, "threads must be a whole number"),
+        ({"edges": "15,20"}, "edges must be a list of numbers"),
+        ({"edges": []}, "binning by edges needs at least one edge"),
+        ({"count": 3, "precision": 2}, "choose one binning, not count and precision"),
+        ({"encoding": "bitsliced"}, "encoding must be 'equality' or 'range'"),
+        ({"kind": "btree"}, "unknown index kind 'btree'"),
+    ],
+)
+def test_bad_index_options_are_clear_errors_and_build_nothing(
+    survey: Path, tmp_path: Path, options: dict[str, object], match: str
+) -> None:
+    from tesseradb.errors import InvalidArgumentError
+
+    with tesseradb.connect(tmp_path / "db") as db:
+        db.attach(survey, name="s")
+        with pytest.raises(InvalidArgumentError, match=match):
+            db.create_index("s.obs", "mag", **options)  # type: ignore[arg-type]
+        assert db.attached("s").spec.get("indexes", []) == []
+        assert not list((tmp_path / "db" / "attached" / "s").rglob("*.bmi"))

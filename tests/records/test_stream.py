@@ -499,3 +499,64 @@ def test_the_stream_answers_box_aggregates_and_leaves_ambiguous_ones_to_sql(
     above = query.replace("y > 0.1", "y > -0.001")
     assert _same(db.sql(above).fetchall(), reference(table, above))
     assert answered == [True, False, True, True]
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"segment_bytes": "big"}, "segment_bytes must be a number, not str 'big'"),
+        ({"scheme": 3}, "scheme must be a string"),
+        ({"writer_threads": True}, "writer_threads must be a number"),
+        ({"seed": 1.5}, "seed must be an integer"),
+        ({"writer_threads": 0}, "writer_threads must be at least 1"),
+        ({"colour": "red"}, "unknown stream options"),
+    ],
+)
+def test_bad_stream_options_are_clear_errors(
+    tmp_path: Path, options: dict[str, object], match: str
+) -> None:
+    from tesseradb.errors import InvalidArgumentError
+
+    with tesseradb.connect(tmp_path / "db") as db:
+        with pytest.raises(InvalidArgumentError, match=match):
+            db.create_stream(
+                "s", {"fields": [{"name": "a", "type": "double"}], "index": ["a"]}, **options
+            )
+        assert db.streams() == []
+
+
+@pytest.mark.parametrize(
+    ("columns", "bounds", "match"),
+    [
+        (5, {}, "must be a list of field names"),
+        (["nope"], {}, "has no field 'nope'"),
+        (None, {"a": "x"}, r"a pair \(lo, hi\)"),
+        (None, {"a": ("1", 2)}, "ends that are numbers or None"),
+        (None, {"zz": (1, 2)}, "has no field 'zz'"),
+    ],
+)
+def test_bad_range_arguments_are_clear_errors(
+    tmp_path: Path, columns: object, bounds: dict[str, object], match: str
+) -> None:
+    from tesseradb.errors import InvalidArgumentError
+
+    with tesseradb.connect(tmp_path / "db") as db:
+        stream = db.create_stream(
+            "s", {"fields": [{"name": "a", "type": "double"}], "index": ["a"]}
+        )
+        with pytest.raises(InvalidArgumentError, match=match):
+            stream.range(columns, **bounds)  # type: ignore[arg-type]
+
+
+def test_a_corrupt_table_store_is_named_and_the_rest_stays_queryable(tmp_path: Path) -> None:
+    from tesseradb.errors import TableStoreError
+
+    with tesseradb.connect(tmp_path / "db") as db:
+        db.sql("CREATE TABLE t (a INTEGER)")
+        db.create_stream("s", {"fields": [{"name": "a", "type": "double"}], "index": ["a"]})
+    store = tmp_path / "db" / "tables.duckdb"
+    store.write_bytes(b"\0" * store.stat().st_size)
+    with tesseradb.connect(tmp_path / "db") as db:
+        with pytest.raises(TableStoreError, match=r"tables\.duckdb cannot be opened"):
+            db.sql("SELECT * FROM t").fetchall()
+        assert db.sql("SELECT count(*) FROM s").fetchall() == [(0,)]

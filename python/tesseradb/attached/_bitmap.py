@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import IndexFileError
+from tesseradb.errors import IndexFileError, InvalidArgumentError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -101,7 +101,7 @@ class BitmapIndex:
         from pyroaring import BitMap
 
         if encoding not in ("equality", "range"):
-            raise ValueError(f"encoding must be 'equality' or 'range', not {encoding!r}")
+            raise InvalidArgumentError(f"encoding must be 'equality' or 'range', not {encoding!r}")
         rows = len(values)
         if values.dtype.kind == "S":
             values = values.astype(object).astype(str)
@@ -187,14 +187,14 @@ class BitmapIndex:
             return "exact", np.empty(0)
         if kind == "edges":
             if not binning.edges:
-                raise ValueError("binning by edges needs at least one edge")
+                raise InvalidArgumentError("binning by edges needs at least one edge")
             if values.dtype.kind in "OUS":
                 return "edges", np.unique(np.asarray(binning.edges, dtype=str))
             # float64 edges: a fractional or out-of-range edge is fine against any numbers
             return "edges", np.unique(np.asarray(binning.edges, dtype=np.float64))
         if kind == "count":
             if binning.count < 1:
-                raise ValueError("binning by count needs count >= 1")
+                raise InvalidArgumentError("binning by count needs count >= 1")
             finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
             if not len(finite):
                 return "count", np.empty(0, dtype=values.dtype)
@@ -204,9 +204,11 @@ class BitmapIndex:
             return "count", np.unique(quantiles)
         if kind == "precision":
             if binning.precision < 1:
-                raise ValueError("binning by precision needs precision >= 1")
+                raise InvalidArgumentError("binning by precision needs precision >= 1")
             return "precision", _precision_edges(values, binning.precision)
-        raise ValueError(f"unknown binning {kind!r}; use exact, edges, count or precision")
+        raise InvalidArgumentError(
+            f"unknown binning {kind!r}; use exact, edges, count or precision"
+        )
 
     # --- answering ------------------------------------------------------------------
     def lookup(self, domain: ColumnDomain) -> tuple[BitMap, BitMap]:

@@ -88,6 +88,28 @@ class StreamOptions:
     seed: int | None = None  # for the random scheme, to make segmentation reproducible
 
     def __post_init__(self) -> None:
+        # types first: a string where a number belongs is a clear error, not a TypeError
+        for name, wanted in (
+            ("max_chunk_records", int),
+            ("segment_bytes", int),
+            ("overpacking", (int, float)),
+            ("cache_bytes", int),
+            ("writer_threads", int),
+            ("writer_period_ms", (int, float)),
+            ("scheme", str),
+            ("iterator", str),
+            ("compression", str),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, wanted):
+                kind = "a string" if wanted is str else "a number"
+                raise InvalidArgumentError(
+                    f"stream option {name} must be {kind}, not {type(value).__name__} {value!r}"
+                )
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+        ):
+            raise InvalidArgumentError(f"stream option seed must be an integer, not {self.seed!r}")
         check_segmentation(
             self.max_chunk_records, self.segment_bytes, self.scheme, self.overpacking, self.iterator
         )
@@ -598,7 +620,26 @@ class Stream:
                 raise InvalidArgumentError(
                     f"the range of {name!r} is a pair (lo, hi), not {bound!r}"
                 ) from None
+            text = self.descriptor.field(fields[name.lower()]).type == "char"
+            for end in (lo, hi):
+                wrong = not isinstance(end, (int, float)) or isinstance(end, bool)
+                if end is not None and (not isinstance(end, str) if text else wrong):
+                    kind = "strings" if text else "numbers"
+                    raise InvalidArgumentError(
+                        f"the range of {name!r} has ends that are {kind} or None, not {end!r}"
+                    )
             predicate = predicate.and_(Predicate.between(fields[name.lower()], lo, hi))
+        if isinstance(columns, str):
+            columns = [columns]
+        if columns is not None:
+            if not isinstance(columns, Sequence) or not all(isinstance(c, str) for c in columns):
+                raise InvalidArgumentError(
+                    f"columns of stream {self.name!r} must be a list of field names, not {columns!r}"
+                )
+            for column in columns:
+                if column.lower() not in fields:
+                    raise InvalidArgumentError(f"stream {self.name!r} has no field {column!r}")
+            columns = [fields[c.lower()] for c in columns]
         return self.scan(columns, predicate).read_all()
 
     # --- information ----------------------------------------------------------------

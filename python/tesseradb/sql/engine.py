@@ -28,6 +28,7 @@ from tesseradb.errors import (
     ReadOnlyError,
     SQLExecutionError,
     SQLSyntaxError,
+    TableStoreError,
     UnknownTableError,
 )
 from tesseradb.sql.analysis import Analysis, RelationUse
@@ -198,7 +199,13 @@ class TableStore:
                 con.execute(f"ATTACH '{quoted}' AS {STORE_ALIAS}{mode}")
                 return
             except duckdb.IOException as err:
-                if "lock" not in str(err).lower() or time.monotonic() > deadline:
+                if "lock" not in str(err).lower():
+                    raise TableStoreError(
+                        f"the table store {self.path} cannot be opened: "
+                        f"{str(err).removeprefix('IO Error: ')} (the plain tables live there; "
+                        "restore it from a backup, or move it aside to start with no tables)"
+                    ) from None
+                if time.monotonic() > deadline:
                     holder = re.search(r"PID (\d+)", str(err))
                     who = f"process {holder.group(1)}" if holder else "another process"
                     raise DatabaseLockedError(
@@ -207,6 +214,10 @@ class TableStore:
                     ) from err
                 time.sleep(delay)
                 delay = min(delay * 2, 0.2)
+            except duckdb.Error as err:  # a file DuckDB recognises but cannot read
+                raise TableStoreError(
+                    f"the table store {self.path} cannot be read: {err}"
+                ) from None
 
 
 class SQLEngine:
