@@ -207,6 +207,11 @@ class Database:
         self._check_open()
         return self._engine.execute(text, params)
 
+    def interrupt(self) -> None:
+        """Cancel the SQL statements running now; each raises InterruptedStatementError and
+        keeps nothing (call it from another thread, or a signal handler)."""
+        self._engine.interrupt()
+
     def explain(self, text: str, params: Any = None) -> Explain:
         """What ``text`` would read from each relation: the predicate pushed down and the columns."""
         self._check_open()
@@ -310,11 +315,17 @@ class Database:
         """Names of the plain tables and views (those created with SQL)."""
         return [o.name for o in self.catalog.objects() if o.kind in PLAIN_KINDS]
 
-    def drop(self, name: str) -> None:
-        """Remove the object called ``name`` (a plain table or view, or a registered relation)."""
+    def drop(self, name: str, missing_ok: bool = False) -> None:
+        """Remove the object called ``name`` (of any kind, or a registered relation).
+
+        ``missing_ok=True`` does nothing when there is no such object (a
+        script that starts afresh each time it runs).
+        """
         self._check_open()
         if name.lower() in self._registered:
             self.unregister(name)
+            return
+        if missing_ok and self.catalog.get(name) is None:
             return
         obj = self.catalog.require(name)
         if self.read_only:

@@ -129,21 +129,18 @@ def test_shell_statements_and_dot_commands(dbpath: Path) -> None:
             ".explain SELECT * FROM t",
             ".explain on",
             "SELECT 1 AS one;",
-            "SELECT * FROM nowhere;",
-            ".bogus",
-            ".quit",
+            ".bogus",  # a script stops at its first error (sqlite3 -bail), exit status 1
             "SELECT 'not reached';",
         ]
     )
     out = runner.invoke(app, ["shell", str(dbpath)], input=script + "\n")
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 1, out.output
     text = out.output
     assert ".schema NAME" in text  # the help
     assert "t  (table)" in text
     assert "x  int64" in text
     assert "│ 5 │" in text and "time:" in text
     assert "no relations read" in text
-    assert "unknown table 'nowhere'" in text
     assert "unknown command .bogus" in text
     assert "not reached" not in text
 
@@ -200,7 +197,7 @@ def test_attach_index_query_and_detach(tmp_path: Path) -> None:
         f["cand/sub_id"] = np.arange(1000) // 10
         f["bad/a"], f["bad/b"] = np.arange(2), np.arange(3)
     db = tmp_path / "db"
-    out = runner.invoke(app, ["attach", str(db), str(data), "--name", "obs"])
+    out = runner.invoke(app, ["attach", str(db), str(data), "--name", "obs", "--create"])
     assert out.exit_code == 0, out.output
     assert "obs.cand: 2 columns" in out.output and "skipped /bad" in out.output
     out = runner.invoke(app, ["index", str(db), "obs.cand", "mag", "sub_id", "--count", "20"])
@@ -215,3 +212,123 @@ def test_attach_index_query_and_detach(tmp_path: Path) -> None:
     assert out.exit_code == 1 and "no such file" in out.output
     out = runner.invoke(app, ["detach", str(db), "obs"])
     assert out.exit_code == 0 and "detached obs" in out.output
+
+
+def test_a_path_that_is_not_a_database_is_refused_unless_create(tmp_path: Path) -> None:
+    typo = tmp_path / "lab.tbd"
+    out = runner.invoke(app, ["sql", str(typo), "SELECT 1"])
+    assert out.exit_code == 1 and "does not exist" in out.output and "--create" in out.output
+    assert not typo.exists()  # nothing made
+    out = runner.invoke(app, ["sql", str(typo), "--create", "SELECT 42"])
+    assert out.exit_code == 0 and "42" in out.output
+    assert (typo / "catalog.sqlite").is_file()
+
+
+NESTED = (
+    "SELECT [1, 2] AS l, {'a': 1, 'b': [1.5]} AS s, MAP {'k': 1} AS m, "
+    "INTERVAL '1 year 2 months 3 days 04:05:06.5' AS i, NULL::INT[] AS n"
+)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet", "table"])
+def test_every_format_writes_nested_types_and_intervals(
+    dbpath: Path, tmp_path: Path, fmt: str
+) -> None:
+    target = tmp_path / f"out.{fmt}"
+    out = runner.invoke(app, ["sql", str(dbpath), NESTED, "-f", fmt, "-o", str(target)])
+    assert out.exit_code == 0, out.output
+    if fmt == "csv":
+        import csv
+
+        (row,) = list(csv.DictReader(target.open()))
+        assert json.loads(row["l"]) == [1, 2]
+        assert json.loads(row["s"]) == {"a": 1, "b": [1.5]}
+        assert json.loads(row["m"]) == {"k": 1}
+        assert row["i"] == "1 year 2 months 3 days 04:05:06.5"  # as DuckDB writes it
+        assert row["n"] == ""
+    elif fmt == "json":
+        row = json.loads(target.read_text())
+        assert row == {
+            "l": [1, 2],
+            "s": {"a": 1, "b": [1.5]},
+            "m": {"k": 1},
+            "i": "1 year 2 months 3 days 04:05:06.5",
+            "n": None,
+        }
+    elif fmt == "parquet":
+        table = pq.read_table(target)
+        assert table.column("l").to_pylist() == [[1, 2]]
+        assert table.column("i").to_pylist() == ["1 year 2 months 3 days 04:05:06.5"]
+
+
+def test_a_piped_shell_script_stops_at_its_first_error(dbpath: Path) -> None:
+    script = "CREATE TABLE a (x INTEGER);\nSELECT * FROM nope;\nCREATE TABLE b (x INTEGER);\n"
+    run = subprocess.run(
+        [sys.executable, "-m", "tesseradb.cli", "shell", str(dbpath)],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1
+    assert "unknown table 'nope'" in run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    with tesseradb.connect(dbpath, read_only=True) as db:
+        assert "a" in db.tables() and "b" not in db.tables()  # the rest never ran
+
+
+def test_ctrl_c_in_the_shell_cancels_the_statement_and_returns_to_the_prompt(
+    dbpath: Path,
+) -> None:
+    import io
+    import signal
+    import threading
+
+    from rich.console import Console
+
+    from tesseradb.cli.shell import Shell
+
+    lines = iter(
+        [
+            "CREATE TABLE slow AS SELECT count(*) AS n FROM range(100000000000) a, range(9) b;",
+            "SELECT 7 AS after;",
+        ]
+    )
+
+    def read_line(_prompt: str) -> str:
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    main = threading.main_thread().ident
+    assert main is not None
+    timer = threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT))
+    out = io.StringIO()
+    with tesseradb.connect(dbpath) as db:
+        shell = Shell(db, Console(file=out, width=100), read_line)
+        shell.interactive = True  # as at a terminal: go on after an error
+        timer.start()
+        shell.run()
+        assert "slow" not in db.tables()  # nothing of it kept
+    text = out.getvalue()
+    assert "interrupted" in text and "7" in text.split("interrupted", 1)[1]
+
+
+def test_the_cli_never_prints_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a database")
+    for argv in (
+        ["sql", str(tmp_path / "file"), "SELECT 1", "--create"],
+        ["info", str(tmp_path / "nowhere")],
+        ["sql", str(tmp_path / "file")],
+        ["nosuchcommand"],
+        ["attach", str(tmp_path / "nowhere"), "x.h5", "--create"],
+    ):
+        run = subprocess.run(
+            [sys.executable, "-m", "tesseradb.cli", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode != 0, argv
+        assert "Traceback" not in run.stderr + run.stdout, (argv, run.stderr)

@@ -25,6 +25,9 @@ app = typer.Typer(
 # the arguments most commands share
 DatabaseDir = Annotated[Path, typer.Argument(help="The database directory.")]
 ReadOnlyFlag = Annotated[bool, typer.Option("--read-only", help="Open the database read-only.")]
+CreateFlag = Annotated[
+    bool, typer.Option("--create", help="Create the database when PATH is not one yet.")
+]
 
 
 class OutputFormat(StrEnum):
@@ -46,12 +49,20 @@ def _fail(message: str) -> None:
 
 
 def _open(
-    path: Path, read_only: bool = False, fallback_read_only: bool = True
+    path: Path, read_only: bool = False, fallback_read_only: bool = True, create: bool = False
 ) -> tesseradb.Database:
-    """Open a database; when another process writes it, fall back to reading."""
+    """Open a database; when another process writes it, fall back to reading.
+
+    A path that is not a database yet is refused unless ``create``: a
+    mistyped path must not quietly become a new, empty database.
+    """
     import tesseradb
+    from tesseradb.catalog import CATALOG_FILE
     from tesseradb.errors import DatabaseLockedError, TesseraError
 
+    if not create and not (path / CATALOG_FILE).is_file():
+        what = "does not exist" if not path.exists() else "is not a TesseraDB database"
+        _fail(f"{path} {what}; `tessera init {path}` or --create makes one")
     try:
         return tesseradb.connect(path, read_only=read_only)
     except DatabaseLockedError as err:
@@ -87,7 +98,7 @@ def _root(
 @app.command()
 def init(path: Annotated[Path, typer.Argument(help="Directory of the new database.")]) -> None:
     """Create an empty database at PATH (an existing database is left as it is)."""
-    db = _open(path, fallback_read_only=False)
+    db = _open(path, fallback_read_only=False, create=True)
     try:
         typer.echo(f"database ready at {db.path} (format version {db.format_version})")
     finally:
@@ -136,13 +147,14 @@ def sql(
         ),
     ] = [],  # noqa: B006
     read_only: ReadOnlyFlag = False,
+    create: CreateFlag = False,
     max_rows: Annotated[int, typer.Option(help="Rows shown by --format table.")] = 100,
 ) -> None:
     """Run QUERY against the database at PATH and print the result."""
     from tesseradb.cli.output import write_result
     from tesseradb.errors import TesseraError
 
-    db = _open(path, read_only=read_only)
+    db = _open(path, read_only=read_only, create=create)
     try:
         with (
             _console(stderr=True).status("running", spinner="dots")
@@ -170,13 +182,14 @@ def argo(
         ),
     ] = [],  # noqa: B006
     read_only: ReadOnlyFlag = False,
+    create: CreateFlag = False,
 ) -> None:
     """Run an Argo/SQL STATEMENT on the JSON collections at PATH; print the objects as JSON lines."""
     import json
 
     from tesseradb.errors import TesseraError
 
-    db = _open(path, read_only=read_only)
+    db = _open(path, read_only=read_only, create=create)
     try:
         for obj in db.argo(statement, _parse_params(param)):
             sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
@@ -190,15 +203,19 @@ def argo(
 def shell(
     path: DatabaseDir,
     read_only: ReadOnlyFlag = False,
+    create: CreateFlag = False,
 ) -> None:
     """An interactive SQL shell: statements end with ';'; type .help for the dot commands."""
     from tesseradb.cli.shell import Shell
 
-    db = _open(path, read_only=read_only)
+    db = _open(path, read_only=read_only, create=create)
     try:
-        Shell(db, _console()).run()
+        session = Shell(db, _console())
+        session.run()
     finally:
         db.close()
+    if session.failed and not session.interactive:
+        raise typer.Exit(1)  # a script stops at its first error, and says so
 
 
 @app.command()
@@ -246,11 +263,12 @@ def attach(
     threads: Annotated[
         int | None, typer.Option(help="Threads per scan (default: all cores).")
     ] = None,
+    create: CreateFlag = False,
 ) -> None:
     """Attach HDF5 files in place: each table in them becomes NAME.TABLE."""
     from tesseradb.errors import TesseraError
 
-    db = _open(path, fallback_read_only=False)
+    db = _open(path, fallback_read_only=False, create=create)
     try:
         attached = db.attach(files, name=name, threads=threads)
         console = _console()
@@ -415,4 +433,24 @@ class _null:
 
 
 def main() -> None:
-    app()
+    """The ``tessera`` entry point: errors are one line on standard error, never a traceback
+    (``TESSERA_DEBUG=1`` shows it for an error that is not a TesseraError: a bug)."""
+    import os
+
+    from tesseradb.errors import TesseraError
+
+    try:
+        app()  # click's standalone mode: usage errors, Ctrl-C and exits without a traceback
+    except TesseraError as err:
+        _console(stderr=True).print(f"[bold red]error:[/] {err}", markup=True, soft_wrap=True)
+        sys.exit(1)
+    except Exception as err:
+        if os.environ.get("TESSERA_DEBUG"):
+            raise
+        _console(stderr=True).print(
+            f"[bold red]internal error:[/] {type(err).__name__}: {err} "
+            "(a bug in TesseraDB; TESSERA_DEBUG=1 shows where)",
+            markup=True,
+            soft_wrap=True,
+        )
+        sys.exit(70)

@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesseradb.errors import TesseraError
+
 if TYPE_CHECKING:
+    import pyarrow as pa
     from rich.console import Console
 
     from tesseradb.sql import Result
@@ -22,11 +25,13 @@ def write_result(
         import pyarrow.parquet as pq
 
         if output is None:
-            raise SystemExit("--format parquet needs --output FILE")
-        pq.write_table(table, output)
+            raise OutputError("--format parquet needs --output FILE")
+        pq.write_table(_as_text(table, nested=False), output)
         return
     if fmt == "csv":
         import pyarrow.csv as pacsv
+
+        table = _as_text(table, nested=True)
 
         if output is not None:
             pacsv.write_csv(table, output)
@@ -49,6 +54,42 @@ def write_result(
         output.write_text(console.export_text() if console.record else "")
 
 
+class OutputError(TesseraError):
+    """The rows cannot be written as asked (a format that needs a file, say)."""
+
+
+def _as_text(table: pa.Table, nested: bool) -> pa.Table:
+    """``table`` with the columns a format cannot hold as text: intervals (Parquet and
+    CSV have none) and, for CSV, lists, structs and maps as JSON text."""
+    import pyarrow as pa
+    import pyarrow.types as t
+
+    def unsupported(kind: pa.DataType) -> bool:
+        if t.is_interval(kind) or t.is_duration(kind):
+            return True
+        if nested and (t.is_nested(kind) or t.is_dictionary(kind)):
+            return True
+        if t.is_nested(kind):
+            return any(unsupported(kind.field(i).type) for i in range(kind.num_fields))
+        return False
+
+    columns = []
+    for column, field in zip(table.columns, table.schema, strict=True):
+        if unsupported(field.type):
+            texts = [
+                None
+                if v is None
+                else json.dumps(_json_value(v), ensure_ascii=False, default=str)
+                if t.is_nested(field.type)
+                else str(_json_value(v))
+                for v in column.to_pylist()
+            ]
+            columns.append(pa.array(texts, pa.string()))
+        else:
+            columns.append(column)
+    return pa.table(columns, names=table.column_names)
+
+
 def render_table(result: Result, max_rows: int, console: Console) -> None:
     from rich.table import Table
 
@@ -58,7 +99,7 @@ def render_table(result: Result, max_rows: int, console: Console) -> None:
         return
     view = Table(*table.column_names, show_lines=False)
     for row in table.slice(0, max_rows).to_pylist():
-        view.add_row(*("NULL" if v is None else str(v) for v in row.values()))
+        view.add_row(*("NULL" if v is None else str(_json_value(v)) for v in row.values()))
     console.print(view)
     more = table.num_rows - max_rows
     suffix = f" ({more:,} not shown)" if more > 0 else ""
@@ -76,4 +117,33 @@ def _json_value(value: Any) -> Any:
         return None  # JSON has no NaN or infinities
     if isinstance(value, Decimal):  # DECIMAL and HUGEINT (sums of integers)
         return int(value) if value == value.to_integral_value() else float(value)
+    if type(value).__name__ == "MonthDayNano":  # an INTERVAL
+        return interval_text(value)
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        # a MAP arrives as a list of (key, value) pairs
+        if value and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+            return {str(k): _json_value(v) for k, v in value}
+        return [_json_value(v) for v in value]
     return value
+
+
+def interval_text(value: Any) -> str:
+    """An INTERVAL (months, days, nanoseconds) as DuckDB writes it: ``1 year 2 months 3 days 04:05:06``."""
+    months, days, nanos = value.months, value.days, value.nanoseconds
+    parts = []
+    years = int(months / 12)  # truncated toward zero: -14 months is -1 year -2 months
+    months -= years * 12
+    for amount, unit in ((years, "year"), (months, "month"), (days, "day")):
+        if amount:
+            parts.append(f"{amount} {unit}{'s' if abs(amount) != 1 else ''}")
+    if nanos or not parts:
+        sign = "-" if nanos < 0 else ""
+        micros = abs(nanos) // 1000
+        seconds, micros = divmod(micros, 1_000_000)
+        minutes, seconds = divmod(seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        clock = f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}"
+        parts.append(clock + (f".{micros:06d}".rstrip("0") if micros else ""))
+    return " ".join(parts)

@@ -27,7 +27,13 @@ HISTORY = Path("~/.tessera_history").expanduser()
 
 
 class Shell:
-    """Reads statements from ``read_line`` (``input`` by default) until end of input."""
+    """Reads statements from ``read_line`` (``input`` by default) until end of input.
+
+    A person at a terminal sees errors and goes on; piped input (a script)
+    stops at its first error, like ``sqlite3 -bail``, and :attr:`failed`
+    says so (``tessera shell`` then exits 1). Ctrl-C during a statement
+    cancels it and returns to the prompt.
+    """
 
     def __init__(
         self,
@@ -41,6 +47,7 @@ class Shell:
         self.console = console
         self.timer = False
         self.explain = False
+        self.failed = False  # a statement or command failed
         # Prompts, banner and history only for a person at a terminal; piped
         # input (a script) gets just the results.
         self.interactive = read_line is None and sys.stdin.isatty()
@@ -69,7 +76,7 @@ class Shell:
                     self.console.print()
                     continue
                 if not buffer and line.strip().startswith("."):
-                    if not self.command(line.strip()):
+                    if not self.command(line.strip()) or self._bail():
                         break
                     continue
                 if not line.strip() and not buffer:
@@ -78,7 +85,9 @@ class Shell:
                 if line.rstrip().endswith(";"):
                     self.statement("\n".join(buffer))
                     buffer = []
-            if buffer and "".join(buffer).strip():
+                    if self._bail():
+                        break
+            if buffer and "".join(buffer).strip() and not self._bail():
                 self.statement("\n".join(buffer))
         finally:
             if readline is not None:
@@ -94,6 +103,9 @@ class Shell:
             readline.read_history_file(HISTORY)
         return readline
 
+    def _bail(self) -> bool:
+        return self.failed and not self.interactive
+
     def statement(self, text: str) -> None:
         from tesseradb.cli.output import render_table
         from tesseradb.errors import TesseraError
@@ -102,13 +114,46 @@ class Shell:
             if self.explain:
                 self.console.print(str(self.db.explain(text)), markup=False)
             start = time.perf_counter()
-            result = self.db.sql(text)
+            result = self._cancellable(text)
             elapsed = time.perf_counter() - start
             render_table(result, 100, self.console)
             if self.timer:
                 self.console.print(f"time: {elapsed * 1000:.1f} ms")
         except TesseraError as err:
+            self.failed = True
             self.console.print(f"error: {err}", markup=False)
+
+    def _cancellable(self, text: str) -> Any:
+        """``db.sql(text)`` in a thread, so that Ctrl-C (in this, the main thread) can
+        interrupt it: the statement then raises InterruptedStatementError, keeping nothing."""
+        import threading
+
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome["result"] = self.db.sql(text)
+            except BaseException as err:  # handed to the main thread
+                outcome["error"] = err
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=run, name="tessera-shell-statement", daemon=True)
+        worker.start()
+        cancelled = False
+        while True:
+            try:
+                if done.wait(0.1):
+                    break
+                if cancelled:  # it may not have reached DuckDB at the first request
+                    self.db.interrupt()
+            except KeyboardInterrupt:
+                cancelled = True
+                self.db.interrupt()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["result"]
 
     def command(self, line: str) -> bool:
         """Run a dot command; return False to leave the shell."""
@@ -140,8 +185,10 @@ class Shell:
                 else:
                     self.console.print("usage: .explain on|off|SQL")
             else:
+                self.failed = True
                 self.console.print(f"unknown command {word}; .help lists them", markup=False)
         except TesseraError as err:
+            self.failed = True
             self.console.print(f"error: {err}", markup=False)
         return True
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tesseradb.catalog import validate_name
 from tesseradb.errors import (
     DatabaseLockedError,
+    InterruptedStatementError,
     ObjectExistsError,
     ReadOnlyError,
     SQLExecutionError,
@@ -229,6 +230,7 @@ class SQLEngine:
         self.store = TableStore(store_path, read_only)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_lock = threading.Lock()
+        self._running: set[duckdb.DuckDBPyConnection] = set()  # cursors of running statements
         # Dotted relations (`ptf.candidate`) resolve through a view in an
         # in-memory catalog named after their owner; the view reads the
         # statement's own scan, registered on its cursor. Views are made once.
@@ -620,6 +622,8 @@ class SQLEngine:
 
         con = self.connection()
         cursor = con.cursor()
+        with self._con_lock:
+            self._running.add(cursor)
         wrap = self._wraps_in_transaction(text, analysis)
         try:
             cursor.execute("SET python_enable_replacements = false")
@@ -650,6 +654,10 @@ class SQLEngine:
                             with contextlib.suppress(duckdb.Error):
                                 cursor.execute("ROLLBACK")
                         raise
+                except duckdb.InterruptException:
+                    raise InterruptedStatementError(
+                        "the statement was interrupted; nothing of it was kept"
+                    ) from None
                 except duckdb.Error as err:
                     for scan in scans.values():
                         if scan.error is not None:
@@ -659,7 +667,17 @@ class SQLEngine:
                     self.namespace.sync_tables(tables)
             return Result(table, {scan.relation.name: scan.stats for scan in scans.values()})
         finally:
+            with self._con_lock:
+                self._running.discard(cursor)
             cursor.close()
+
+    def interrupt(self) -> None:
+        """Cancel the statements running now (from another thread or a signal handler)."""
+        with self._con_lock:
+            running = list(self._running)
+        for cursor in running:
+            with contextlib.suppress(Exception):
+                cursor.interrupt()
 
     def _registered_name(self, scan: RelationScan) -> str:
         """The name a scan is registered under on the statement's cursor."""
@@ -754,6 +772,12 @@ class SQLEngine:
             )
             return UnknownTableError(
                 f"unknown table {name!r}{hint}{_location(text, message)}", name, suggestions
+            )
+        exists = re.search(r'with name "?([^"\s!]+)"? already exists', message)
+        if isinstance(err, duckdb.CatalogException) and exists:
+            return ObjectExistsError(
+                f"an object called {exists.group(1)!r} already exists (CREATE OR REPLACE or "
+                f"CREATE ... IF NOT EXISTS say what to do then){_location(text, message)}"
             )
         if isinstance(err, duckdb.BinderException) and any(
             s.columns is not None for s in scans.values()

@@ -1,0 +1,135 @@
+"""Every example in README.md and docs/ runs as written, twice in the same directory.
+
+Python blocks of a file run in order in one namespace (a page is one session);
+``sh`` blocks run line by line, each ``tessera ...`` line as a command. A block
+fenced ``python schematic`` is a listing (a protocol, a file format), not an
+example, and is not run. The files an example names as the user's own input
+(an HDF5 night, a descriptor, a CSV file) are made beforehand by ``INPUTS``.
+Running everything a second time in the same directory checks that the
+examples are scripts a user can run again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.S | re.M)
+TESSERA = Path(sys.executable).with_name("tessera")
+# set-up commands of a fresh machine, run by CI itself, not by this test
+NOT_RUN_HERE = ("make ",)
+
+
+def blocks(page: Path) -> list[tuple[str, str, int]]:
+    """(language, code, line) of each runnable block of ``page``; ``script`` for a block
+    that is a whole program, run as a file (multiprocessing needs an importable main)."""
+    text = page.read_text()
+    found = []
+    for match in BLOCK.finditer(text):
+        language, info, code = match.group(1), match.group(2), match.group(3)
+        if language in ("python", "sh") and "schematic" not in info:
+            kind = "script" if language == "python" and "script" in info else language
+            found.append((kind, code, text[: match.start()].count("\n") + 1))
+    return found
+
+
+def _ptf_nights(folder: Path, pattern: str, count: int) -> None:
+    from tesseradb.bench.ptf import generate
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for night in range(count):
+        generate(folder / pattern.format(night), candidates=300, seed=night)
+
+
+def _taxi_inputs(folder: Path) -> None:
+    import numpy as np
+
+    # taxi.xml is the descriptor the page prints right after its example
+    page = (ROOT / "docs" / "records.md").read_text()
+    after = page[page.index("with `taxi.xml`") :]
+    (folder / "taxi.xml").write_text(after.split("```xml\n", 1)[1].split("```", 1)[0])
+    rng = np.random.default_rng(0)
+    lines = ["medallion,pickup_datetime,passenger_count,pickup_latitude,pickup_longitude"]
+    for i in range(2000):
+        lines.append(
+            f"M{i % 37:04d},{1357000000 + i * 60},{rng.integers(1, 5)},"
+            f"{40.70 + rng.random() * 0.1:.6f},{-73.95 + rng.random() * 0.1:.6f}"
+        )
+    (folder / "trips-2013-01.csv").write_text("\n".join(lines) + "\n")
+
+
+def _more_jsonl(folder: Path) -> None:
+    (folder / "more.jsonl").write_text(
+        '{"name": "Lucille Bluth", "age": 70}\n{"name": "Buster Bluth", "age": 32}\n'
+    )
+
+
+# The user's own input files that the examples of a page name.
+INPUTS: dict[str, Callable[[Path], None]] = {
+    "README.md": lambda d: _ptf_nights(d, "ptf_night_{}.h5", 2),
+    "attached.md": lambda d: _ptf_nights(d, "ptf_small.h5", 1),
+    "cli.md": lambda d: _ptf_nights(d / "nights", "night_{}.h5", 2),
+    "records.md": _taxi_inputs,
+    "documents.md": _more_jsonl,
+}
+
+
+def run_python(code: str, namespace: dict[str, object], where: str) -> None:
+    try:
+        exec(compile(code, where, "exec"), namespace)
+    except Exception as err:
+        raise AssertionError(f"{where}: {type(err).__name__}: {err}") from err
+
+
+def run_script(code: str, path: Path, where: str) -> None:
+    path.write_text(code)
+    run = subprocess.run([sys.executable, path.name], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, f"{where}\n{run.stdout}\n{run.stderr}"
+
+
+def run_sh(code: str, where: str) -> None:
+    for line in code.splitlines():
+        command = line.split("  #")[0].strip()
+        if not command or command.startswith(NOT_RUN_HERE):
+            continue
+        assert command.startswith("tessera "), f"{where}: not a tessera command: {line}"
+        path = f"{TESSERA.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        run = subprocess.run(
+            ["bash", "-c", command],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PATH": path},
+        )
+        assert run.returncode == 0, f"{where}: {command}\n{run.stdout}\n{run.stderr}"
+        assert "Traceback" not in run.stderr, f"{where}: {command}\n{run.stderr}"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if blocks(p)], ids=lambda p: p.name)
+def test_every_example_runs_twice(page: Path, tmp_path: Path) -> None:
+    make_inputs = INPUTS.get(page.name)
+    if make_inputs is not None:
+        make_inputs(tmp_path)
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for attempt in (1, 2):
+            namespace: dict[str, object] = {"__name__": "__doc_example__"}
+            for language, code, line in blocks(page):
+                where = f"{page.name}:{line} (run {attempt})"
+                if language == "python":
+                    run_python(code, namespace, where)
+                elif language == "script":
+                    run_script(code, tmp_path / f"example_{line}.py", where)
+                else:
+                    run_sh(code, where)
+    finally:
+        os.chdir(here)
