@@ -207,3 +207,30 @@ def test_core_extension_is_loaded() -> None:
     facts = _core.build_info()
     assert facts["version"] == tesseradb.__version__
     assert facts["threads"] >= 1 and facts["profile"] in ("release", "debug")
+
+
+def test_modified_moves_with_writes_to_every_kind(tmp_path: Path) -> None:
+    import time
+
+    import numpy as np
+    import pyarrow as pa
+
+    def modified(db: tesseradb.Database) -> dict[str, str]:
+        return {o.name: o.modified for o in db.info().objects if o.modified}
+
+    with tesseradb.connect(tmp_path / "db") as db:
+        db.sql("CREATE TABLE t (a INTEGER)")
+        stream = db.create_stream(
+            "s", {"fields": [{"name": "a", "type": "double"}], "index": ["a"]}
+        )
+        array = db.create_array("a", [{"name": "x", "end": 10, "chunk": 10}], {"v": "int32"})
+        people = db.create_collection("people")
+        before = modified(db)
+        time.sleep(1.1)  # the catalog's times have milliseconds; collections touch once a second
+        db.sql("INSERT INTO t VALUES (1)")
+        stream.ingest(pa.table({"a": [1.0]}), durable=True)
+        array[0:10] = np.arange(10, dtype=np.int32)
+        people.insert({"name": "x"})
+        after = modified(db)
+    for name in ("t", "s", "a", "people"):
+        assert after[name] > before[name], name

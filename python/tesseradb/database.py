@@ -96,6 +96,13 @@ def connect(path: str | os.PathLike[str], read_only: bool = False) -> Database:
     return Database(path, read_only=read_only)
 
 
+def _iso(moment: datetime | None) -> str | None:
+    """``moment`` as the catalog writes times (UTC, milliseconds)."""
+    from datetime import UTC
+
+    return None if moment is None else moment.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
 # databases still open, closed at interpreter exit while the writer threads
 # still run (a __del__ during finalization could only wait for them for ever)
 _OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
@@ -131,6 +138,7 @@ class Database:
         self._arrays: dict[str, Array] = {}  # arrays open at their head, by lower name
         self._documents: DocumentStore | None = None  # opened with the first collection
         self._engine = SQLEngine(self, self.path / TABLE_STORE_FILE, read_only)
+        self._touched: dict[str, float] = {}  # name -> when _modified last wrote it
         self._closed = False
         _OPEN.add(self)
 
@@ -306,10 +314,28 @@ class Database:
             return None
         return list(obj.spec["columns"])
 
-    def sync_tables(self, tables: dict[str, tuple[str, list[str]]]) -> None:
+    def sync_tables(
+        self, tables: dict[str, tuple[str, list[str]]], written: Sequence[str] = ()
+    ) -> None:
         self.catalog.sync_kinds(
             PLAIN_KINDS, {n: (kind, {"columns": cols}) for n, (kind, cols) in tables.items()}
         )
+        known = {n.lower(): n for n in tables}
+        for name in written:
+            if name.lower() in known:
+                self._modified(known[name.lower()], at_once=True)
+
+    def _modified(self, name: str, at_once: bool = False) -> None:
+        """Record that ``name`` changed (ObjectInfo.modified): at most once a second per
+        object, so that a stream of small writes does not become catalog writes."""
+        import time
+
+        now = time.monotonic()
+        if self.read_only or (not at_once and now - self._touched.get(name, -2.0) < 1.0):
+            return
+        self._touched[name] = now
+        with contextlib.suppress(ObjectNotFoundError):
+            self.catalog.touch(name)
 
     def tables(self) -> list[str]:
         """Names of the plain tables and views (those created with SQL)."""
@@ -645,7 +671,9 @@ class Database:
 
         with self._registered_lock:
             if self._documents is None:
-                self._documents = DocumentStore(self.path / "documents", self.read_only)
+                self._documents = DocumentStore(
+                    self.path / "documents", self.read_only, on_write=self._modified
+                )
             return self._documents
 
     def create_collection(
@@ -813,15 +841,21 @@ class Database:
                         )
                     )
                 continue
+            modified = obj.modified
             if obj.kind == STREAM_KIND:
                 stream = self.stream(obj.name)
                 rows, size = stream.num_records, stream.bytes_on_disk
+                # the call log grows with every committed ingest call
+                modified = max(modified, _iso(stream.last_commit) or "")
             if obj.kind == ARRAY_KIND:
                 array = self.array(obj.name)
                 rows, size = array.relation.estimate(None).rows, array.bytes_on_disk
+                versions = array.versions()
+                if versions:
+                    modified = max(modified, _iso(versions[0].time) or "")
             if obj.kind == COLLECTION_KIND:
                 rows = self.collection(obj.name).count()
-            objects.append(ObjectInfo(obj.name, obj.kind, rows, size, obj.created, obj.modified))
+            objects.append(ObjectInfo(obj.name, obj.kind, rows, size, obj.created, modified))
         for rel in self._registered.values():
             est = rel.estimate(None)
             objects.append(

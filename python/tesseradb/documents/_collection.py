@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -86,6 +86,7 @@ class Collection:
         self.backend = backend
         self.mapping = mapping
         self._upgraded = False  # upgrade() has run
+        self.on_write: Callable[[str], None] | None = None  # the database's modified time
         self._counts_delta = True  # argo_meta has delta_objects
 
     def __repr__(self) -> str:
@@ -159,6 +160,8 @@ class Collection:
         with self.backend.transaction(write=write):
             self.refresh()
             yield
+        if write and self.on_write is not None:
+            self.on_write(self.name)
 
     def refresh(self) -> None:
         """Read whether the delta tables hold rows (inside a transaction)."""

@@ -8,6 +8,7 @@ collection on it, so statements on one backend are serialised by its lock.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from tesseradb.documents._backends import EMBEDDED_BACKENDS, Backend, open_backend
@@ -25,9 +26,15 @@ DEFAULT_MAPPING = "argo3"
 class DocumentStore:
     """Backends and collections of one database directory."""
 
-    def __init__(self, directory: Path, read_only: bool) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        read_only: bool,
+        on_write: Callable[[str], None] | None = None,
+    ) -> None:
         self.directory = directory
         self.read_only = read_only
+        self.on_write = on_write  # told the name of a collection a transaction changed
         self._backends: dict[str, Backend] = {}
         self._collections: dict[str, Collection] = {}
         self._lock = threading.Lock()
@@ -56,6 +63,7 @@ class DocumentStore:
             return found
         connection = self.backend(backend)
         collection = Collection(name, connection, make_mapping(mapping, name, connection))
+        collection.on_write = self.on_write
         with self._lock:
             return self._collections.setdefault(key, collection)
 

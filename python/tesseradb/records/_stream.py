@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -48,7 +49,7 @@ from tesseradb.errors import (
     TesseraError,
 )
 from tesseradb.records._cache import ClockCache
-from tesseradb.records._calls import CallLog, CallRecord
+from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord
 from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
 from tesseradb.records._segment_file import (
     TEMPORARY_SUFFIX,
@@ -643,6 +644,17 @@ class Stream:
         return self.scan(columns, predicate).read_all()
 
     # --- information ----------------------------------------------------------------
+    @property
+    def last_commit(self) -> datetime | None:
+        """When an ingest call was last committed to disk (the call log's time), if ever."""
+        from datetime import UTC
+
+        try:
+            stamp = (self.directory / CALL_LOG).stat().st_mtime
+        except FileNotFoundError:
+            return None
+        return datetime.fromtimestamp(stamp, UTC)
+
     @property
     def num_records(self) -> int:
         self._refresh()

@@ -15,7 +15,7 @@ import difflib
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,8 +73,11 @@ class Namespace(Protocol):
         """The column names of a plain table or view, or None if unknown."""
         ...
 
-    def sync_tables(self, tables: dict[str, tuple[str, list[str]]]) -> None:
-        """The store now holds exactly these plain tables/views (name -> (kind, columns))."""
+    def sync_tables(
+        self, tables: dict[str, tuple[str, list[str]]], written: Sequence[str] = ()
+    ) -> None:
+        """The store now holds exactly these plain tables/views (name -> (kind, columns));
+        ``written`` names the ones the statement changed."""
         ...
 
 
@@ -664,7 +667,7 @@ class SQLEngine:
                             raise scan.error from None
                     raise self._execution_error(text, err, analysis, scans) from None
                 if tables is not None:
-                    self.namespace.sync_tables(tables)
+                    self.namespace.sync_tables(tables, [target for _, target in analysis.writes])
             return Result(table, {scan.relation.name: scan.stats for scan in scans.values()})
         finally:
             with self._con_lock:
