@@ -568,13 +568,13 @@ class SegmentStore:
         predicate: Predicate | None,
         ambiguous: Mapping[str, Sequence[float]],
     ) -> list[tuple[str, pa.Array]] | None:
-        """``count``, ``avg``, ``min``, ``max`` and floating ``sum`` of the matching records.
+        """``count``, ``avg``, ``min``, ``max`` and ``sum`` of the matching records.
 
         ``items`` are (output name, function, column; None for ``count(*)``).
         Answers from the found records' columns with DuckDB's meanings (NaN
         above every number, an empty input gives NULL); returns None for what
-        it does not answer (other functions, text columns, integer sums,
-        whose type DuckDB widens) or when a found record holds one of the
+        it does not answer (other functions, text columns) or when a found
+        record holds one of the
         ``ambiguous`` values of a column, and the query then runs as SQL.
         """
         import numpy as np
@@ -589,8 +589,6 @@ class SegmentStore:
             if name is not None:
                 type_ = self.schema.field(name).type
                 if pa.types.is_string(type_) or fn not in ("count", "avg", "min", "max", "sum"):
-                    return None
-                if fn == "sum" and not pa.types.is_floating(type_):
                     return None
             elif fn != "count":
                 return None
@@ -780,6 +778,12 @@ class _Partials:
             value = None if not self.rows else self.sums[column] / self.rows
             return pa.array([value], pa.float64())
         if fn == "sum":
+            if pa.types.is_integer(type_):
+                # exact, as DuckDB's HUGEINT sum of integers (Arrow: decimal128(38, 0))
+                from decimal import Decimal
+
+                total = Decimal(self.sums[column]) if self.rows else None
+                return pa.array([total], pa.decimal128(38, 0))
             return pa.array([self.sums[column] if self.rows else None], pa.float64())
         if not self.rows:
             return pa.array([None], type_)
