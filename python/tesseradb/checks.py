@@ -83,3 +83,73 @@ class CheckReport:
             hint = "" if self.repair else "; `tessera check --repair` sets aside what it can"
             lines.append(f"{len(self.damaged)} problem(s) left{hint}")
         return "\n".join(lines)
+
+
+# What a database directory may hold besides the objects' own directories.
+TOP_LEVEL = {
+    "catalog.sqlite",
+    "catalog.sqlite-wal",
+    "catalog.sqlite-shm",
+    "catalog.sqlite-journal",
+    "tables.duckdb",
+    "tables.duckdb.wal",
+    "write.lock",
+    "documents",
+    "quarantine",
+}
+OBJECT_FOLDERS = {"arrays": "array", "streams": "stream", "attached": "attached"}
+DOCUMENT_FILES = {
+    "documents.sqlite",
+    "documents.sqlite-wal",
+    "documents.sqlite-shm",
+    "documents.sqlite-journal",
+    "documents.duckdb",
+    "documents.duckdb.wal",
+}
+QUARANTINE = "quarantine"
+
+
+def check_layout(path: Path, objects: dict[str, str], repair: bool) -> list[Finding]:
+    """Findings about files that belong to no object of the database directory ``path``.
+
+    ``objects`` maps each catalog name to its kind. A foreign file, or the
+    directory of an object the catalog does not know (left by a crash between
+    making it and naming it), is never read; repair moves it under
+    ``quarantine/`` (nothing is deleted) so the directory holds only what the
+    catalog names.
+    """
+    import shutil
+
+    known = {(kind, name.lower()) for name, kind in objects.items()}
+    foreign: list[tuple[Path, str]] = []
+    for entry in sorted(path.iterdir()):
+        if entry.name in TOP_LEVEL:
+            continue
+        if entry.name not in OBJECT_FOLDERS:
+            foreign.append((entry, "belongs to no part of a database"))
+            continue
+        if not entry.is_dir():
+            foreign.append((entry, "should be a directory"))
+            continue
+        kind = OBJECT_FOLDERS[entry.name]
+        for child in sorted(entry.iterdir()):
+            if (kind, child.name.lower()) not in known:
+                foreign.append((child, f"is not the directory of any {kind} in the catalog"))
+    documents = path / "documents"
+    if documents.is_dir():
+        for child in sorted(documents.iterdir()):
+            if child.name not in DOCUMENT_FILES:
+                foreign.append((child, "is not a file of an embedded document backend"))
+    findings = []
+    for entry, problem in foreign:
+        relative = entry.relative_to(path)
+        action = ""
+        if repair:
+            target = path / QUARANTINE / "__".join(relative.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            while target.exists():
+                target = target.with_name(target.name + "_")
+            shutil.move(entry, target)
+            action = f"moved to {target.relative_to(path)}"
+        findings.append(Finding("(database)", str(relative), problem, action, repaired=repair))
+    return findings

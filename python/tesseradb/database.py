@@ -37,13 +37,14 @@ from tesseradb.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
     ReadOnlyError,
+    TesseraError,
 )
 from tesseradb.sql.engine import Explain, SQLEngine
 from tesseradb.sql.relation import ArrowRelation, Relation
 from tesseradb.sql.result import Result
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from datetime import datetime
     from types import TracebackType
 
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
     from tesseradb.arrays import Array
     from tesseradb.attached import Attachment
-    from tesseradb.checks import CheckReport
+    from tesseradb.checks import CheckReport, Finding, Verified
     from tesseradb.documents import Collection, DocumentStore
     from tesseradb.records import Stream
 
@@ -94,6 +95,32 @@ def quote_identifier(name: str) -> str:
 def connect(path: str | os.PathLike[str], read_only: bool = False) -> Database:
     """Open the database directory at ``path``, creating it if needed (unless ``read_only``)."""
     return Database(path, read_only=read_only)
+
+
+def require_text(value: str, what: str, where: str) -> None:
+    """Refuse a str that is not Unicode text (a lone surrogate cannot be stored anywhere)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InvalidArgumentError(
+            f"{where}: {what} is not Unicode text (a lone surrogate at position {err.start})"
+        ) from None
+
+
+def _require_str(value: object, what: str, where: str) -> None:
+    """Refuse a non-text argument at the door, naming it (not an AttributeError inside)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{where}: {what} must be a str, not {type(value).__name__}")
+    require_text(value, what, where)
+
+
+def _require_params(params: object, where: str) -> None:
+    if params is not None and (
+        isinstance(params, (str, bytes)) or not isinstance(params, (list, tuple, dict))
+    ):
+        raise InvalidArgumentError(
+            f"{where}: params are a list (for ?) or a dict (for $name), not {type(params).__name__}"
+        )
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -212,6 +239,8 @@ class Database:
         ``params`` binds ``?`` placeholders (a sequence) or ``$name`` ones (a
         mapping); values are never pasted into the statement's text.
         """
+        _require_str(text, "the SQL text", "db.sql")
+        _require_params(params, "db.sql")
         self._check_open()
         return self._engine.execute(text, params)
 
@@ -222,6 +251,8 @@ class Database:
 
     def explain(self, text: str, params: Any = None) -> Explain:
         """What ``text`` would read from each relation: the predicate pushed down and the columns."""
+        _require_str(text, "the SQL text", "db.explain")
+        _require_params(params, "db.explain")
         self._check_open()
         return self._engine.explain(text, params)
 
@@ -234,6 +265,7 @@ class Database:
         columns), which becomes an :class:`ArrowRelation`. The name shares the
         database's namespace, so it may not be an object's name.
         """
+        _require_str(name, "name", "db.register")
         validate_name(name, "relation")
         if self.catalog.get(name) is not None:
             raise ObjectExistsError(
@@ -249,6 +281,7 @@ class Database:
         return relation
 
     def unregister(self, name: str) -> None:
+        _require_str(name, "name", "db.unregister")
         with self._registered_lock:
             if self._registered.pop(name.lower(), None) is None:
                 raise ObjectNotFoundError(f"no registered relation named {name!r}")
@@ -260,6 +293,7 @@ class Database:
         Dotted names are tables of an object that holds several
         (``ptf.candidate`` of the attachment ``ptf``).
         """
+        _require_str(name, "name", "db.relation")
         registered = self._registered.get(name.lower())
         if registered is not None:
             return registered
@@ -293,6 +327,7 @@ class Database:
         return None
 
     def kind_of(self, name: str) -> str | None:
+        _require_str(name, "name", "db.kind_of")
         if name.lower() in self._registered:
             return "relation"
         obj = self.catalog.get(name)
@@ -347,6 +382,7 @@ class Database:
         ``missing_ok=True`` does nothing when there is no such object (a
         script that starts afresh each time it runs).
         """
+        _require_str(name, "name", "db.drop")
         self._check_open()
         if name.lower() in self._registered:
             self.unregister(name)
@@ -399,7 +435,15 @@ class Database:
             raise InvalidArgumentError(
                 f"stale_index must be 'rebuild' or 'bypass', not {stale_index!r}"
             )
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgumentError(
+                f"db.attach: path must be a file name or glob (a str or path), not {type(path).__name__}"
+            )
         text = os.fspath(path)
+        if not isinstance(text, str):
+            raise InvalidArgumentError(f"db.attach: path must be text, not {type(text).__name__}")
+        if name is not None:
+            _require_str(name, "name", "db.attach")
         if name is None:
             stem = Path(text).name.split(".")[0]
             name = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "attached"
@@ -413,6 +457,7 @@ class Database:
 
     def attached(self, name: str) -> Attachment:
         """The attachment called ``name``: its tables, indexes and slab reads."""
+        _require_str(name, "name", "db.attached")
         from tesseradb.attached._attachment import Attachment
 
         self._check_open()
@@ -427,6 +472,7 @@ class Database:
 
     def detach(self, name: str) -> None:
         """Forget an attachment and delete its sidecar indexes (the files are untouched)."""
+        _require_str(name, "name", "db.detach")
         import shutil
 
         self._check_open()
@@ -461,6 +507,7 @@ class Database:
         ``encoding`` is ``equality`` or ``range``. Indexes are sidecar files
         under the database directory; the attached files are never changed.
         """
+        _require_str(table, "table", "db.create_index")
         from tesseradb.attached._attachment import AttachError
         from tesseradb.attached._bitmap import Binning
 
@@ -484,6 +531,7 @@ class Database:
                 )
         if edges is not None and (
             isinstance(edges, (str, bytes))
+            or not isinstance(edges, (list, tuple))
             or not all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in edges)
         ):
             raise InvalidArgumentError(
@@ -509,7 +557,11 @@ class Database:
         )
         attachment = self.attached(owner)
         relation = attachment.table(part)  # validates the table name
-        names = [columns] if isinstance(columns, str) else list(columns)
+        names = [columns] if isinstance(columns, str) else columns
+        if not isinstance(names, (list, tuple)) or not all(isinstance(c, str) for c in names):
+            raise InvalidArgumentError(
+                f"index on {table!r}: columns is a column name or a list of them, not {columns!r}"
+            )
         specs = attachment.create_index(relation.layout.name, names, binning, encoding, threads)
         obj = self.catalog.require(attachment.name, ATTACHED_KIND)
         self.catalog.update_spec(obj.name, {**obj.spec, "indexes": specs})
@@ -526,6 +578,7 @@ class Database:
         (``kdtree`` or ``sequential``), ``cache_bytes``, ``writer_threads``,
         ``writer_period_ms``, ``compression`` (``zstd`` or ``none``), ``seed``.
         """
+        _require_str(name, "name", "db.create_stream")
         from tesseradb.records import RecordDescriptor, StreamOptions
 
         self._check_open()
@@ -540,6 +593,7 @@ class Database:
 
     def stream(self, name: str) -> Stream:
         """The record stream called ``name``: ingest, flush, range queries."""
+        _require_str(name, "name", "db.stream")
         from tesseradb.records import RecordDescriptor, Stream, StreamOptions
 
         self._check_open()
@@ -592,6 +646,7 @@ class Database:
         the array in a world coordinate system (world = index + origin).
         ``codec`` is ``zstd`` (default), ``blosc`` or ``none``, at ``level``.
         """
+        _require_str(name, "name", "db.create_array")
         import shutil
 
         from tesseradb.arrays import ArraySchema
@@ -619,6 +674,7 @@ class Database:
 
     def array(self, name: str, version: str | None = None, as_of: datetime | None = None) -> Array:
         """The array called ``name``; at a past ``version`` (snapshot id) or ``as_of`` a time: read-only."""
+        _require_str(name, "name", "db.array")
         from tesseradb.arrays import Array, ArraySchema
         from tesseradb.arrays._repository import ArrayRepository
 
@@ -649,6 +705,7 @@ class Database:
         The inputs must have the same dimensions (by name) and attributes;
         the result spans their union in world coordinates.
         """
+        _require_str(into, "into", "db.merge")
         from tesseradb.arrays._operators import merge_arrays
 
         self._check_open()
@@ -687,6 +744,7 @@ class Database:
         vertical table) or ``argo3`` (a table per JSON type). Both default to
         the best embedded configuration measured by ``tessera bench nobench``.
         """
+        _require_str(name, "name", "db.create_collection")
         from tesseradb.documents import DEFAULT_BACKEND, DEFAULT_MAPPING
 
         self._check_open()
@@ -717,6 +775,7 @@ class Database:
 
     def collection(self, name: str) -> Collection:
         """The JSON collection called ``name``: insert, load, find, Argo/SQL."""
+        _require_str(name, "name", "db.collection")
         from tesseradb.errors import UnknownCollectionError
 
         self._check_open()
@@ -740,6 +799,11 @@ class Database:
         or ``:name`` (a mapping) placeholders. Each statement is one
         transaction on the collection's backend.
         """
+        if not isinstance(text, str):  # (a lone surrogate is named by the statement's parser)
+            raise InvalidArgumentError(
+                f"db.argo: the Argo/SQL text must be a str, not {type(text).__name__}"
+            )
+        _require_params(params, "db.argo")
         from tesseradb.documents import parse_statement
         from tesseradb.documents._argosql import Insert, Select
 
@@ -766,6 +830,7 @@ class Database:
 
     def schema(self, name: str) -> pa.Schema:
         """The columns of the relation, table or view called ``name``."""
+        _require_str(name, "name", "db.schema")
         self._check_open()
         relation = self.relation(name)
         if relation is not None:
@@ -780,24 +845,134 @@ class Database:
         """Verify every object's storage; with ``repair``, set aside what cannot be read.
 
         Streams: the call log and every committed segment read whole
-        (lengths, checksums); arrays: every written chunk of every version
-        decoded (CRC-32C); collections: the backend's integrity and tables;
-        attachments: the files and every sidecar index; the catalog and the
-        table store against each other. ``repair=True`` (a writable
-        database) moves unreadable segments and indexes aside, drops
-        unreadable chunks from a new version, and says in each finding what
-        was lost, so the rest stays queryable.
+        (lengths, checksums); arrays: every written chunk of the head version
+        decoded (CRC-32C) and every older version opened; collections: the
+        backend's integrity check and every object rebuilt; attachments: the
+        files and every sidecar index; plain tables read whole and the catalog
+        against the table store; files that belong to no object. With
+        ``repair=True`` (a writable database) unreadable segments are moved
+        aside, unreadable chunks dropped in a new version, indexes rebuilt and
+        foreign files moved to ``quarantine/``; each finding says what was
+        lost, and the rest stays queryable.
         """
-        from tesseradb.checks import CheckReport
+        from tesseradb.checks import CheckReport, check_layout
 
         self._check_open()
         if repair:
             self._check_writable("repair the database")
         report = CheckReport(self.path, repair)
-        for obj in self.catalog.objects():
+        objects = self.catalog.objects()
+        for obj in objects:
             if obj.kind == STREAM_KIND:
                 self._check_stream(obj.name, obj.spec, repair, report)
+            elif obj.kind == ARRAY_KIND:
+                self._check_object(
+                    obj.name, "array", report, lambda o=obj: self._check_array(o.name, repair)
+                )
+            elif obj.kind == ATTACHED_KIND:
+                self._check_object(
+                    obj.name,
+                    "attachment",
+                    report,
+                    lambda o=obj: self.attached(o.name).check(repair),
+                )
+            elif obj.kind == COLLECTION_KIND:
+                self._check_object(
+                    obj.name, "collection", report, lambda o=obj: self.collection(o.name).check()
+                )
+        if any(o.kind == COLLECTION_KIND for o in objects):
+            self._check_document_backends(report)
+        self._check_tables(repair, report)
+        report.findings.extend(check_layout(self.path, {o.name: o.kind for o in objects}, repair))
         return report
+
+    @staticmethod
+    def _check_object(
+        name: str,
+        kind: str,
+        report: CheckReport,
+        check: Callable[[], tuple[list[Finding], Verified]],
+    ) -> None:
+        from tesseradb.checks import Finding
+
+        try:
+            findings, verified = check()
+        except TesseraError as err:  # the object cannot even be opened
+            report.findings.append(Finding(name, kind, str(err)))
+            return
+        report.findings.extend(findings)
+        report.verified.append(verified)
+
+    def _check_array(self, name: str, repair: bool) -> tuple[list[Finding], Verified]:
+        from tesseradb.arrays import check_array
+
+        if not (self.path / "arrays" / name).is_dir():
+            from tesseradb.checks import Finding, Verified
+
+            return [
+                Finding(
+                    name,
+                    f"directory arrays/{name}",
+                    "is missing",
+                    action="restore it from a backup, or drop the array",
+                )
+            ], Verified(name, "array", "nothing to read")
+        with self._registered_lock:
+            self._arrays.pop(name.lower(), None)  # reopen at the head after a repair
+        return check_array(self.array(name), repair)
+
+    def _check_document_backends(self, report: CheckReport) -> None:
+        from tesseradb.checks import Finding
+
+        for backend in self._document_store().open_backends():
+            try:
+                problems = backend.integrity_problems()
+            except TesseraError as err:
+                problems = [str(err)]
+            for problem in problems:
+                report.findings.append(
+                    Finding("(documents)", f"backend {backend.describe()}", problem)
+                )
+
+    def _check_tables(self, repair: bool, report: CheckReport) -> None:
+        """Plain tables: each read whole, and the catalog against the table store."""
+        from tesseradb.checks import Finding, Verified
+
+        catalog = {o.name.lower(): o.name for o in self.catalog.objects() if o.kind in PLAIN_KINDS}
+        if not catalog and not self._engine.store.exists:
+            return
+        try:
+            stored = self._engine.store_tables()
+        except TesseraError as err:
+            report.findings.append(Finding("(tables)", TABLE_STORE_FILE, str(err)))
+            return
+        present = {n.lower(): n for n in stored}
+        for key in sorted(set(catalog) ^ set(present)):
+            where = "the catalog" if key in catalog else "the table store"
+            other = "the table store" if key in catalog else "the catalog"
+            report.findings.append(
+                Finding(
+                    catalog.get(key) or present[key],
+                    "catalog entry" if key in catalog else TABLE_STORE_FILE,
+                    f"is in {where} but not in {other}",
+                    action="catalog brought in line with the table store" if repair else "",
+                    repaired=repair,
+                )
+            )
+        if repair and set(catalog) != set(present):
+            self.sync_tables(stored)
+        rows = 0
+        for name, (kind, _) in sorted(stored.items()):
+            if kind != "table":
+                continue
+            try:
+                rows += self._engine.read_whole(name)
+            except TesseraError as err:
+                report.findings.append(Finding(name, f"table in {TABLE_STORE_FILE}", str(err)))
+        tables = sum(1 for kind, _ in stored.values() if kind == "table")
+        report.verified.append(
+            Verified("(tables)", "table store", f"{tables} table(s), {rows:,} rows read whole")
+        )
 
     def _check_stream(
         self, name: str, spec: dict[str, Any], repair: bool, report: CheckReport

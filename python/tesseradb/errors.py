@@ -14,6 +14,9 @@ its own.
 
 from __future__ import annotations
 
+import os
+from typing import BinaryIO
+
 __all__ = [
     "ArgoSyntaxError",
     "ArrayBoundsError",
@@ -34,6 +37,7 @@ __all__ = [
     "DocumentTypeError",
     "FormatVersionError",
     "IndexFileError",
+    "InputFileError",
     "InterruptedStatementError",
     "InvalidArgumentError",
     "InvalidNameError",
@@ -76,6 +80,26 @@ class DamagedStorageError(TesseraError, OSError):
     this error; ``tessera check --repair`` sets the part aside so the rest
     can be read, and says what was lost.
     """
+
+
+class InputFileError(TesseraError, OSError):
+    """A file given as input (CSV, JSON lines) is missing, a directory, or cannot be read."""
+
+
+def open_input(path: str | os.PathLike[str], what: str) -> BinaryIO:
+    """``path`` opened for reading bytes, or :class:`InputFileError` naming it and why."""
+    try:
+        return open(path, "rb")
+    except UnicodeEncodeError:
+        raise InputFileError(f"{what} {path!r}: the name is not Unicode text") from None
+    except FileNotFoundError:
+        raise InputFileError(f"{what} {os.fspath(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise InputFileError(f"{what} {os.fspath(path)!r} is a directory, not a file") from None
+    except OSError as err:
+        raise InputFileError(
+            f"{what} {os.fspath(path)!r} cannot be read: {err.strerror or err}"
+        ) from None
 
 
 class ProcessStartError(TesseraError):

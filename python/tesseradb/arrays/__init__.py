@@ -19,6 +19,7 @@ from tesseradb.arrays._array import (
     ChunkView,
 )
 from tesseradb.arrays._boxes import ArrayBoundsError
+from tesseradb.arrays._check import check_array
 from tesseradb.arrays._decode import clear_chunk_cache
 from tesseradb.arrays._repository import ArrayConflictError, Version, VersionNotFoundError
 from tesseradb.arrays._schema import ArraySchema, ArraySchemaError, Attribute, Dimension
@@ -38,5 +39,6 @@ __all__ = [
     "Dimension",
     "Version",
     "VersionNotFoundError",
+    "check_array",
     "clear_chunk_cache",
 ]

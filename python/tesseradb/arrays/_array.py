@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 from tesseradb.arrays._boxes import ArrayBoundsError, Box, chunk_box, chunk_grid, parse_key
 from tesseradb.arrays._decode import read_box
 from tesseradb.arrays._repository import ArrayConflictError, ArrayRepository, chunk_error
-from tesseradb.errors import ArrayCorruptError, ArrayDtypeError, ReadOnlyError, TesseraError
+from tesseradb.errors import (
+    ArrayCorruptError,
+    ArrayDtypeError,
+    ArraySchemaError,
+    InvalidArgumentError,
+    OperatorError,
+    ReadOnlyError,
+    TesseraError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -122,6 +130,11 @@ def fit_values(values: Any, attr: Any, shape: tuple[int, ...], where: str) -> np
     return cast
 
 
+def _require_callable(fn: object, where: str) -> None:
+    if not callable(fn):
+        raise InvalidArgumentError(f"{where} takes a function, not {type(fn).__name__}")
+
+
 class _ArrayBase:
     """Reads, writes and chunk iteration over one session source; shared by arrays and forks."""
 
@@ -146,6 +159,11 @@ class _ArrayBase:
 
     def extent(self, session: icechunk.Session | None = None) -> tuple[int, ...]:
         """Cells per dimension now (the unbounded dimension's grows by appending)."""
+        if session is not None and not hasattr(session, "snapshot_id"):
+            raise InvalidArgumentError(
+                f"array {self.name!r}: extent takes a session of this array (or none), "
+                f"not {type(session).__name__}"
+            )
         session = session or self._read_session()
         return tuple(self._zarr(session, self.schema.attrs[0].name).shape)
 
@@ -162,6 +180,11 @@ class _ArrayBase:
     def _attrs(self, attrs: Sequence[str] | str | None) -> list[Any]:
         if attrs is None:
             return list(self.schema.attrs)
+        if not isinstance(attrs, (str, list, tuple)):
+            raise ArraySchemaError(
+                f"array {self.name!r}: attrs is an attribute name or a list of them, "
+                f"not {type(attrs).__name__}"
+            )
         names = [attrs] if isinstance(attrs, str) else list(attrs)
         return [self.schema.attribute(a) for a in names]
 
@@ -253,7 +276,15 @@ class _ArrayBase:
 
         blocks = values if isinstance(values, dict) else None
         sample = next(iter(blocks.values())) if blocks else values
-        shape = np.shape(sample)
+        try:
+            shape = np.shape(sample)
+            len(start)
+        except TypeError:
+            raise ArrayDtypeError(
+                f"array {self.name!r}: write takes a start (a sequence of indexes) and values "
+                f"(an array, or a dict of arrays by attribute), not {type(start).__name__} "
+                f"and {type(sample).__name__}"
+            ) from None
         if len(start) != self.schema.ndim or len(shape) != self.schema.ndim:
             raise ArrayBoundsError(
                 f"array {self.name!r} has {self.schema.ndim} dimensions; write got a start of "
@@ -276,7 +307,10 @@ class _ArrayBase:
                 session.discard_changes()
             raise
         if own:
-            self._commit(session, message)
+            if session.has_uncommitted_changes:
+                self._commit(session, message)
+            else:  # an empty box: nothing to write, and no version is made
+                session.discard_changes()
 
     def _blocks(self, values: Any, shape: tuple[int, ...], where: str) -> dict[str, np.ndarray]:
         if isinstance(values, dict):
@@ -495,6 +529,7 @@ class _ArrayBase:
         ``fn`` gets a :class:`ChunkView`; numpy and Rust kernels release the
         GIL, so the threads run in parallel. Reading happens in the threads too.
         """
+        _require_callable(fn, f"array {self.name!r}: map_chunks")
         session = self._read_session()
         plans = self._chunk_plans(session, box, overlap, attrs, True)
 
@@ -747,6 +782,13 @@ class Array(_ArrayBase):
         import xarray as xr
 
         from tesseradb.arrays._operators import apply
+
+        if not isinstance(expression, str):
+            _require_callable(expression, f"array {self.name!r}: apply")
+        elif any("\ud800" <= ch <= "\udfff" for ch in expression):
+            raise OperatorError(
+                f"array {self.name!r}: apply's expression is not Unicode text (a lone surrogate)"
+            )
 
         region = self._box(box)
         parts, dtype = apply(self, expression, region, name, workers)

@@ -222,6 +222,11 @@ class ArraySchema:
         )
 
     def attribute(self, name: str) -> Attribute:
+        if not isinstance(name, str):
+            raise ArraySchemaError(
+                f"an attribute is named by a str, not {type(name).__name__}; "
+                f"the attributes are {', '.join(self.attr_names)}"
+            )
         for a in self.attrs:
             if a.name.lower() == name.lower():
                 return a

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from tesseradb.attached._bitmap import Binning, BitmapIndex, IndexFileError
 from tesseradb.attached._layout import TableLayout, discover, to_arrow_type
 from tesseradb.attached._reader import AttachedFileError, FileReader, to_arrow
-from tesseradb.errors import AttachError, ObjectNotFoundError
+from tesseradb.checks import Finding, Verified
+from tesseradb.errors import AttachError, ObjectNotFoundError, TesseraError
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Estimate
 
@@ -249,6 +250,8 @@ class Attachment:
 
     # --- tables -----------------------------------------------------------------------
     def table(self, name: str) -> AttachedTable:
+        if not isinstance(name, str):
+            raise AttachError(f"{self.name}: a table is named by a str, not {type(name).__name__}")
         if name not in self.layouts:
             import difflib
 
@@ -271,9 +274,26 @@ class Attachment:
         self, path: str, box: Sequence[slice | int] | None = None, file: int = 0
     ) -> np.ndarray:
         """A slab of an N-D (or any) dataset as numpy: ``read('/grid/t', (slice(0, 10), 5))``."""
+        if not isinstance(path, str):
+            raise AttachError(f"{self.name}: a dataset path is a str, not {type(path).__name__}")
+        if not isinstance(file, int) or isinstance(file, bool) or not 0 <= file < len(self.files):
+            raise AttachError(
+                f"{self.name}: file is the number of an attached file, 0 to {len(self.files) - 1}, "
+                f"not {file!r}"
+            )
         with self.hold():
-            ds = self.reader(file).dataset(path)
-            return ds[tuple(box)] if box is not None else ds[()]
+            try:
+                ds = self.reader(file).dataset(path)
+            except (KeyError, TypeError, ValueError):
+                raise AttachError(
+                    f"{self.name}: {self.files[file]} has no dataset {path!r}"
+                ) from None
+            try:
+                return ds[tuple(box)] if box is not None else ds[()]
+            except (TypeError, ValueError, IndexError) as err:
+                raise AttachError(
+                    f"{self.name}: box {box!r} does not select from {path} (shape {ds.shape}): {err}"
+                ) from None
 
     # --- indexes ----------------------------------------------------------------------
     def index_path(self, table: str, column: str, file_no: int) -> Path:
@@ -288,6 +308,8 @@ class Attachment:
         threads: int | None = None,
     ) -> dict[str, dict[str, Any]]:
         """Build bitmap indexes on ``columns`` of ``table``, one task per (column, file), in parallel."""
+        if not isinstance(table, str):
+            raise AttachError(f"{self.name}: a table is named by a str, not {type(table).__name__}")
         layout = self.layouts[table] if table in self.layouts else self.table(table).layout
         if layout.kind == "array":
             raise AttachError(
@@ -391,6 +413,58 @@ class Attachment:
         spec = self.index_specs[key]
         binning = Binning(**{**spec["binning"], "edges": tuple(spec["binning"]["edges"])})
         return self._build_index(table, column, file_no, binning, spec["encoding"])
+
+    # --- checking -------------------------------------------------------------------
+    def check(self, repair: bool) -> tuple[list[Finding], Verified]:
+        """Findings about the attached files and the sidecar indexes; ``repair`` rebuilds
+        missing or unreadable indexes (the attached files are never written)."""
+        findings: list[Finding] = []
+        files_ok = indexes_ok = stale = 0
+        for file_no, path in enumerate(self.files):
+            try:
+                with self.hold():
+                    for table in self.layouts:
+                        self._rows(table, file_no)  # opens the file and checks its layout
+            except (TesseraError, OSError) as err:
+                findings.append(Finding(self.name, f"file {path}", str(err)))
+                continue
+            files_ok += 1
+            for key, spec in self.index_specs.items():
+                table, column = key.split(".", 1)
+                index_path = self.index_path(table, column, file_no)
+                try:
+                    index = BitmapIndex.load(index_path)
+                except FileNotFoundError:
+                    problem = "is missing"
+                except (OSError, IndexFileError) as err:
+                    problem = f"cannot be read ({err})"
+                else:
+                    source = next(c for c in self.layouts[table].columns if c.name == column)
+                    with self.hold():
+                        current = self._index_identity(file_no, source.dataset)
+                    if index.identity != current or index.column != column:
+                        stale += 1  # the file changed since: rebuilt when next used
+                    indexes_ok += 1
+                    continue
+                if repair:
+                    binning = Binning(
+                        **{**spec["binning"], "edges": tuple(spec["binning"]["edges"])}
+                    )
+                    with self.hold():
+                        self._build_index(table, column, file_no, binning, spec["encoding"])
+                findings.append(
+                    Finding(
+                        self.name,
+                        f"index of {key} for file {file_no} ({index_path.name})",
+                        problem,
+                        action="rebuilt from the file" if repair else "",
+                        repaired=repair,
+                    )
+                )
+        what = f"{files_ok} of {len(self.files)} file(s) readable, {indexes_ok} index file(s) whole"
+        if stale:
+            what += f" ({stale} built from an older version of their file, rebuilt when next used)"
+        return findings, Verified(self.name, "attachment", what)
 
 
 class AttachedTable:

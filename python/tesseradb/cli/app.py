@@ -252,6 +252,34 @@ def info(path: DatabaseDir) -> None:
 
 
 @app.command()
+def check(
+    path: DatabaseDir,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Set aside what cannot be read (moved to quarantine, or dropped in a new "
+            "array version) so the rest stays queryable; says what was lost.",
+        ),
+    ] = False,
+) -> None:
+    """Verify every object's files (checksums, catalog, indexes); exit 1 if damage is left."""
+    from tesseradb.errors import TesseraError
+
+    # a plain check only reads: it runs beside a writer in another process
+    db = _open(path, read_only=not repair, fallback_read_only=False)
+    try:
+        report = db.check(repair=repair)
+    except TesseraError as err:
+        _fail(str(err))
+    finally:
+        db.close()
+    typer.echo(str(report))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
 def attach(
     path: DatabaseDir,
     files: Annotated[

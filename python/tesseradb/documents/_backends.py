@@ -132,6 +132,11 @@ class Backend(ABC):
     def describe(self) -> str:
         return self.kind
 
+    def integrity_problems(self) -> list[str]:
+        """What the backend's own integrity check reports ([] when whole, or when it has
+        none: DuckDB verifies its block checksums as it reads, servers their own pages)."""
+        return []
+
     def typed_null(self, column: str) -> str:
         """A NULL standing for ``column`` in a branch of a UNION that lacks it."""
         return "NULL"
@@ -338,6 +343,11 @@ class SQLiteBackend(Backend):
             "json_group_array(json_array(objid, keystr, ord, valstr, NULL, valint, valbool, "
             "valkind))"
         )
+
+    def integrity_problems(self) -> list[str]:
+        with self.transaction():
+            rows = self.execute("PRAGMA quick_check")
+        return [str(r[0]) for r in rows if r[0] != "ok"]
 
     def element_suffix(self, start: int) -> str:
         start_param = int(start)  # our own integer, never query text

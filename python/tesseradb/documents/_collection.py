@@ -20,10 +20,10 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import IO, Any, cast
 
 from tesseradb._core import flatten_documents
+from tesseradb.checks import Finding, Verified
 from tesseradb.documents._argosql import (
     And,
     Delete,
@@ -47,7 +47,10 @@ from tesseradb.errors import (
     DocumentBackendError,
     DocumentError,
     DocumentTypeError,
+    InvalidArgumentError,
     ObjectExistsError,
+    TesseraError,
+    open_input,
 )
 
 __all__ = ["META_TABLE", "Collection"]
@@ -210,13 +213,50 @@ class Collection:
     def __len__(self) -> int:
         return self.count()
 
+    def check(self) -> tuple[list[Finding], Verified]:
+        """Findings about the collection: every object rebuilt from its rows, and counted.
+
+        A damaged backend file is named by the backend's own check (see
+        ``Database.check``); collections are not repaired here: their backend
+        is a real database, restored with its own tools.
+        """
+        try:
+            expected = self.count()
+            rebuilt = len(self.find())
+        except TesseraError as err:
+            return [Finding(self.name, f"tables on {self.backend.describe()}", str(err))], Verified(
+                self.name, "collection", "unreadable"
+            )
+        findings = []
+        if rebuilt != expected:
+            findings.append(
+                Finding(
+                    self.name,
+                    f"tables on {self.backend.describe()}",
+                    f"{expected:,} objects counted but {rebuilt:,} rebuilt",
+                )
+            )
+        return findings, Verified(self.name, "collection", f"{rebuilt:,} objects rebuilt")
+
     def find(
         self, where: str | None = None, params: Any = None, *, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """The objects matching an Argo/SQL predicate (``"num BETWEEN ? AND ?"``), in objid order."""
+        if where is not None and not isinstance(where, str):
+            raise InvalidArgumentError(
+                f"collection {self.name!r}: find's where is an Argo/SQL predicate (a str), "
+                f"not {type(where).__name__}"
+            )
+        if limit is not None and (
+            not isinstance(limit, int) or isinstance(limit, bool) or limit < 0
+        ):
+            raise InvalidArgumentError(
+                f"collection {self.name!r}: find's limit is a count of objects (an int >= 0), "
+                f"not {limit!r}"
+            )
         text = f"SELECT * FROM `{self.name}`" + (f" WHERE {where}" if where else "")
         if limit is not None:
-            text += f" LIMIT {int(limit)}"
+            text += f" LIMIT {limit}"
         return self.run(parse_statement(text, params))
 
     # --- writing ------------------------------------------------------------------
@@ -281,6 +321,11 @@ class Collection:
         If object k is not acceptable, nothing of this call is kept and the
         error names k (counted from 1).
         """
+        if isinstance(documents, (str, bytes, dict)) or not hasattr(documents, "__iter__"):
+            raise InvalidArgumentError(
+                f"collection {self.name!r}: insert_many takes an iterable of objects (dicts or "
+                f"JSON texts), not {type(documents).__name__}; insert() takes one"
+            )
         return self._insert_all((f"object {k}", doc) for k, doc in enumerate(documents, start=1))
 
     def load_jsonl(self, source: str | os.PathLike[str] | IO[Any]) -> int:
@@ -292,15 +337,24 @@ class Collection:
 
         def numbered(handle: Iterable[str | bytes]) -> Iterator[tuple[str, str | bytes]]:
             for number, line in enumerate(handle, start=1):
+                if not isinstance(line, (str, bytes)):
+                    raise InvalidArgumentError(
+                        f"collection {self.name!r}, line {number}: a line of JSON text, "
+                        f"not {type(line).__name__}"
+                    )
                 if line.strip():
                     yield f"line {number}", line
 
         if isinstance(source, str | os.PathLike):
-            path = Path(source)
-            if not path.exists():
-                raise FileNotFoundError(f"no JSON lines file at {path}")
-            with path.open("rb") as handle:
+            with open_input(source, "JSON lines file") as handle:
                 return len(self._insert_all(numbered(handle)))
+        if isinstance(source, (bytes, bytearray)) or not (
+            hasattr(source, "read") or hasattr(source, "__iter__")
+        ):
+            raise InvalidArgumentError(
+                f"collection {self.name!r}: load_jsonl takes a path or an open file (or lines), "
+                f"not {type(source).__name__}"
+            )
         return len(self._insert_all(numbered(source)))
 
     def _insert_all(self, items: Iterable[tuple[str, Any]]) -> list[int]:

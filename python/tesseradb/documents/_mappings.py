@@ -20,14 +20,16 @@ each query is a union over the physical tables of :meth:`Mapping.tables`.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tesseradb._core import rebuild_documents, rebuild_packed_documents
 from tesseradb.documents._backends import Backend
 from tesseradb.documents._keys import Leaf
+from tesseradb.errors import DocumentBackendError
 
 __all__ = ["MAPPINGS", "ROW_COLUMNS", "KeyCondition", "Mapping", "Source", "make_mapping"]
 
@@ -305,7 +307,8 @@ class Mapping:
                 either = KeyCondition.any_of(keys)
                 where, params = f"{where} AND {either.sql}", params + either.params
             sql, params = self.rows_sql(where, params)
-            return rebuild_documents(execute(sql, params))
+            with self._rebuilding():
+                return rebuild_documents(execute(sql, params))
         # One statement, one packed text per table. Each key is its own range of
         # the index (an OR of ranges would be collected in a temporary b-tree);
         # rows that two keys both select are kept once by the kernel.
@@ -340,7 +343,21 @@ class Mapping:
             # repr is the shortest text that reads back as the same double
             packed = [[o, k, d, None, repr(float(v)), None, None, None] for o, k, d, v in plain]
             texts.append(json.dumps(packed, ensure_ascii=False))
-        return rebuild_packed_documents(texts)
+        with self._rebuilding():
+            return rebuild_packed_documents(texts)
+
+    @contextlib.contextmanager
+    def _rebuilding(self) -> Iterator[None]:
+        """Rows that do not make objects were damaged on the backend (a written row always
+        does): name the collection instead of the kernel's ValueError."""
+        try:
+            yield
+        except (ValueError, TypeError, KeyError) as err:
+            raise DocumentBackendError(
+                f"collection {self.collection!r}: its rows on {self.backend.describe()} cannot be "
+                f"rebuilt into objects ({err}); the backend's files may be damaged "
+                "(`tessera check` runs its integrity check)"
+            ) from None
 
     def element_keys(self, key: str, tables: Sequence[str]) -> list[str] | None:
         """The keys ``key[0]``, ``key[1]``, ... that ``tables`` hold; None if too many to walk.

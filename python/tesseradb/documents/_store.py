@@ -41,6 +41,11 @@ class DocumentStore:
 
     @staticmethod
     def check_options(backend: str, mapping: str) -> None:
+        for what, value in (("backend", backend), ("mapping", mapping)):
+            if not isinstance(value, str):
+                raise DocumentError(
+                    f"a collection's {what} is named by a str, not {type(value).__name__}"
+                )
         if mapping not in MAPPINGS:
             raise DocumentError(f"unknown mapping {mapping!r}: use 'argo1' or 'argo3'")
         if backend not in EMBEDDED_BACKENDS and "://" not in backend:
@@ -66,6 +71,11 @@ class DocumentStore:
         collection.on_write = self.on_write
         with self._lock:
             return self._collections.setdefault(key, collection)
+
+    def open_backends(self) -> list[Backend]:
+        """The backends opened so far (each collection opened opens its own)."""
+        with self._lock:
+            return list(self._backends.values())
 
     def forget(self, name: str) -> None:
         with self._lock:

@@ -47,6 +47,7 @@ from tesseradb.errors import (
     ReadOnlyError,
     StreamWriteError,
     TesseraError,
+    open_input,
 )
 from tesseradb.records._cache import ClockCache
 from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord
@@ -718,7 +719,7 @@ class _CSVRowError(Exception):
 @contextlib.contextmanager
 def _open_binary(source: Any) -> Iterator[IO[bytes]]:
     if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as f:
+        with open_input(source, "CSV file") as f:
             yield f
         return
     if isinstance(source, io.TextIOBase):

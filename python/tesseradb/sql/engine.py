@@ -343,6 +343,31 @@ class SQLEngine:
         finally:
             cursor.close()
 
+    def store_tables(self) -> dict[str, tuple[str, list[str]]]:
+        """The table store's plain tables and views: name -> (kind, column names)."""
+        con = self.connection()
+        cursor = con.cursor()
+        try:
+            with self.store.attached(con) as have_store:
+                return self._store_tables(cursor) if have_store else {}
+        finally:
+            cursor.close()
+
+    def read_whole(self, table: str) -> int:
+        """Read every value of the store's ``table`` (DuckDB checks its blocks' checksums as
+        it reads them); its row count, or :class:`TableStoreError` naming the damage."""
+        import duckdb
+
+        from tesseradb.errors import TableStoreError
+
+        try:
+            rows = self.store_query(f"SELECT count(hash(t)) FROM {_quote(table)} AS t")
+        except duckdb.Error as err:
+            raise TableStoreError(
+                f"table {table!r} in {self.store.path} cannot be read: {_first_line(str(err))}"
+            ) from None
+        return int(rows[0][0])
+
     # --- steps ------------------------------------------------------------------
     def _analyse(self, text: str, params: Any) -> Analysis:
         def schema_of(name: str) -> pa.Schema | None:

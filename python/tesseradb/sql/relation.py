@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from tesseradb.errors import InvalidArgumentError
 from tesseradb.sql.predicate import Predicate
 
 if TYPE_CHECKING:
@@ -147,7 +148,13 @@ class ArrowRelation:
         elif hasattr(data, "__arrow_c_stream__"):
             table = pa.RecordBatchReader.from_stream(data).read_all()
         else:
-            table = pa.table(data)
+            try:
+                table = pa.table(data)
+            except (TypeError, ValueError, pa.ArrowException) as err:
+                raise InvalidArgumentError(
+                    f"relation {name!r}: the data must be a pyarrow Table or RecordBatch, an Arrow "
+                    f"stream or a dict of columns, not {type(data).__name__} ({err})"
+                ) from None
         self.name = name
         self.table = table
         self._batches = table.to_batches(max_chunksize=batch_rows)
