@@ -1,0 +1,279 @@
+"""The crash matrix: writers killed with SIGKILL at random moments, then every promise checked.
+
+For each data model a writer subprocess does random work on one database,
+printing ``start i`` before and ``ack i`` (``ack i durable`` where the call
+promised durability) after each call. The parent kills it with SIGKILL at a
+random moment, reopens the database as a restarted application would, and
+checks that every acknowledged durable call is present, that no call is
+served in part (each call writes a batch whose size the parent can
+recompute from the seed), and that ``db.check()`` finds nothing wrong. Then
+it starts the next writer on the same database, N times.
+
+Run ``scripts/crash-matrix`` for long runs; tests/test_crash_matrix.py runs
+a few rounds of each model in ``make test``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MODELS", "Round", "Tally", "run_matrix"]
+
+MODELS = ("stream", "array", "collection", "table")
+ARRAY_SIDE = 64  # the array is ARRAY_SIDE x ARRAY_SIDE cells, chunks of 16 x 16
+
+
+def batch_size(seed: int, call: int) -> int:
+    """How many records/rows/objects call ``call`` of the writer seeded ``seed`` writes."""
+    return random.Random(seed * 1_000_003 + call).randint(1, 3000)
+
+
+def array_box(seed: int, call: int) -> tuple[int, int, int, int]:
+    """The box (x0, x1, y0, y1) that array call ``call`` fills with the value ``call``."""
+    rng = random.Random(seed * 1_000_003 + call)
+    x0, y0 = rng.randrange(ARRAY_SIDE), rng.randrange(ARRAY_SIDE)
+    return x0, rng.randint(x0 + 1, ARRAY_SIDE), y0, rng.randint(y0 + 1, ARRAY_SIDE)
+
+
+# --- the writer (runs in the child process) -----------------------------------------
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def writer(model: str, path: str, seed: int, first_call: int) -> None:
+    """Write calls first_call, first_call + 1, ... for ever (until killed)."""
+    import numpy as np
+    import pyarrow as pa
+
+    import tesseradb
+
+    db = tesseradb.connect(path)
+    if model == "stream":
+        stream = db.stream("s")
+    elif model == "array":
+        array = db.array("a")
+    elif model == "collection":
+        collection = db.collection("c")
+    _say("ready")
+    call = first_call
+    while True:
+        n = batch_size(seed, call)
+        _say(f"start {call}")
+        durable = ""
+        if model == "stream":
+            records = pa.table(
+                {"batch": pa.array([call] * n, pa.int64()), "j": np.arange(n, dtype=np.int64)}
+            )
+            durable_call = call % 3 == 0
+            stream.ingest(records, durable=durable_call)
+            durable = " durable" if durable_call else ""
+        elif model == "array":
+            x0, x1, y0, y1 = array_box(seed, call)
+            array[x0:x1, y0:y1] = {"v": np.full((x1 - x0, y1 - y0), call, dtype=np.int64)}
+            durable = " durable"
+        elif model == "collection":
+            collection.insert_many([{"batch": call, "j": j} for j in range(n)])
+            durable = " durable"
+        else:  # two statements in one call: both or neither
+            half = n // 2
+            db.sql(
+                f"INSERT INTO t SELECT {call}, range FROM range({half}); "
+                f"INSERT INTO t SELECT {call}, range FROM range({half}, {n})"
+            )
+            durable = " durable"
+        _say(f"ack {call}{durable}")
+        call += 1
+
+
+# --- the parent ---------------------------------------------------------------------
+@dataclass
+class Round:
+    """One writer's life: what it started and acknowledged before it was killed."""
+
+    first_call: int
+    started: list[int] = field(default_factory=list)
+    acked: list[int] = field(default_factory=list)
+    durable: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Tally:
+    """What the matrix found for one model."""
+
+    model: str
+    kills: int = 0
+    calls_acknowledged: int = 0
+    durable_acknowledged: int = 0
+    durable_lost: int = 0
+    torn: int = 0
+    check_findings: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.model}: {self.kills} kills, {self.calls_acknowledged} calls acknowledged "
+            f"({self.durable_acknowledged} durable), {self.durable_lost} durable calls lost, "
+            f"{self.torn} torn, {self.check_findings} check findings"
+        )
+
+
+def create(model: str, path: Path) -> None:
+    import tesseradb
+
+    with tesseradb.connect(path) as db:
+        if model == "stream":
+            descriptor = {
+                "fields": [{"name": "batch", "type": "int64"}, {"name": "j", "type": "int64"}],
+                "index": ["batch", "j"],
+            }
+            db.create_stream("s", descriptor, segment_bytes=4096)
+        elif model == "array":
+            dims = [{"name": d, "end": ARRAY_SIDE, "chunk": 16} for d in ("x", "y")]
+            db.create_array("a", dims, {"v": "int64"})
+        elif model == "collection":
+            db.create_collection("c")
+        else:
+            db.sql("CREATE TABLE t (batch BIGINT, j BIGINT)")
+
+
+def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.Random) -> Round:
+    """Start a writer, let it work for a random while, kill it with SIGKILL."""
+    code = (
+        "import sys; from tesseradb.testing.crash import writer; "
+        f"writer({model!r}, {str(path)!r}, {seed}, {first_call})"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    state = Round(first_call)
+    ready = threading.Event()
+
+    def read() -> None:
+        assert child.stdout is not None
+        for line in child.stdout:
+            word, *rest = line.split()
+            if word == "ready":
+                ready.set()
+            elif word == "start":
+                state.started.append(int(rest[0]))
+            elif word == "ack":
+                state.acked.append(int(rest[0]))
+                if rest[1:] == ["durable"]:
+                    state.durable.append(int(rest[0]))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    if not ready.wait(60):
+        child.kill()
+        raise RuntimeError(
+            f"the {model} writer did not start: {child.stderr.read() if child.stderr else ''}"
+        )
+    time.sleep(rng.uniform(0.0, 1.5))
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    reader.join(10)
+    if child.stderr is not None:
+        child.stderr.close()
+    return state
+
+
+def verify(model: str, path: Path, seed: int, rounds: list[Round], tally: Tally, base: Any) -> Any:
+    """Reopen and check every promise against everything the writers started; for an
+    array, ``base`` is its cells before the last writer, and the cells now are returned."""
+    import numpy as np
+
+    import tesseradb
+
+    durable = {c for r in rounds for c in r.durable}
+    with tesseradb.connect(path) as db:
+        if model == "array":
+            cells = db.array("a")[:, :]["v"]
+            # the array must be the state after some prefix of this writer's calls
+            # (earlier writers' kept calls are in ``base``), at least up to the last
+            # durable one: replay the calls to find which
+            grid = base.copy()
+            states = {0: grid.copy()}
+            for call in rounds[-1].started:
+                x0, x1, y0, y1 = array_box(seed, call)
+                grid[x0:x1, y0:y1] = call
+                states[call] = grid.copy()
+            matched = [c for c, s in states.items() if np.array_equal(s, cells)]
+            last_durable = max(rounds[-1].durable, default=0)
+            if not matched:
+                tally.torn += 1
+                tally.problems.append("the array matches no prefix of the writes")
+            elif max(matched) < last_durable:
+                tally.durable_lost += 1
+                tally.problems.append(
+                    f"the array is at call {max(matched)}, < acked {last_durable}"
+                )
+            base = cells.copy()  # the next writer continues from the array as it is
+        else:
+            if model == "stream":
+                rows = db.sql(
+                    "SELECT batch, count(*), count(DISTINCT j) FROM s GROUP BY batch"
+                ).fetchall()
+            elif model == "collection":
+                docs = db.collection("c").find()
+                counts: dict[int, list[int]] = {}
+                for d in docs:
+                    counts.setdefault(d["batch"], []).append(d["j"])
+                rows = [(b, len(js), len(set(js))) for b, js in counts.items()]
+            else:
+                rows = db.sql(
+                    "SELECT batch, count(*), count(DISTINCT j) FROM t GROUP BY batch"
+                ).fetchall()
+            present = {int(b): (int(n), int(d)) for b, n, d in rows}
+            for batch, (n, distinct) in present.items():
+                if n != batch_size(seed, batch) or distinct != n:
+                    tally.torn += 1
+                    tally.problems.append(f"call {batch}: {n} of {batch_size(seed, batch)} served")
+            for call in durable:
+                if call not in present:
+                    tally.durable_lost += 1
+                    tally.problems.append(f"durable call {call} is missing")
+        report = db.check()
+        if not report.ok:
+            tally.check_findings += len(report.damaged)
+            tally.problems += [str(f) for f in report.damaged]
+    return base
+
+
+def run_matrix(
+    model: str,
+    path: Path,
+    kills: int,
+    seed: int = 1,
+    progress: Callable[[Tally], Any] | None = None,
+) -> Tally:
+    """Kill ``kills`` writers of ``model`` on a new database at ``path``; what was found."""
+    rng = random.Random(seed)
+    create(model, path)
+    tally = Tally(model)
+    import numpy as np
+
+    rounds: list[Round] = []
+    next_call = 1
+    base = np.zeros((ARRAY_SIDE, ARRAY_SIDE), dtype=np.int64)
+    for _ in range(kills):
+        state = live_round(model, path, seed, next_call, rng)
+        rounds.append(state)
+        tally.kills += 1
+        tally.calls_acknowledged += len(state.acked)
+        tally.durable_acknowledged += len(state.durable)
+        base = verify(model, path, seed, rounds, tally, base)
+        next_call = max([next_call - 1, *state.started]) + 1
+        if progress is not None:
+            progress(tally)
+    return tally
