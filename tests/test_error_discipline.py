@@ -213,3 +213,47 @@ def test_report_error_discipline_counts(capsys: pytest.CaptureFixture[str]) -> N
     with capsys.disabled():
         for key, count in sorted(COUNTS.items()):
             print(f"error discipline: {key}: {count}")
+
+
+LIMITS = {
+    "char field too wide": (
+        "stream",
+        {
+            "fields": [
+                {"name": "a", "type": "char", "array_len": 10**12},
+                {"name": "x", "type": "double"},
+            ],
+            "index": ["x"],
+        },
+    ),
+    "too many fields": (
+        "stream",
+        {"fields": [{"name": f"f{i}", "type": "double"} for i in range(2000)], "index": ["f0"]},
+    ),
+    "field name too long": (
+        "stream",
+        {"fields": [{"name": "a" * 200, "type": "double"}], "index": ["a" * 200]},
+    ),
+    "too many dimensions": (
+        "array",
+        ([{"name": f"d{i}", "end": 2, "chunk": 1} for i in range(40)], {"v": "float64"}),
+    ),
+    "too many attributes": (
+        "array",
+        ([{"name": "x", "end": 2}], {f"v{i}": "float64" for i in range(2000)}),
+    ),
+    "coordinates past 2**62": ("array", ([{"name": "x", "end": 10**30}], {"v": "float64"})),
+    "chunk too big": ("array", ([{"name": "x", "end": 10**15, "chunk": 10**15}], {"v": "float64"})),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LIMITS))
+def test_limits_are_enforced_at_the_door(case: str, tmp_path: Path) -> None:
+    kind, spec = LIMITS[case]
+    with tesseradb.connect(tmp_path / "db") as db:
+        with pytest.raises(tesseradb.errors.LimitExceededError):
+            if kind == "stream":
+                db.create_stream("s", spec)
+            else:
+                db.create_array("a", *spec)
+        assert db.info().objects == []  # nothing was made

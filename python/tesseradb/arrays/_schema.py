@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tesseradb.errors import ArraySchemaError
+from tesseradb.errors import ArraySchemaError, LimitExceededError
 
 __all__ = ["ATTRIBUTE_TYPES", "ArraySchema", "ArraySchemaError", "Attribute", "Dimension"]
 
@@ -38,6 +38,11 @@ ATTRIBUTE_TYPES = (
 _TYPE_ALIASES = {"float": "float32", "double": "float64", "boolean": "bool"}
 CODECS = ("zstd", "blosc", "none")
 SCHEMA_VERSION = 1
+# Limits, checked when an array is created (docs/reliability.md lists them)
+MAX_DIMENSIONS = 32
+MAX_ATTRIBUTES = 1024
+MAX_CHUNK_CELLS = 1 << 28  # a chunk is decoded whole: 2 GiB of float64
+MAX_COORDINATE = 1 << 62  # Zarr's shapes are 64-bit; room for halos and offsets
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,17 @@ class ArraySchema:
             raise ArraySchemaError("an array needs at least one dimension")
         if not attr_list:
             raise ArraySchemaError("an array needs at least one attribute")
+        if len(dim_list) > MAX_DIMENSIONS or len(attr_list) > MAX_ATTRIBUTES:
+            raise LimitExceededError(
+                f"{len(dim_list)} dimensions and {len(attr_list)} attributes: an array has at most "
+                f"{MAX_DIMENSIONS} dimensions and {MAX_ATTRIBUTES:,} attributes"
+            )
+        cells = math.prod(d.chunk for d in dim_list)
+        if cells > MAX_CHUNK_CELLS:
+            raise LimitExceededError(
+                f"chunks of {cells:,} cells: a chunk holds at most {MAX_CHUNK_CELLS:,} cells "
+                "(it is read and decoded whole)"
+            )
         names = [d.name for d in dim_list] + [a.name for a in attr_list]
         lowered = [n.lower() for n in names]
         for i, n in enumerate(lowered):
@@ -275,6 +291,12 @@ def _dimension(value: Any, position: int) -> Dimension:
         raise ArraySchemaError(f"dimension {position}: unknown keys {sorted(unknown)}")
     name = _name(value.get("name"), "dimension")
     start = _integer(value.get("start", 0), f"dimension {name!r} start")
+    for what, bound in (("start", start), ("end", value.get("end"))):
+        if isinstance(bound, int) and not -MAX_COORDINATE <= bound <= MAX_COORDINATE:
+            raise LimitExceededError(
+                f"dimension {name!r}: {what} {bound} is outside the coordinates an array "
+                f"can hold (±2**62)"
+            )
     end = value.get("end")
     if end is not None:
         end = _integer(end, f"dimension {name!r} end")

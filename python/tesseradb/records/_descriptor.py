@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import DescriptorError
+from tesseradb.errors import DescriptorError, LimitExceededError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 __all__ = ["DescriptorError", "Field", "RecordDescriptor"]
 
 MAX_INDEX_FIELDS = 9
+# Limits on a record's shape, checked when a descriptor is read (docs/reliability.md)
+MAX_FIELDS = 1024
+MAX_FIELD_NAME = 128
+MAX_CHAR_LEN = 1 << 16  # bytes of one char field: records are small and fixed-size
 
 # canonical type -> (numpy type of the binary form, Arrow type name)
 _NUMERIC = {
@@ -296,6 +300,18 @@ def _derived_typeid(fields: list[Field], index: list[str]) -> str:
 
 def _validate(descriptor: RecordDescriptor) -> None:
     names = [f.name for f in descriptor.fields]
+    if len(names) > MAX_FIELDS:
+        raise LimitExceededError(f"{len(names):,} fields: a record has at most {MAX_FIELDS:,}")
+    for f in descriptor.fields:
+        if len(f.name) > MAX_FIELD_NAME:
+            raise LimitExceededError(
+                f"field {f.name[:40]!r}...: a field name has at most {MAX_FIELD_NAME} characters"
+            )
+        if f.type == "char" and (f.array_len or 0) > MAX_CHAR_LEN:
+            raise LimitExceededError(
+                f"char field {f.name!r}: array_len {f.array_len:,} is above the limit, "
+                f"{MAX_CHAR_LEN:,} bytes"
+            )
     seen: set[str] = set()
     for name in names:
         if name.lower() in seen:
