@@ -2,8 +2,9 @@
 
 Python blocks of a file run in order in one namespace (a page is one session);
 ``sh`` blocks run line by line, each ``tessera ...`` line as a command. A block
-fenced ``python schematic`` is a listing (a protocol, a file format), not an
-example, and is not run. The files an example names as the user's own input
+fenced ``python schematic`` is a listing (a protocol, a file format), and one
+fenced ``sh schematic`` a developer's command run from a checkout (a long
+test run); neither is run. The files an example names as the user's own input
 (an HDF5 night, a descriptor, a CSV file) are made beforehand by ``INPUTS``.
 Running everything a second time in the same directory checks that the
 examples are scripts a user can run again.
