@@ -96,6 +96,26 @@ def writer(model: str, path: str, seed: int, first_call: int) -> None:
         call += 1
 
 
+def reader(model: str, path: str, seed: int) -> None:
+    """Read the batches for ever while a writer works (another process, read-only), saying
+    ``torn <call> <seen> <size>`` for any call seen in part and ``read`` after each pass."""
+    import tesseradb
+
+    db = tesseradb.connect(path, read_only=True)
+    while True:
+        if model == "stream":
+            rows = db.sql("SELECT batch, count(*) FROM s GROUP BY batch").fetchall()
+        elif model == "collection":  # Argo/SQL counts on the backend, rebuilding nothing
+            found = db.argo("SELECT batch, COUNT(*) FROM c GROUP BY batch")
+            rows = [(d["batch"], d["count(*)"]) for d in found]
+        else:
+            rows = db.sql("SELECT batch, count(*) FROM t GROUP BY batch").fetchall()
+        for batch, seen in rows:
+            if seen != batch_size(seed, batch):
+                _say(f"torn {batch} {seen} {batch_size(seed, batch)}")
+        _say("read")
+
+
 # --- the parent ---------------------------------------------------------------------
 @dataclass
 class Round:
@@ -105,6 +125,8 @@ class Round:
     started: list[int] = field(default_factory=list)
     acked: list[int] = field(default_factory=list)
     durable: list[int] = field(default_factory=list)
+    reads: int = 0  # passes of the reader in another process while the writer worked
+    torn_reads: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -117,6 +139,8 @@ class Tally:
     durable_acknowledged: int = 0
     durable_lost: int = 0
     torn: int = 0
+    live_reads: int = 0
+    torn_reads: int = 0
     check_findings: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -124,7 +148,8 @@ class Tally:
         return (
             f"{self.model}: {self.kills} kills, {self.calls_acknowledged} calls acknowledged "
             f"({self.durable_acknowledged} durable), {self.durable_lost} durable calls lost, "
-            f"{self.torn} torn, {self.check_findings} check findings"
+            f"{self.torn} torn after reopening, {self.live_reads} reads during writes "
+            f"({self.torn_reads} torn), {self.check_findings} check findings"
         )
 
 
@@ -147,44 +172,71 @@ def create(model: str, path: Path) -> None:
             db.sql("CREATE TABLE t (batch BIGINT, j BIGINT)")
 
 
-def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.Random) -> Round:
-    """Start a writer, let it work for a random while, kill it with SIGKILL."""
-    code = (
-        "import sys; from tesseradb.testing.crash import writer; "
-        f"writer({model!r}, {str(path)!r}, {seed}, {first_call})"
-    )
-    child = subprocess.Popen(
+def _spawn(function: str, *args: Any) -> subprocess.Popen[str]:
+    code = f"from tesseradb.testing.crash import {function}; {function}{args!r}"
+    return subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    state = Round(first_call)
-    ready = threading.Event()
 
+
+def _follow(
+    child: subprocess.Popen[str], on_line: Callable[[str, list[str]], None]
+) -> threading.Thread:
     def read() -> None:
         assert child.stdout is not None
         for line in child.stdout:
             word, *rest = line.split()
-            if word == "ready":
-                ready.set()
-            elif word == "start":
-                state.started.append(int(rest[0]))
-            elif word == "ack":
-                state.acked.append(int(rest[0]))
-                if rest[1:] == ["durable"]:
-                    state.durable.append(int(rest[0]))
+            on_line(word, rest)
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    if not ready.wait(60):
-        child.kill()
-        raise RuntimeError(
-            f"the {model} writer did not start: {child.stderr.read() if child.stderr else ''}"
-        )
-    time.sleep(rng.uniform(0.0, 1.5))
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+def _kill(child: subprocess.Popen[str], thread: threading.Thread) -> None:
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
-    reader.join(10)
-    if child.stderr is not None:
-        child.stderr.close()
+    thread.join(10)
+    for pipe in (child.stdout, child.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.Random) -> Round:
+    """Start a writer (and a reader in another process), let it work for a random while,
+    kill it with SIGKILL."""
+    state = Round(first_call)
+    ready = threading.Event()
+
+    def on_writer(word: str, rest: list[str]) -> None:
+        if word == "ready":
+            ready.set()
+        elif word == "start":
+            state.started.append(int(rest[0]))
+        elif word == "ack":
+            state.acked.append(int(rest[0]))
+            if rest[1:] == ["durable"]:
+                state.durable.append(int(rest[0]))
+
+    def on_reader(word: str, rest: list[str]) -> None:
+        if word == "read":
+            state.reads += 1
+        elif word == "torn":
+            state.torn_reads.append(f"a reader saw {rest[1]} of call {rest[0]}'s {rest[2]}")
+
+    writer_process = _spawn("writer", model, str(path), seed, first_call)
+    writer_thread = _follow(writer_process, on_writer)
+    if not ready.wait(60):
+        _kill(writer_process, writer_thread)
+        raise RuntimeError(f"the {model} writer did not start")
+    # arrays: snapshot isolation is Icechunk's, tested in tests/arrays; their
+    # writes' boxes overlap, so a reader has no simple whole-call invariant
+    reader_process = _spawn("reader", model, str(path), seed) if model != "array" else None
+    reader_thread = _follow(reader_process, on_reader) if reader_process else None
+    time.sleep(rng.uniform(0.0, 1.5))
+    _kill(writer_process, writer_thread)
+    if reader_process is not None and reader_thread is not None:
+        _kill(reader_process, reader_thread)
     return state
 
 
@@ -272,6 +324,9 @@ def run_matrix(
         tally.kills += 1
         tally.calls_acknowledged += len(state.acked)
         tally.durable_acknowledged += len(state.durable)
+        tally.live_reads += state.reads
+        tally.torn_reads += len(state.torn_reads)
+        tally.problems += state.torn_reads
         base = verify(model, path, seed, rounds, tally, base)
         next_call = max([next_call - 1, *state.started]) + 1
         if progress is not None:
