@@ -75,11 +75,13 @@ def test_a_whole_database_checks_clean(database: Path) -> None:
     assert "no problems found" in result.output
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "delete"])
+@pytest.mark.parametrize("damage", ["flip", "zero", "truncate", "empty", "delete"])
 def test_damaged_array_chunks_are_named_then_dropped(database: Path, damage: str) -> None:
     victim = chunk_files(database)[0]
     if damage == "flip":
         flip(victim)
+    elif damage == "zero":
+        victim.write_bytes(bytes(victim.stat().st_size))
     elif damage == "truncate":
         victim.write_bytes(victim.read_bytes()[:10])
     elif damage == "empty":
@@ -144,6 +146,35 @@ def test_a_damaged_document_backend_is_named(database: Path) -> None:
     assert not report.ok
     assert any(f.object == "(documents)" for f in report.damaged), report  # quick_check
     assert all(f.object in ("c", "(documents)") for f in report.damaged), report
+
+
+def test_a_missing_document_backend_is_named_and_can_be_dropped(database: Path) -> None:
+    import shutil
+
+    shutil.rmtree(database / "documents")
+    with tesseradb.connect(database) as db:
+        with pytest.raises(
+            tesseradb.errors.DocumentBackendError, match=r"documents\.sqlite is missing"
+        ):
+            db.collection("c").find()
+        [finding] = db.check().damaged
+        assert finding.object == "c" and "is missing" in finding.problem
+        assert not (database / "documents").exists()  # nothing was made anew, empty
+        db.drop("c")  # what the error advises
+        assert db.check().ok
+
+
+def test_a_missing_table_store_is_named(database: Path) -> None:
+    (database / "tables.duckdb").unlink()
+    with tesseradb.connect(database, read_only=True) as db:
+        with pytest.raises(tesseradb.errors.TableStoreError, match="in the catalog but not"):
+            db.sql("SELECT * FROM t").fetchall()
+        [finding] = db.check().damaged
+        assert (finding.object, finding.problem) == (
+            "t",
+            "is in the catalog but not in the table store",
+        )
+        assert db.sql("SELECT count(*) FROM a").fetchall() == [(4000,)]  # the rest is served
 
 
 def test_the_catalog_is_checked_against_the_table_store(database: Path) -> None:

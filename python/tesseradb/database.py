@@ -759,7 +759,7 @@ class Database:
             raise ObjectExistsError(
                 f"cannot create collection {name!r}: {existing.name!r} already exists (a {existing.kind})"
             )
-        collection = store.open(name, backend, mapping)
+        collection = store.open(name, backend, mapping, create=True)
         try:
             collection.create()
         except BaseException:
@@ -818,8 +818,14 @@ class Database:
         return collection.run(statement, other)
 
     def _drop_collection(self, name: str) -> None:
+        from tesseradb.errors import DocumentBackendError
+
         self._check_writable(f"drop {name!r}")
-        collection = self.collection(name)
+        try:
+            collection = self.collection(name)
+        except DocumentBackendError:  # its backend file is gone: only the name is left
+            self.catalog.drop(name)
+            return
         collection.drop()
         self._document_store().forget(name)
         self.catalog.drop(name)

@@ -14,7 +14,7 @@ from pathlib import Path
 from tesseradb.documents._backends import EMBEDDED_BACKENDS, Backend, open_backend
 from tesseradb.documents._collection import Collection
 from tesseradb.documents._mappings import MAPPINGS, make_mapping
-from tesseradb.errors import DocumentError
+from tesseradb.errors import DocumentBackendError, DocumentError
 
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_MAPPING", "DocumentStore"]
 
@@ -60,12 +60,21 @@ class DocumentStore:
                 self._backends[spec] = open_backend(spec, self.directory, self.read_only)
             return self._backends[spec]
 
-    def open(self, name: str, backend: str, mapping: str) -> Collection:
+    def open(self, name: str, backend: str, mapping: str, create: bool = False) -> Collection:
+        """The collection ``name``; unless ``create``, an embedded backend's file must exist
+        (a missing one is named, not silently made anew and empty)."""
         key = name.lower()
         with self._lock:
             found = self._collections.get(key)
         if found is not None:
             return found
+        if backend in EMBEDDED_BACKENDS and not create and backend not in self._backends:
+            file = self.directory / f"documents.{backend}"
+            if not file.is_file():
+                raise DocumentBackendError(
+                    f"collection {name!r}: its backend file {file} is missing; restore it "
+                    "from a backup, or drop the collection"
+                )
         connection = self.backend(backend)
         collection = Collection(name, connection, make_mapping(mapping, name, connection))
         collection.on_write = self.on_write

@@ -792,6 +792,13 @@ class SQLEngine:
         missing = re.search(r"Table with name (\S+) does not exist", message)
         if isinstance(err, duckdb.CatalogException) and missing:
             name = missing.group(1)
+            if self.namespace.kind_of(name) in ("table", "view"):
+                # the catalog names it, the table store lacks it: the store was lost or replaced
+                return TableStoreError(
+                    f"{self.namespace.kind_of(name)} {name!r} is in the catalog but not in the "
+                    f"table store {self.store.path} (missing or replaced); `tessera check` "
+                    "lists what is lost, `tessera check --repair` forgets it"
+                )
             suggestions = difflib.get_close_matches(
                 name, self.namespace.known_names(), n=3, cutoff=0.5
             )
