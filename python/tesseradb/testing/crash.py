@@ -240,7 +240,15 @@ def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.R
     return state
 
 
-def verify(model: str, path: Path, seed: int, rounds: list[Round], tally: Tally, base: Any) -> Any:
+def verify(
+    model: str,
+    path: Path,
+    seed: int,
+    rounds: list[Round],
+    tally: Tally,
+    base: Any,
+    full_check: bool = True,
+) -> Any:
     """Reopen and check every promise against everything the writers started; for an
     array, ``base`` is its cells before the last writer, and the cells now are returned."""
     import numpy as np
@@ -276,12 +284,15 @@ def verify(model: str, path: Path, seed: int, rounds: list[Round], tally: Tally,
                 rows = db.sql(
                     "SELECT batch, count(*), count(DISTINCT j) FROM s GROUP BY batch"
                 ).fetchall()
-            elif model == "collection":
-                docs = db.collection("c").find()
-                counts: dict[int, list[int]] = {}
-                for d in docs:
-                    counts.setdefault(d["batch"], []).append(d["j"])
-                rows = [(b, len(js), len(set(js))) for b, js in counts.items()]
+            elif model == "collection":  # counted on the backend: nothing rebuilt
+                found = db.argo(
+                    "SELECT batch, COUNT(*), MIN(j), MAX(j), SUM(j) FROM c GROUP BY batch"
+                )
+                rows = []
+                for d in found:  # j = 0 .. n-1, each once: min, max and sum say so
+                    n = d["count(*)"]
+                    whole = (d["min(j)"], d["max(j)"], d["sum(j)"]) == (0, n - 1, n * (n - 1) // 2)
+                    rows.append((d["batch"], n, n if whole else -1))
             else:
                 rows = db.sql(
                     "SELECT batch, count(*), count(DISTINCT j) FROM t GROUP BY batch"
@@ -295,8 +306,8 @@ def verify(model: str, path: Path, seed: int, rounds: list[Round], tally: Tally,
                 if call not in present:
                     tally.durable_lost += 1
                     tally.problems.append(f"durable call {call} is missing")
-        report = db.check()
-        if not report.ok:
+        report = db.check() if full_check else None
+        if report is not None and not report.ok:
             tally.check_findings += len(report.damaged)
             tally.problems += [str(f) for f in report.damaged]
     return base
@@ -327,7 +338,10 @@ def run_matrix(
         tally.live_reads += state.reads
         tally.torn_reads += len(state.torn_reads)
         tally.problems += state.torn_reads
-        base = verify(model, path, seed, rounds, tally, base)
+        # db.check() reads everything, so its cost grows with the database: every
+        # tenth reopen and the last (the promises above are checked every time)
+        full = tally.kills % 10 == 0 or tally.kills == kills
+        base = verify(model, path, seed, rounds, tally, base, full)
         next_call = max([next_call - 1, *state.started]) + 1
         if progress is not None:
             progress(tally)
