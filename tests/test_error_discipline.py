@@ -13,6 +13,7 @@ with values it made, never a user).
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -153,7 +154,9 @@ def test_bad_arguments_give_tessera_errors_and_change_nothing(tmp_path: Path) ->
         for name, args, kwargs in calls(label, obj):
             COUNTS[f"{label} calls"] += 1
             try:
-                getattr(obj, name)(*args, **kwargs)
+                result = getattr(obj, name)(*args, **kwargs)
+                if isinstance(result, Iterator):  # a lazy answer: its first items do the work
+                    list(itertools.islice(result, 3))
             except TesseraError as err:
                 assert str(err), f"{label}.{name}: an error without a message"
                 COUNTS[f"{label} refused"] += 1

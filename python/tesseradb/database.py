@@ -114,6 +114,12 @@ def _require_str(value: object, what: str, where: str) -> None:
     require_text(value, what, where)
 
 
+def _require_bool(value: object, what: str, where: str) -> None:
+    """A flag is True or False: ``repair="false"`` must not mean yes."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{where}: {what} must be True or False, not {value!r}")
+
+
 def _require_params(params: object, where: str) -> None:
     if params is not None and (
         isinstance(params, (str, bytes)) or not isinstance(params, (list, tuple, dict))
@@ -383,6 +389,7 @@ class Database:
         script that starts afresh each time it runs).
         """
         _require_str(name, "name", "db.drop")
+        _require_bool(missing_ok, "missing_ok", "db.drop")
         self._check_open()
         if name.lower() in self._registered:
             self.unregister(name)
@@ -864,6 +871,7 @@ class Database:
         from tesseradb.checks import CheckReport, check_layout
 
         self._check_open()
+        _require_bool(repair, "repair", "db.check")
         if repair:
             self._check_writable("repair the database")
         report = CheckReport(self.path, repair)

@@ -506,15 +506,23 @@ class _ArrayBase:
     def _overlap(self, overlap: int | Sequence[int] | None) -> tuple[int, ...]:
         if overlap is None:
             return tuple(d.overlap for d in self.schema.dims)
-        if isinstance(overlap, int):
-            widths = (overlap,) * self.schema.ndim
+        import numbers
+
+        if isinstance(overlap, numbers.Integral) and not isinstance(overlap, bool):
+            widths: tuple[Any, ...] = (overlap,) * self.schema.ndim
+        elif isinstance(overlap, (list, tuple)):
+            widths = tuple(overlap)
         else:
-            widths = tuple(int(w) for w in overlap)
-        if len(widths) != self.schema.ndim or any(w < 0 for w in widths):
+            widths = ()
+        if (
+            len(widths) != self.schema.ndim
+            or not all(isinstance(w, numbers.Integral) and not isinstance(w, bool) for w in widths)
+            or any(w < 0 for w in widths)
+        ):
             raise ArrayBoundsError(
                 f"array {self.name!r}: overlap must be one non-negative width or {self.schema.ndim}, not {overlap!r}"
             )
-        return widths
+        return tuple(int(w) for w in widths)
 
     def map_chunks(
         self,
