@@ -260,3 +260,30 @@ def test_limits_are_enforced_at_the_door(case: str, tmp_path: Path) -> None:
             else:
                 db.create_array("a", *spec)
         assert db.info().objects == []  # nothing was made
+
+
+DEEP = {
+    "Argo/SQL predicate": lambda db: db.argo(
+        "SELECT * FROM c WHERE " + "(" * 5000 + "n = 1" + ")" * 5000
+    ),
+    "Argo/SQL NOTs": lambda db: db.argo("SELECT * FROM c WHERE " + "NOT " * 5000 + "n = 1"),
+    "Argo/SQL object": lambda db: db.argo(
+        "INSERT INTO c OBJECT " + '{"a":' * 5000 + "1" + "}" * 5000
+    ),
+    "JSON descriptor": lambda db: db.create_stream(
+        "d", '{"fields": ' + "[" * 100000 + "]" * 100000 + "}"
+    ),
+    "JSON text document": lambda db: db.collection("c").insert(
+        '{"a": ' + "[" * 100000 + "]" * 100000 + "}"
+    ),
+    "SQL expression": lambda db: db.sql("SELECT " + "(" * 5000 + "1" + ")" * 5000),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEEP))
+def test_deep_inputs_are_refused_at_the_door(case: str, tmp_path: Path) -> None:
+    with tesseradb.connect(tmp_path / "db") as db:
+        db.create_collection("c").insert({"n": 1})
+        with pytest.raises(TesseraError, match=r"deep|depth"):
+            DEEP[case](db)
+        assert db.collection("c").find() == [{"n": 1}] and db.streams() == []

@@ -26,9 +26,10 @@ Negations are pushed to the leaves by De Morgan's laws (:func:`push_not`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -260,6 +261,9 @@ class Token:
         return self.kind == "word" and self.text.upper() in words
 
 
+MAX_PREDICATE_DEPTH = 100  # parentheses and NOTs around one predicate
+
+
 class Parser:
     def __init__(self, text: str, params: Sequence[Any] | Mapping[str, Any] | None) -> None:
         self.text = text
@@ -267,6 +271,7 @@ class Parser:
         self.param_index = 0
         self.pos = 0
         self._peeked: Token | None = None
+        self.depth = 0  # predicates open (parentheses and NOTs) around the current one
 
     # --- errors ------------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> ArgoSyntaxError:
@@ -661,8 +666,20 @@ class Parser:
 
     def negation(self, aliases: Sequence[str]) -> Predicate:
         if self.accept_word("NOT"):
-            return Not(self.negation(aliases))
+            with self.nested():
+                return Not(self.negation(aliases))
         return self.atom(aliases)
+
+    @contextlib.contextmanager
+    def nested(self) -> Iterator[None]:
+        """One level deeper; past MAX_PREDICATE_DEPTH a syntax error, not a RecursionError."""
+        if self.depth >= MAX_PREDICATE_DEPTH:
+            raise self.error(f"predicates nest deeper than {MAX_PREDICATE_DEPTH} levels")
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def comparison_op(self) -> str:
         token = self.peek()
@@ -673,7 +690,8 @@ class Parser:
 
     def atom(self, aliases: Sequence[str]) -> Predicate:
         if self.accept_op("("):
-            inner = self.predicate(aliases)
+            with self.nested():
+                inner = self.predicate(aliases)
             self.expect_op(")")
             return inner
         if self.accept_word("EXISTS"):

@@ -159,6 +159,8 @@ class RecordDescriptor:
             raise DescriptorError(
                 f"descriptor JSON is malformed at line {err.lineno}, column {err.colno}: {err.msg}"
             ) from None
+        except RecursionError:
+            raise DescriptorError("descriptor JSON nests too deeply to be a descriptor") from None
         if not isinstance(data, dict):
             raise DescriptorError("a JSON descriptor is an object with typeid, fields and index")
         return cls.from_dict(data)
