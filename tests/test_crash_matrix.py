@@ -50,7 +50,7 @@ def test_the_verifier_sees_a_torn_call_and_a_lost_one(tmp_path: Path) -> None:
     create("table", path)
     seed = 7
     with tesseradb.connect(path) as db:
-        n = batch_size(seed, 1)
+        n = batch_size(seed, 1, "table")
         db.sql(f"INSERT INTO t SELECT 1, range FROM range({n - 1})")  # one row short
     tally = Tally("table")
     state = Round(1, started=[1, 2], acked=[1, 2], durable=[1, 2])  # 2 was never written
