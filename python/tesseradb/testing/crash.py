@@ -234,6 +234,11 @@ def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.R
     # writes' boxes overlap, so a reader has no simple whole-call invariant
     reader_process = _spawn("reader", model, str(path), seed) if model != "array" else None
     reader_thread = _follow(reader_process, on_reader) if reader_process else None
+    # kill at a random moment after the first call is done, so that every round has
+    # something to keep (on a loaded machine a writer may take a while to get there)
+    deadline = time.monotonic() + 60
+    while not state.acked and time.monotonic() < deadline and writer_process.poll() is None:
+        time.sleep(0.01)
     time.sleep(rng.uniform(0.0, 1.5))
     _kill(writer_process, writer_thread)
     if reader_process is not None and reader_thread is not None:
@@ -250,8 +255,9 @@ def verify(
     base: Any,
     full_check: bool = True,
 ) -> Any:
-    """Reopen and check every promise against everything the writers started; for an
-    array, ``base`` is its cells before the last writer, and the cells now are returned."""
+    """Reopen and check every promise against everything the writers started. ``base`` is
+    what the earlier writers left (an array's cells, a collection's object count); what
+    this writer left is returned."""
     import numpy as np
 
     import tesseradb
@@ -285,15 +291,28 @@ def verify(
                 rows = db.sql(
                     "SELECT batch, count(*), count(DISTINCT j) FROM s GROUP BY batch"
                 ).fetchall()
-            elif model == "collection":  # counted on the backend: nothing rebuilt
+            elif model == "collection":
+                # counted on the backend, nothing rebuilt: this writer's calls one by
+                # one, and the earlier writers' through the total (``base`` objects)
                 found = db.argo(
-                    "SELECT batch, COUNT(*), MIN(j), MAX(j), SUM(j) FROM c GROUP BY batch"
+                    "SELECT batch, COUNT(*), MIN(j), MAX(j), SUM(j) FROM c "
+                    "WHERE batch >= ? GROUP BY batch",
+                    [rounds[-1].first_call],
                 )
                 rows = []
                 for d in found:  # j = 0 .. n-1, each once: min, max and sum say so
                     n = d["count(*)"]
                     whole = (d["min(j)"], d["max(j)"], d["sum(j)"]) == (0, n - 1, n * (n - 1) // 2)
                     rows.append((d["batch"], n, n if whole else -1))
+                total = db.collection("c").count()
+                if total != base + sum(n for _, n, _ in rows):
+                    tally.durable_lost += 1
+                    tally.problems.append(
+                        f"{total} objects, where earlier writers left {base} and this one "
+                        f"{sum(n for _, n, _ in rows)}"
+                    )
+                base = total
+                durable = set(rounds[-1].durable)
             else:
                 rows = db.sql(
                     "SELECT batch, count(*), count(DISTINCT j) FROM t GROUP BY batch"
@@ -331,7 +350,8 @@ def run_matrix(
 
     rounds: list[Round] = []
     next_call = 1
-    base = np.zeros((ARRAY_SIDE, ARRAY_SIDE), dtype=np.int64)
+    # what the next verify builds on: an array's cells, a collection's object count
+    base: Any = np.zeros((ARRAY_SIDE, ARRAY_SIDE), dtype=np.int64) if model == "array" else 0
     for _ in range(kills):
         state = live_round(model, path, seed, next_call, rng)
         rounds.append(state)
