@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tesseradb._lock import LOCK_FILE, WriterLock
-from tesseradb.catalog import CATALOG_FILE, Catalog, validate_name
+from tesseradb.catalog import CATALOG_FILE, Catalog, CatalogObject, validate_name
 from tesseradb.errors import (
     DatabaseClosedError,
     InvalidArgumentError,
@@ -38,6 +38,7 @@ from tesseradb.errors import (
     ObjectNotFoundError,
     ReadOnlyError,
     TesseraError,
+    require_text,
 )
 from tesseradb.sql.engine import Explain, SQLEngine
 from tesseradb.sql.relation import ArrowRelation, Relation
@@ -95,16 +96,6 @@ def quote_identifier(name: str) -> str:
 def connect(path: str | os.PathLike[str], read_only: bool = False) -> Database:
     """Open the database directory at ``path``, creating it if needed (unless ``read_only``)."""
     return Database(path, read_only=read_only)
-
-
-def require_text(value: str, what: str, where: str) -> None:
-    """Refuse a str that is not Unicode text (a lone surrogate cannot be stored anywhere)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise InvalidArgumentError(
-            f"{where}: {what} is not Unicode text (a lone surrogate at position {err.start})"
-        ) from None
 
 
 def _require_str(value: object, what: str, where: str) -> None:
@@ -896,7 +887,7 @@ class Database:
                 )
         if any(o.kind == COLLECTION_KIND for o in objects):
             self._check_document_backends(report)
-        self._check_tables(repair, report)
+        self._check_tables(objects, repair, report)
         report.findings.extend(check_layout(self.path, {o.name: o.kind for o in objects}, repair))
         return report
 
@@ -948,11 +939,13 @@ class Database:
                     Finding("(documents)", f"backend {backend.describe()}", problem)
                 )
 
-    def _check_tables(self, repair: bool, report: CheckReport) -> None:
-        """Plain tables: each read whole, and the catalog against the table store."""
+    def _check_tables(
+        self, objects: Sequence[CatalogObject], repair: bool, report: CheckReport
+    ) -> None:
+        """Plain tables: each read whole, and the catalog's ``objects`` against the table store."""
         from tesseradb.checks import Finding, Verified
 
-        catalog = {o.name.lower(): o.name for o in self.catalog.objects() if o.kind in PLAIN_KINDS}
+        catalog = {o.name.lower(): o.name for o in objects if o.kind in PLAIN_KINDS}
         if not catalog and not self._engine.store.exists:
             return
         try:

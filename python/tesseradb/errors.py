@@ -86,6 +86,16 @@ class InputFileError(TesseraError, OSError):
     """A file given as input (CSV, JSON lines) is missing, a directory, or cannot be read."""
 
 
+def require_text(value: str, what: str, where: str) -> None:
+    """Refuse a str that is not Unicode text (a lone surrogate cannot be stored anywhere)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InvalidArgumentError(
+            f"{where}: {what} is not Unicode text (a lone surrogate at position {err.start})"
+        ) from None
+
+
 def open_input(path: str | os.PathLike[str], what: str) -> BinaryIO:
     """``path`` opened for reading bytes, or :class:`InputFileError` naming it and why."""
     try:

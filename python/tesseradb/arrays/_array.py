@@ -24,9 +24,9 @@ from tesseradb.errors import (
     ArrayDtypeError,
     ArraySchemaError,
     InvalidArgumentError,
-    OperatorError,
     ReadOnlyError,
     TesseraError,
+    require_text,
 )
 
 if TYPE_CHECKING:
@@ -793,10 +793,8 @@ class Array(_ArrayBase):
 
         if not isinstance(expression, str):
             _require_callable(expression, f"array {self.name!r}: apply")
-        elif any("\ud800" <= ch <= "\udfff" for ch in expression):
-            raise OperatorError(
-                f"array {self.name!r}: apply's expression is not Unicode text (a lone surrogate)"
-            )
+        else:
+            require_text(expression, "the expression", f"array {self.name!r}: apply")
 
         region = self._box(box)
         parts, dtype = apply(self, expression, region, name, workers)

@@ -61,7 +61,8 @@ def check_array(array: Array, repair: bool) -> tuple[list[Finding], Verified]:
         for attr_name, coords, _, _ in bad:
             zarr_array = repo.zarr_array(writable, attr_name)
             prefix = f"{zarr_array.path}/" if zarr_array.path else ""
-            sync(writable.store.delete(prefix + zarr_array.metadata.encode_chunk_key(coords)))
+            with repo.damage(f"chunk {coords} of attribute {attr_name!r}"):
+                sync(writable.store.delete(prefix + zarr_array.metadata.encode_chunk_key(coords)))
         version = repo.commit(
             writable, f"tessera check --repair: dropped {len(bad)} unreadable chunk(s)"
         )

@@ -411,7 +411,7 @@ class Attachment:
         if index is not None and self.stale_index == "bypass":
             return None
         spec = self.index_specs[key]
-        binning = Binning(**{**spec["binning"], "edges": tuple(spec["binning"]["edges"])})
+        binning = Binning.from_spec(spec["binning"])
         return self._build_index(table, column, file_no, binning, spec["encoding"])
 
     # --- checking -------------------------------------------------------------------
@@ -447,9 +447,7 @@ class Attachment:
                     indexes_ok += 1
                     continue
                 if repair:
-                    binning = Binning(
-                        **{**spec["binning"], "edges": tuple(spec["binning"]["edges"])}
-                    )
+                    binning = Binning.from_spec(spec["binning"])
                     with self.hold():
                         self._build_index(table, column, file_no, binning, spec["encoding"])
                 findings.append(

@@ -60,6 +60,10 @@ class Binning:
             "precision": self.precision,
         }
 
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> Binning:
+        return cls(**{**spec, "edges": tuple(spec["edges"])})
+
 
 class BitmapIndex:
     def __init__(
@@ -408,7 +412,7 @@ class BitmapIndex:
                 blobs.append(BitMap.deserialize(body[pos : pos + n]))
                 pos += n
             dtype = np.dtype(header["dtype"])
-            binning = Binning(**{**header["binning"], "edges": tuple(header["binning"]["edges"])})
+            binning = Binning.from_spec(header["binning"])
             return cls(
                 header["column"],
                 header["exact"],

@@ -340,11 +340,11 @@ def run_matrix(
     progress: Callable[[Tally], Any] | None = None,
 ) -> Tally:
     """Kill ``kills`` writers of ``model`` on a new database at ``path``; what was found."""
+    import numpy as np
+
     rng = random.Random(seed)
     create(model, path)
     tally = Tally(model)
-    import numpy as np
-
     rounds: list[Round] = []
     next_call = 1
     # what the next verify builds on: an array's cells, a collection's object count
