@@ -52,7 +52,7 @@ BAD: list[Any] = [
 # Methods the SQL engine calls with values it made (the relation and namespace
 # protocols), and lifecycle methods without arguments worth walking.
 ENGINE_FACING = {
-    "db": {"columns_of", "kind_of", "known_names", "sync_tables", "relation", "close", "interrupt"},
+    "db": {"relation", "close", "interrupt"},
     "array": {"aggregate_rows", "scan", "estimate", "describe_scan", "session", "count"},
     "stream": {"scan", "estimate", "describe_scan", "session", "aggregate", "count", "close"},
     "collection": {

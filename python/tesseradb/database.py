@@ -1,8 +1,12 @@
 """The database: a directory holding the catalog, the table store and each data model's files.
 
-``Database`` opens or creates the directory, holds the writer lock, and is
-the one namespace every object is found in: it answers the SQL engine's
-questions about names and wires the subpackages together.
+``Database`` is the hall: it opens or creates the directory, holds the
+writer lock and offers the user's API. What each data model is and does
+lives in its room (``arrays``, ``records``, ``documents``, ``attached``,
+the SQL engine's plain tables), each reached through its
+:class:`~tesseradb.kinds.Kind`; the registry (``_registry.py``) keeps the
+kinds, the one cache of open objects, and answers the SQL engine's
+questions about names.
 
 Layout of a database directory::
 
@@ -19,30 +23,28 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import os
-import re
 import sys
-import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tesseradb._lock import LOCK_FILE, WriterLock
-from tesseradb.catalog import CATALOG_FILE, Catalog, CatalogObject, validate_name
+from tesseradb._registry import Registry
+from tesseradb.catalog import CATALOG_FILE, Catalog, validate_name
 from tesseradb.errors import (
-    DatabaseClosedError,
     InvalidArgumentError,
     NotADatabaseError,
-    ObjectExistsError,
     ObjectNotFoundError,
-    ReadOnlyError,
-    TesseraError,
     require_text,
 )
+from tesseradb.kinds import Kind, KindContext, ObjectInfo
 from tesseradb.sql.engine import Explain, SQLEngine
 from tesseradb.sql.relation import ArrowRelation, Relation
 from tesseradb.sql.result import Result
+from tesseradb.sql.tables import TablesKind, quote_identifier
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -53,30 +55,22 @@ if TYPE_CHECKING:
 
     from tesseradb.arrays import Array
     from tesseradb.attached import Attachment
-    from tesseradb.checks import CheckReport, Finding, Verified
-    from tesseradb.documents import Collection, DocumentStore
+    from tesseradb.checks import CheckReport
+    from tesseradb.documents import Collection
     from tesseradb.records import Stream
 
-__all__ = ["Database", "DatabaseInfo", "ObjectInfo", "connect"]
+__all__ = ["KINDS", "Database", "DatabaseInfo", "ObjectInfo", "connect", "quote_identifier"]
 
 TABLE_STORE_FILE = "tables.duckdb"
-ATTACHED_KIND = "attached"
-STREAM_KIND = "stream"
-ARRAY_KIND = "array"
-COLLECTION_KIND = "collection"
-PLAIN_KINDS = ("table", "view")
 
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    """One object of the database as :meth:`Database.info` lists it."""
-
-    name: str
-    kind: str
-    rows: int | None
-    bytes: int | None
-    created: str | None
-    modified: str | None
+# The data models every database serves: catalog kind -> "module:KindClass". A room is
+# imported when its kind is first needed, so that opening a database stays cheap.
+KINDS: dict[str, str] = {
+    "array": "tesseradb.arrays:ArrayKind",
+    "stream": "tesseradb.records:StreamKind",
+    "collection": "tesseradb.documents:CollectionKind",
+    "attached": "tesseradb.attached:AttachedKind",
+}
 
 
 @dataclass(frozen=True)
@@ -86,11 +80,6 @@ class DatabaseInfo:
     read_only: bool
     objects: list[ObjectInfo]
     bytes: int  # the whole directory on disk
-
-
-def quote_identifier(name: str) -> str:
-    """``name`` as a double-quoted SQL identifier (embedded quotes doubled)."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def connect(path: str | os.PathLike[str], read_only: bool = False) -> Database:
@@ -120,11 +109,15 @@ def _require_params(params: object, where: str) -> None:
         )
 
 
-def _iso(moment: datetime | None) -> str | None:
-    """``moment`` as the catalog writes times (UTC, milliseconds)."""
-    from datetime import UTC
+def _room_kind(target: str) -> Callable[[KindContext], Kind]:
+    """The Kind class ``module:Class`` names, imported only when called."""
+    module, _, name = target.partition(":")
 
-    return None if moment is None else moment.astimezone(UTC).isoformat(timespec="milliseconds")
+    def make(context: KindContext) -> Kind:
+        kind: Kind = getattr(importlib.import_module(module), name)(context)
+        return kind
+
+    return make
 
 
 # databases still open, closed at interpreter exit while the writer threads
@@ -155,14 +148,13 @@ class Database:
             if self._lock is not None:
                 self._lock.release()
             raise
-        self._registered: dict[str, Relation] = {}
-        self._registered_lock = threading.Lock()
-        self._attachments: dict[str, Any] = {}  # open Attachment objects by lower name
-        self._streams: dict[str, Stream] = {}  # open streams by lower name
-        self._arrays: dict[str, Array] = {}  # arrays open at their head, by lower name
-        self._documents: DocumentStore | None = None  # opened with the first collection
-        self._engine = SQLEngine(self, self.path / TABLE_STORE_FILE, read_only)
-        self._touched: dict[str, float] = {}  # name -> when _modified last wrote it
+        self._registry = registry = Registry(self.path, self.catalog, read_only)
+        self._engine = SQLEngine(registry, self.path / TABLE_STORE_FILE, read_only)
+        for kind, target in KINDS.items():
+            registry.declare(_room_kind(target), kind)
+        tables = TablesKind.factory(self._engine, registry)
+        registry.declare(tables, *TablesKind.kinds)
+        registry.on_drop.append(self._engine.forget_catalog)
         self._closed = False
         _OPEN.add(self)
 
@@ -191,12 +183,7 @@ class Database:
         if getattr(self, "_closed", True):
             return
         self._closed = True
-        for attachment in self._attachments.values():
-            attachment.close()
-        for stream in self._streams.values():
-            stream.close()  # writes what is still in memory
-        if self._documents is not None:
-            self._documents.close()
+        self._registry.close()  # streams write what is still in memory
         self._engine.close()
         self.catalog.close()
         if self._lock is not None:
@@ -228,6 +215,9 @@ class Database:
     @property
     def format_version(self) -> int:
         return self.catalog.format_version
+
+    def _check_open(self) -> None:
+        self._registry.check_open()
 
     # --- SQL ------------------------------------------------------------------------
     def sql(self, text: str, params: Any = None) -> Result:
@@ -264,26 +254,15 @@ class Database:
         """
         _require_str(name, "name", "db.register")
         validate_name(name, "relation")
-        if self.catalog.get(name) is not None:
-            raise ObjectExistsError(
-                f"cannot register {name!r}: the database has an object of that name"
-            )
         relation = data if isinstance(data, Relation) else ArrowRelation(name, data)
-        with self._registered_lock:
-            if name.lower() in self._registered:
-                raise ObjectExistsError(
-                    f"a relation named {name!r} is already registered; unregister it first"
-                )
-            self._registered[name.lower()] = relation
+        self._registry.register(name, relation)
         return relation
 
     def unregister(self, name: str) -> None:
         _require_str(name, "name", "db.unregister")
-        with self._registered_lock:
-            if self._registered.pop(name.lower(), None) is None:
-                raise ObjectNotFoundError(f"no registered relation named {name!r}")
+        self._registry.unregister(name)
 
-    # --- the namespace (also what the SQL engine asks) ---------------------------
+    # --- every object ---------------------------------------------------------------
     def relation(self, name: str) -> Relation | None:
         """The relation called ``name`` (case-insensitive), or None if there is none.
 
@@ -291,87 +270,12 @@ class Database:
         (``ptf.candidate`` of the attachment ``ptf``).
         """
         _require_str(name, "name", "db.relation")
-        registered = self._registered.get(name.lower())
-        if registered is not None:
-            return registered
-        stream = self._streams.get(name.lower())
-        if stream is not None:
-            return stream
-        array = self._arrays.get(name.lower())
-        if array is not None:
-            return array.relation
-        if "." not in name:
-            obj = self.catalog.get(name)
-            if obj is not None and obj.kind == STREAM_KIND:
-                return self.stream(obj.name)
-            if obj is not None and obj.kind == ARRAY_KIND:
-                return self.array(obj.name).relation
-            if obj is not None and obj.kind == COLLECTION_KIND:
-                from tesseradb.documents._relation import CollectionRelation
-
-                return CollectionRelation(self.collection(obj.name))
-            return None
-        owner, _, table = name.partition(".")
-        attachment = self._attachments.get(owner.lower())  # open already: no catalog read
-        if attachment is None:
-            obj = self.catalog.get(owner)
-            if obj is None or obj.kind != ATTACHED_KIND:
-                return None
-            attachment = self.attached(obj.name)
-        lower = {t.lower(): t for t in attachment.tables()}
-        if table.lower() in lower:
-            return attachment.table(lower[table.lower()])
-        return None
-
-    def kind_of(self, name: str) -> str | None:
-        _require_str(name, "name", "db.kind_of")
-        if name.lower() in self._registered:
-            return "relation"
-        obj = self.catalog.get(name)
-        if obj is None and "." in name and self.relation(name) is not None:
-            return "attached table"
-        return obj.kind if obj is not None else None
-
-    def known_names(self) -> list[str]:
-        names = {o.name for o in self.catalog.objects()} | {
-            r.name for r in self._registered.values()
-        }
-        for obj in self.catalog.objects(ATTACHED_KIND):
-            names |= {f"{obj.name}.{t}" for t in obj.spec.get("tables", {})}
-        return sorted(names)
-
-    def columns_of(self, name: str) -> list[str] | None:
-        obj = self.catalog.get(name)
-        if obj is None or obj.kind not in PLAIN_KINDS or "columns" not in obj.spec:
-            return None
-        return list(obj.spec["columns"])
-
-    def sync_tables(
-        self, tables: dict[str, tuple[str, list[str]]], written: Sequence[str] = ()
-    ) -> None:
-        self.catalog.sync_kinds(
-            PLAIN_KINDS, {n: (kind, {"columns": cols}) for n, (kind, cols) in tables.items()}
-        )
-        known = {n.lower(): n for n in tables}
-        for name in written:
-            if name.lower() in known:
-                self._modified(known[name.lower()], at_once=True)
-
-    def _modified(self, name: str, at_once: bool = False) -> None:
-        """Record that ``name`` changed (ObjectInfo.modified): at most once a second per
-        object, so that a stream of small writes does not become catalog writes."""
-        import time
-
-        now = time.monotonic()
-        if self.read_only or (not at_once and now - self._touched.get(name, -2.0) < 1.0):
-            return
-        self._touched[name] = now
-        with contextlib.suppress(ObjectNotFoundError):
-            self.catalog.touch(name)
+        self._check_open()
+        return self._registry.relation(name)
 
     def tables(self) -> list[str]:
         """Names of the plain tables and views (those created with SQL)."""
-        return [o.name for o in self.catalog.objects() if o.kind in PLAIN_KINDS]
+        return [o.name for o in self.catalog.objects() if o.kind in TablesKind.kinds]
 
     def drop(self, name: str, missing_ok: bool = False) -> None:
         """Remove the object called ``name`` (of any kind, or a registered relation).
@@ -382,30 +286,58 @@ class Database:
         _require_str(name, "name", "db.drop")
         _require_bool(missing_ok, "missing_ok", "db.drop")
         self._check_open()
-        if name.lower() in self._registered:
+        if name.lower() in self._registry.session:
             self.unregister(name)
             return
         if missing_ok and self.catalog.get(name) is None:
             return
-        obj = self.catalog.require(name)
-        if self.read_only:
-            raise ReadOnlyError(f"cannot drop {name!r}: the database is open read-only")
-        if obj.kind in PLAIN_KINDS:
-            self.sql(f"DROP {obj.kind.upper()} {quote_identifier(obj.name)}")
-            return
-        if obj.kind == ATTACHED_KIND:
-            self.detach(obj.name)
-            return
-        if obj.kind == STREAM_KIND:
-            self._drop_stream(obj.name)
-            return
-        if obj.kind == ARRAY_KIND:
-            self._drop_array(obj.name)
-            return
-        if obj.kind == COLLECTION_KIND:
-            self._drop_collection(obj.name)
-            return
-        raise ObjectNotFoundError(f"{name!r} is a {obj.kind}; this version cannot drop that kind")
+        self._registry.drop(name)
+
+    def schema(self, name: str) -> pa.Schema:
+        """The columns of the relation, table or view called ``name``."""
+        _require_str(name, "name", "db.schema")
+        self._check_open()
+        relation = self._registry.relation(name)
+        if relation is not None:
+            return relation.schema()
+        obj = self.catalog.require(name.partition(".")[0] if "." in name else name)
+        if obj.kind in TablesKind.kinds:
+            return self.sql(f"SELECT * FROM {quote_identifier(obj.name)} LIMIT 0").arrow().schema
+        raise ObjectNotFoundError(f"{name!r} is a {obj.kind}, which this version cannot describe")
+
+    def info(self) -> DatabaseInfo:
+        """The objects of the database with their kinds and sizes."""
+        self._check_open()
+        objects = self._registry.describe()
+        total = sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+        return DatabaseInfo(self.path, self.format_version, self.read_only, objects, total)
+
+    def check(self, repair: bool = False) -> CheckReport:
+        """Verify every object's storage; with ``repair``, set aside what cannot be read.
+
+        Streams: the call log and every committed segment read whole
+        (lengths, checksums); arrays: every written chunk of the head version
+        decoded (CRC-32C) and every older version opened; collections: the
+        backend's integrity check and every object rebuilt; attachments: the
+        files and every sidecar index; plain tables read whole and the catalog
+        against the table store; files that belong to no object. With
+        ``repair=True`` (a writable database) unreadable segments are moved
+        aside, unreadable chunks dropped in a new version, indexes rebuilt and
+        foreign files moved to ``quarantine/``; each finding says what was
+        lost, and the rest stays queryable.
+        """
+        from tesseradb.checks import CheckReport, check_layout
+
+        self._check_open()
+        _require_bool(repair, "repair", "db.check")
+        if repair:
+            self._registry.check_writable("repair the database")
+        report = CheckReport(self.path, repair)
+        findings, verified, names = self._registry.check(repair)
+        report.findings.extend(findings)
+        report.verified.extend(verified)
+        report.findings.extend(check_layout(self.path, names, repair))
+        return report
 
     # --- attached files -----------------------------------------------------------
     def attach(
@@ -425,10 +357,10 @@ class Database:
         shape scans; ``stale_index`` is ``rebuild`` or ``bypass``: what to do
         with an index whose file changed since it was built.
         """
-        from tesseradb.attached._attachment import attach_spec
+        from tesseradb.attached import attach_spec, default_name
 
         self._check_open()
-        self._check_writable("attach files")
+        self._registry.check_writable("attach files")
         if stale_index not in ("rebuild", "bypass"):
             raise InvalidArgumentError(
                 f"stale_index must be 'rebuild' or 'bypass', not {stale_index!r}"
@@ -442,47 +374,24 @@ class Database:
             raise InvalidArgumentError(f"db.attach: path must be text, not {type(text).__name__}")
         if name is not None:
             _require_str(name, "name", "db.attach")
-        if name is None:
-            stem = Path(text).name.split(".")[0]
-            name = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "attached"
-            if name[0].isdigit():
-                name = f"f_{name}"
+        name = default_name(text) if name is None else name
         validate_name(name, "attachment")
         options = {"threads": threads, "batch_bytes": batch_bytes, "stale_index": stale_index}
-        spec = attach_spec(text, options)
-        self.catalog.create(name, ATTACHED_KIND, spec)
-        return self.attached(name)
+        attachment: Attachment = self._registry.create("attached", name, attach_spec(text, options))
+        return attachment
 
     def attached(self, name: str) -> Attachment:
         """The attachment called ``name``: its tables, indexes and slab reads."""
         _require_str(name, "name", "db.attached")
-        from tesseradb.attached._attachment import Attachment
-
-        self._check_open()
-        obj = self.catalog.require(name, ATTACHED_KIND)
-        key = obj.name.lower()
-        with self._registered_lock:
-            if key not in self._attachments:
-                self._attachments[key] = Attachment(
-                    obj.name, obj.spec, self.path / "attached" / obj.name, self.read_only
-                )
-            return self._attachments[key]
+        attachment: Attachment = self._registry.get(name, "attached")
+        return attachment
 
     def detach(self, name: str) -> None:
         """Forget an attachment and delete its sidecar indexes (the files are untouched)."""
         _require_str(name, "name", "db.detach")
-        import shutil
-
         self._check_open()
-        self._check_writable(f"detach {name!r}")
-        obj = self.catalog.require(name, ATTACHED_KIND)
-        with self._registered_lock:
-            attachment = self._attachments.pop(obj.name.lower(), None)
-        if attachment is not None:
-            attachment.close()
-        self.catalog.drop(obj.name)
-        self._engine.forget_catalog(obj.name)
-        shutil.rmtree(self.path / "attached" / obj.name, ignore_errors=True)
+        self._registry.check_writable(f"detach {name!r}")
+        self._registry.drop(self.catalog.require(name, "attached").name)
 
     def create_index(
         self,
@@ -506,11 +415,10 @@ class Database:
         under the database directory; the attached files are never changed.
         """
         _require_str(table, "table", "db.create_index")
-        from tesseradb.attached._attachment import AttachError
-        from tesseradb.attached._bitmap import Binning
+        from tesseradb.attached import AttachError, Binning
 
         self._check_open()
-        self._check_writable("create an index")
+        self._registry.check_writable("create an index")
         if kind != "bitmap":
             raise InvalidArgumentError(
                 f"unknown index kind {kind!r}: attached tables have bitmap indexes"
@@ -520,39 +428,13 @@ class Database:
             raise AttachError(
                 f"index {table!r}: name a table of an attachment, as in ptf.candidate"
             )
-        for option, value in (("count", count), ("precision", precision), ("threads", threads)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise InvalidArgumentError(
-                    f"index on {table!r}: {option} must be a whole number >= 1, not {value!r}"
-                )
-        if edges is not None and (
-            isinstance(edges, (str, bytes))
-            or not isinstance(edges, (list, tuple))
-            or not all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in edges)
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
         ):
             raise InvalidArgumentError(
-                f"index on {table!r}: edges must be a list of numbers, not {edges!r}"
+                f"index on {table!r}: threads must be a whole number >= 1, not {threads!r}"
             )
-        chosen = [
-            k
-            for k, v in (
-                ("edges", edges),
-                ("count", count),
-                ("precision", precision),
-                ("exact", exact or None),
-            )
-            if v is not None
-        ]
-        if len(chosen) > 1:
-            raise InvalidArgumentError(f"choose one binning, not {' and '.join(chosen)}")
-        binning = Binning(
-            kind=chosen[0] if chosen else "auto",
-            edges=tuple(edges or ()),
-            count=count or 0,
-            precision=precision or 0,
-        )
+        binning = Binning.from_options(f"index on {table!r}", edges, count, precision, exact)
         attachment = self.attached(owner)
         relation = attachment.table(part)  # validates the table name
         names = [columns] if isinstance(columns, str) else columns
@@ -561,8 +443,7 @@ class Database:
                 f"index on {table!r}: columns is a column name or a list of them, not {columns!r}"
             )
         specs = attachment.create_index(relation.layout.name, names, binning, encoding, threads)
-        obj = self.catalog.require(attachment.name, ATTACHED_KIND)
-        self.catalog.update_spec(obj.name, {**obj.spec, "indexes": specs})
+        self._registry.update_spec(attachment.name, {**attachment.spec, "indexes": specs})
         attachment.spec["indexes"] = specs
 
     # --- record streams ---------------------------------------------------------------
@@ -580,47 +461,24 @@ class Database:
         from tesseradb.records import RecordDescriptor, StreamOptions
 
         self._check_open()
-        self._check_writable("create a stream")
+        self._registry.check_writable("create a stream")
         validate_name(name, "stream")
-        parsed = RecordDescriptor.parse(descriptor)
-        settings = StreamOptions.from_dict(options)
-        self.catalog.create(
-            name, STREAM_KIND, {"descriptor": parsed.to_dict(), "options": settings.to_dict()}
-        )
-        return self.stream(name)
+        spec = {
+            "descriptor": RecordDescriptor.parse(descriptor).to_dict(),
+            "options": StreamOptions.from_dict(options).to_dict(),
+        }
+        stream: Stream = self._registry.create("stream", name, spec)
+        return stream
 
     def stream(self, name: str) -> Stream:
         """The record stream called ``name``: ingest, flush, range queries."""
         _require_str(name, "name", "db.stream")
-        from tesseradb.records import RecordDescriptor, Stream, StreamOptions
-
-        self._check_open()
-        key = name.lower()
-        with self._registered_lock:
-            if key not in self._streams:
-                obj = self.catalog.require(name, STREAM_KIND)
-                self._streams[key] = Stream(
-                    obj.name,
-                    RecordDescriptor.from_dict(obj.spec["descriptor"]),
-                    StreamOptions.from_dict(obj.spec["options"]),
-                    self.path / "streams" / obj.name,
-                    self.read_only,
-                )
-            return self._streams[key]
+        stream: Stream = self._registry.get(name, "stream")
+        return stream
 
     def streams(self) -> list[str]:
         """Names of the record streams."""
-        return [o.name for o in self.catalog.objects(STREAM_KIND)]
-
-    def _drop_stream(self, name: str) -> None:
-        import shutil
-
-        with self._registered_lock:
-            stream = self._streams.pop(name.lower(), None)
-        if stream is not None:
-            stream.close(flush=False)
-        self.catalog.drop(name)
-        shutil.rmtree(self.path / "streams" / name, ignore_errors=True)
+        return [o.name for o in self.catalog.objects("stream")]
 
     # --- arrays ----------------------------------------------------------------------
     def create_array(
@@ -645,57 +503,26 @@ class Database:
         ``codec`` is ``zstd`` (default), ``blosc`` or ``none``, at ``level``.
         """
         _require_str(name, "name", "db.create_array")
-        import shutil
-
         from tesseradb.arrays import ArraySchema
-        from tesseradb.arrays._repository import ArrayRepository
 
         self._check_open()
-        self._check_writable("create an array")
+        self._registry.check_writable("create an array")
         validate_name(name, "array")
         schema = ArraySchema.build(dims, attrs, origin, codec, level, metadata)
-        existing = self.catalog.get(name)
-        if existing is not None:
-            raise ObjectExistsError(
-                f"cannot create array {name!r}: {existing.name!r} already exists (a {existing.kind})"
-            )
-        directory = self.path / "arrays" / name
-        if directory.exists():  # left by a crash between repository and catalog
-            shutil.rmtree(directory)
-        try:
-            ArrayRepository.create(name, directory).initialise(schema)
-            self.catalog.create(name, ARRAY_KIND, {"schema": schema.to_dict()})
-        except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)
-            raise
-        return self.array(name)
+        array: Array = self._registry.create("array", name, {"schema": schema.to_dict()})
+        return array
 
     def array(self, name: str, version: str | None = None, as_of: datetime | None = None) -> Array:
         """The array called ``name``; at a past ``version`` (snapshot id) or ``as_of`` a time: read-only."""
         _require_str(name, "name", "db.array")
-        from tesseradb.arrays import Array, ArraySchema
-        from tesseradb.arrays._repository import ArrayRepository
-
-        self._check_open()
-        key = name.lower()
-        if version is None and as_of is None and key in self._arrays:
-            return self._arrays[key]
-        obj = self.catalog.require(name, ARRAY_KIND)
-        schema = ArraySchema.from_dict(obj.spec["schema"])
-        if version is not None or as_of is not None:
-            head = self.array(obj.name)
-            return Array(obj.name, schema, head._repo, True, version, as_of)
-        with self._registered_lock:
-            if key not in self._arrays:
-                repo = ArrayRepository(obj.name, self.path / "arrays" / obj.name)
-                array = Array(obj.name, schema, repo, self.read_only)
-                array._database = weakref.ref(self)  # for operators' into=
-                self._arrays[key] = array
-            return self._arrays[key]
+        head: Array = self._registry.get(name, "array")
+        if version is None and as_of is None:
+            return head
+        return head.at(version, as_of)
 
     def arrays(self) -> list[str]:
         """Names of the arrays."""
-        return [o.name for o in self.catalog.objects(ARRAY_KIND)]
+        return [o.name for o in self.catalog.objects("array")]
 
     def merge(self, arrays: Sequence[str | Array], into: str) -> Array:
         """One new array ``into`` holding the written cells of ``arrays``; later arrays win.
@@ -704,33 +531,14 @@ class Database:
         the result spans their union in world coordinates.
         """
         _require_str(into, "into", "db.merge")
-        from tesseradb.arrays._operators import merge_arrays
+        from tesseradb.arrays import merge_arrays
 
         self._check_open()
-        self._check_writable("merge arrays")
+        self._registry.check_writable("merge arrays")
         inputs = [a if not isinstance(a, str) else self.array(a) for a in arrays]
-        return merge_arrays(self, inputs, into)
-
-    def _drop_array(self, name: str) -> None:
-        import shutil
-
-        self._check_writable(f"drop {name!r}")
-        with self._registered_lock:
-            self._arrays.pop(name.lower(), None)
-        self.catalog.drop(name)
-        shutil.rmtree(self.path / "arrays" / name, ignore_errors=True)
+        return merge_arrays(inputs, into)
 
     # --- documents -------------------------------------------------------------------
-    def _document_store(self) -> DocumentStore:
-        from tesseradb.documents import DocumentStore
-
-        with self._registered_lock:
-            if self._documents is None:
-                self._documents = DocumentStore(
-                    self.path / "documents", self.read_only, on_write=self._modified
-                )
-            return self._documents
-
     def create_collection(
         self, name: str, backend: str | None = None, mapping: str | None = None
     ) -> Collection:
@@ -743,32 +551,14 @@ class Database:
         the best embedded configuration measured by ``tessera bench nobench``.
         """
         _require_str(name, "name", "db.create_collection")
-        from tesseradb.documents import DEFAULT_BACKEND, DEFAULT_MAPPING
+        from tesseradb.documents import DEFAULT_BACKEND, DEFAULT_MAPPING, DocumentStore
 
         self._check_open()
-        self._check_writable("create a collection")
+        self._registry.check_writable("create a collection")
         validate_name(name, "collection")
-        backend = backend or DEFAULT_BACKEND
-        mapping = mapping or DEFAULT_MAPPING
-        store = self._document_store()
-        store.check_options(backend, mapping)
-        existing = self.catalog.get(name)
-        if existing is not None:
-            raise ObjectExistsError(
-                f"cannot create collection {name!r}: {existing.name!r} already exists (a {existing.kind})"
-            )
-        collection = store.open(name, backend, mapping, create=True)
-        try:
-            collection.create()
-        except BaseException:
-            store.forget(name)
-            raise
-        try:
-            self.catalog.create(name, COLLECTION_KIND, {"backend": backend, "mapping": mapping})
-        except BaseException:
-            collection.drop()
-            store.forget(name)
-            raise
+        spec = {"backend": backend or DEFAULT_BACKEND, "mapping": mapping or DEFAULT_MAPPING}
+        DocumentStore.check_options(spec["backend"], spec["mapping"])
+        collection: Collection = self._registry.create("collection", name, spec)
         return collection
 
     def collection(self, name: str) -> Collection:
@@ -776,18 +566,15 @@ class Database:
         _require_str(name, "name", "db.collection")
         from tesseradb.errors import UnknownCollectionError
 
-        self._check_open()
         try:
-            obj = self.catalog.require(name, COLLECTION_KIND)
+            collection: Collection = self._registry.get(name, "collection")
         except ObjectNotFoundError as err:
             raise UnknownCollectionError(str(err), err.suggestions) from None
-        collection = self._document_store().open(obj.name, obj.spec["backend"], obj.spec["mapping"])
-        collection.upgrade()  # a collection made before the delta tables
         return collection
 
     def collections(self) -> list[str]:
         """Names of the JSON collections."""
-        return [o.name for o in self.catalog.objects(COLLECTION_KIND)]
+        return [o.name for o in self.catalog.objects("collection")]
 
     def argo(self, text: str, params: Any = None) -> list[dict[str, Any]]:
         """Run one Argo/SQL statement; its result objects (in objid order unless ORDER BY).
@@ -802,8 +589,7 @@ class Database:
                 f"db.argo: the Argo/SQL text must be a str, not {type(text).__name__}"
             )
         _require_params(params, "db.argo")
-        from tesseradb.documents import parse_statement
-        from tesseradb.documents._argosql import Insert, Select
+        from tesseradb.documents import Insert, Select, parse_statement
 
         self._check_open()
         statement = parse_statement(text, params)
@@ -814,247 +600,3 @@ class Database:
         if isinstance(statement, Select) and statement.join is not None:
             other = self.collection(statement.join.collection)
         return collection.run(statement, other)
-
-    def _drop_collection(self, name: str) -> None:
-        from tesseradb.errors import DocumentBackendError
-
-        self._check_writable(f"drop {name!r}")
-        try:
-            collection = self.collection(name)
-        except DocumentBackendError:  # its backend file is gone: only the name is left
-            self.catalog.drop(name)
-            return
-        collection.drop()
-        self._document_store().forget(name)
-        self.catalog.drop(name)
-
-    def _check_writable(self, what: str) -> None:
-        if self.read_only:
-            raise ReadOnlyError(f"cannot {what}: the database is open read-only")
-
-    def schema(self, name: str) -> pa.Schema:
-        """The columns of the relation, table or view called ``name``."""
-        _require_str(name, "name", "db.schema")
-        self._check_open()
-        relation = self.relation(name)
-        if relation is not None:
-            return relation.schema()
-        obj = self.catalog.require(name.partition(".")[0] if "." in name else name)
-        if obj.kind in PLAIN_KINDS:
-            return self.sql(f"SELECT * FROM {quote_identifier(obj.name)} LIMIT 0").arrow().schema
-        raise ObjectNotFoundError(f"{name!r} is a {obj.kind}, which this version cannot describe")
-
-    # --- checking ---------------------------------------------------------------
-    def check(self, repair: bool = False) -> CheckReport:
-        """Verify every object's storage; with ``repair``, set aside what cannot be read.
-
-        Streams: the call log and every committed segment read whole
-        (lengths, checksums); arrays: every written chunk of the head version
-        decoded (CRC-32C) and every older version opened; collections: the
-        backend's integrity check and every object rebuilt; attachments: the
-        files and every sidecar index; plain tables read whole and the catalog
-        against the table store; files that belong to no object. With
-        ``repair=True`` (a writable database) unreadable segments are moved
-        aside, unreadable chunks dropped in a new version, indexes rebuilt and
-        foreign files moved to ``quarantine/``; each finding says what was
-        lost, and the rest stays queryable.
-        """
-        from tesseradb.checks import CheckReport, check_layout
-
-        self._check_open()
-        _require_bool(repair, "repair", "db.check")
-        if repair:
-            self._check_writable("repair the database")
-        report = CheckReport(self.path, repair)
-        objects = self.catalog.objects()
-        for obj in objects:
-            if obj.kind == STREAM_KIND:
-                self._check_stream(obj.name, obj.spec, repair, report)
-            elif obj.kind == ARRAY_KIND:
-                self._check_object(
-                    obj.name, "array", report, lambda o=obj: self._check_array(o.name, repair)
-                )
-            elif obj.kind == ATTACHED_KIND:
-                self._check_object(
-                    obj.name,
-                    "attachment",
-                    report,
-                    lambda o=obj: self.attached(o.name).check(repair),
-                )
-            elif obj.kind == COLLECTION_KIND:
-                self._check_object(
-                    obj.name, "collection", report, lambda o=obj: self.collection(o.name).check()
-                )
-        if any(o.kind == COLLECTION_KIND for o in objects):
-            self._check_document_backends(report)
-        self._check_tables(objects, repair, report)
-        report.findings.extend(check_layout(self.path, {o.name: o.kind for o in objects}, repair))
-        return report
-
-    @staticmethod
-    def _check_object(
-        name: str,
-        kind: str,
-        report: CheckReport,
-        check: Callable[[], tuple[list[Finding], Verified]],
-    ) -> None:
-        from tesseradb.checks import Finding
-
-        try:
-            findings, verified = check()
-        except TesseraError as err:  # the object cannot even be opened
-            report.findings.append(Finding(name, kind, str(err)))
-            return
-        report.findings.extend(findings)
-        report.verified.append(verified)
-
-    def _check_array(self, name: str, repair: bool) -> tuple[list[Finding], Verified]:
-        from tesseradb.arrays import check_array
-
-        if not (self.path / "arrays" / name).is_dir():
-            from tesseradb.checks import Finding, Verified
-
-            return [
-                Finding(
-                    name,
-                    f"directory arrays/{name}",
-                    "is missing",
-                    action="restore it from a backup, or drop the array",
-                )
-            ], Verified(name, "array", "nothing to read")
-        with self._registered_lock:
-            self._arrays.pop(name.lower(), None)  # reopen at the head after a repair
-        return check_array(self.array(name), repair)
-
-    def _check_document_backends(self, report: CheckReport) -> None:
-        from tesseradb.checks import Finding
-
-        for backend in self._document_store().open_backends():
-            try:
-                problems = backend.integrity_problems()
-            except TesseraError as err:
-                problems = [str(err)]
-            for problem in problems:
-                report.findings.append(
-                    Finding("(documents)", f"backend {backend.describe()}", problem)
-                )
-
-    def _check_tables(
-        self, objects: Sequence[CatalogObject], repair: bool, report: CheckReport
-    ) -> None:
-        """Plain tables: each read whole, and the catalog's ``objects`` against the table store."""
-        from tesseradb.checks import Finding, Verified
-
-        catalog = {o.name.lower(): o.name for o in objects if o.kind in PLAIN_KINDS}
-        if not catalog and not self._engine.store.exists:
-            return
-        try:
-            stored = self._engine.store_tables()
-        except TesseraError as err:
-            report.findings.append(Finding("(tables)", TABLE_STORE_FILE, str(err)))
-            return
-        present = {n.lower(): n for n in stored}
-        for key in sorted(set(catalog) ^ set(present)):
-            where = "the catalog" if key in catalog else "the table store"
-            other = "the table store" if key in catalog else "the catalog"
-            report.findings.append(
-                Finding(
-                    catalog.get(key) or present[key],
-                    "catalog entry" if key in catalog else TABLE_STORE_FILE,
-                    f"is in {where} but not in {other}",
-                    action="catalog brought in line with the table store" if repair else "",
-                    repaired=repair,
-                )
-            )
-        if repair and set(catalog) != set(present):
-            self.sync_tables(stored)
-        rows = 0
-        for name, (kind, _) in sorted(stored.items()):
-            if kind != "table":
-                continue
-            try:
-                rows += self._engine.read_whole(name)
-            except TesseraError as err:
-                report.findings.append(Finding(name, f"table in {TABLE_STORE_FILE}", str(err)))
-        tables = sum(1 for kind, _ in stored.values() if kind == "table")
-        report.verified.append(
-            Verified("(tables)", "table store", f"{tables} table(s), {rows:,} rows read whole")
-        )
-
-    def _check_stream(
-        self, name: str, spec: dict[str, Any], repair: bool, report: CheckReport
-    ) -> None:
-        from tesseradb.records import RecordDescriptor, check_stream
-
-        stream = self._streams.get(name.lower())
-        if stream is not None and not self.read_only:
-            stream.flush()  # what is in memory is checked on disk too
-        directory = self.path / "streams" / name
-        if not directory.is_dir():
-            from tesseradb.checks import Finding
-
-            report.findings.append(Finding(name, f"directory streams/{name}", "is missing"))
-            return
-        descriptor = RecordDescriptor.from_dict(spec["descriptor"])
-        findings, verified = check_stream(name, descriptor, directory, repair)
-        report.findings.extend(findings)
-        report.verified.append(verified)
-        if stream is not None and any(f.repaired for f in findings):
-            stream.reload()  # serve what repair kept
-
-    # --- information ------------------------------------------------------------
-    def info(self) -> DatabaseInfo:
-        """The objects of the database with their kinds and sizes."""
-        self._check_open()
-        table_rows = self._table_rows()
-        objects = []
-        for obj in self.catalog.objects():
-            rows = table_rows.get(obj.name.lower()) if obj.kind in PLAIN_KINDS else None
-            size = None
-            if obj.kind == ATTACHED_KIND:
-                size = sum(i.get("size", 0) for i in obj.spec.get("identities", []))
-                objects.append(
-                    ObjectInfo(obj.name, obj.kind, None, size, obj.created, obj.modified)
-                )
-                for table, counts in obj.spec.get("rows", {}).items():
-                    objects.append(
-                        ObjectInfo(
-                            f"{obj.name}.{table}", "attached table", sum(counts), None, None, None
-                        )
-                    )
-                continue
-            modified = obj.modified
-            if obj.kind == STREAM_KIND:
-                stream = self.stream(obj.name)
-                rows, size = stream.num_records, stream.bytes_on_disk
-                # the call log grows with every committed ingest call
-                modified = max(modified, _iso(stream.last_commit) or "")
-            if obj.kind == ARRAY_KIND:
-                array = self.array(obj.name)
-                rows, size = array.relation.estimate(None).rows, array.bytes_on_disk
-                versions = array.versions()
-                if versions:
-                    modified = max(modified, _iso(versions[0].time) or "")
-            if obj.kind == COLLECTION_KIND:
-                rows = self.collection(obj.name).count()
-            objects.append(ObjectInfo(obj.name, obj.kind, rows, size, obj.created, modified))
-        for rel in self._registered.values():
-            est = rel.estimate(None)
-            objects.append(
-                ObjectInfo(rel.name, "relation (this session)", est.rows, est.bytes, None, None)
-            )
-        total = sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
-        return DatabaseInfo(self.path, self.format_version, self.read_only, objects, total)
-
-    def _table_rows(self) -> dict[str, int]:
-        if not self.tables():
-            return {}
-        rows = self._engine.store_query(
-            "SELECT table_name, estimated_size FROM duckdb_tables() "
-            "WHERE database_name = current_database() AND schema_name = 'main'"
-        )
-        return {name.lower(): int(count) for name, count in rows}
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise DatabaseClosedError(f"database {self.path} is closed")

@@ -282,12 +282,11 @@ def test_a_damaged_repository_is_named(tmp_path: Path, part: str, match: str) ->
             db.sql("SELECT count(*) FROM c").fetchall()
 
 
-def test_regrid_and_as_of_arguments(img: Any) -> None:
+def test_regrid_and_as_of_arguments(db: tesseradb.Database, img: Any) -> None:
     with pytest.raises(tesseradb.errors.OperatorError, match="needs a list of 2 factors"):
         img.regrid(10)
     from datetime import datetime, timedelta
 
-    db = img._database()
     naive_now = datetime.now() + timedelta(seconds=1)  # local time, as Python's naive times
     past = db.array("img", as_of=naive_now)
     assert past.version == img.version

@@ -531,7 +531,9 @@ class TestDelta:
             for table in coll.mapping.part(delta=True):
                 backend.execute(f"DROP TABLE {table}")
             backend.execute("ALTER TABLE argo_meta DROP COLUMN delta_objects")
-        db._document_store().forget(coll.name)  # as a new process would find it
+        # as a new process would find it: neither the hall nor the document store has it open
+        db._registry.forget(coll.name)
+        db._registry.kind("collection").store.forget(coll.name)
         if make_collection.backend == "sqlite":  # read-only: read as it is
             with tesseradb.connect(db.path, read_only=True) as reader:
                 assert [d["n"] for d in reader.argo(f"SELECT n FROM {coll.name}")] == [0, 1, 2]

@@ -21,6 +21,8 @@ from tesseradb.arrays._array import (
 from tesseradb.arrays._boxes import ArrayBoundsError
 from tesseradb.arrays._check import check_array
 from tesseradb.arrays._decode import clear_chunk_cache
+from tesseradb.arrays._kind import ArrayKind
+from tesseradb.arrays._operators import merge_arrays
 from tesseradb.arrays._repository import ArrayConflictError, Version, VersionNotFoundError
 from tesseradb.arrays._schema import ArraySchema, ArraySchemaError, Attribute, Dimension
 
@@ -31,6 +33,7 @@ __all__ = [
     "ArrayCorruptError",
     "ArrayDtypeError",
     "ArrayFork",
+    "ArrayKind",
     "ArraySchema",
     "ArraySchemaError",
     "ArrayView",
@@ -41,4 +44,5 @@ __all__ = [
     "VersionNotFoundError",
     "check_array",
     "clear_chunk_cache",
+    "merge_arrays",
 ]

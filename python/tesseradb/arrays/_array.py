@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from tesseradb.arrays._relation import ArrayRelation
     from tesseradb.arrays._repository import Version
     from tesseradb.arrays._schema import ArraySchema
-    from tesseradb.database import Database
+    from tesseradb.kinds import OpenObjects
 
 __all__ = ["Array", "ArrayCorruptError", "ArrayDtypeError", "ArrayFork", "ArrayView", "ChunkView"]
 
@@ -599,7 +599,8 @@ class Array(_ArrayBase):
         self._local = threading.local()  # the transaction of each thread
         self._fork_base: icechunk.Session | None = None
         self._relation: ArrayRelation | None = None
-        self._database: Callable[[], Database | None] | None = None  # weakref, set by the database
+        # the database's objects, handed by the array kind: operators' into= create arrays there
+        self._siblings: OpenObjects | None = None
 
     def __repr__(self) -> str:
         dims = ", ".join(
@@ -819,19 +820,20 @@ class Array(_ArrayBase):
     def _create_result(
         self, into: str, dims: Any, attrs: Any, origin: Any, values: dict[str, Any] | None
     ) -> Array:
-        database = self._database() if self._database is not None else None
-        if database is None:
-            raise TesseraError(f"array {self.name!r}: into= needs the array's database to be open")
-        out = database.create_array(
-            into, dims, attrs, origin=origin, codec=self.schema.codec, level=self.schema.level
-        )
+        from tesseradb.arrays._operators import create_beside
+
+        out = create_beside(self, into, dims, attrs, origin)
         if values is not None:
             try:
                 out.write([d["start"] for d in dims], values, message=f"from {self.name}")
             except BaseException:
-                database.drop(into)
+                out._siblings.drop(into)
                 raise
         return out
+
+    def at(self, version: str | None = None, as_of: datetime | None = None) -> Array:
+        """This array at a past ``version`` (snapshot id) or ``as_of`` a time, read-only."""
+        return Array(self.name, self.schema, self._repo, True, version, as_of)
 
     # --- lazy views -------------------------------------------------------------------
     def between(self, box: Any) -> ArrayView:

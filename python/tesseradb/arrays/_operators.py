@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from tesseradb.arrays._array import Array
-    from tesseradb.database import Database
 
 __all__ = ["OperatorError", "aggregate", "apply", "merge_arrays", "parse_factor", "regrid"]
 
@@ -384,7 +383,19 @@ def apply(
 
 
 # --- merge ------------------------------------------------------------------------------------
-def merge_arrays(db: Database, inputs: Sequence[Array], into: str) -> Array:
+def create_beside(array: Array, into: str, dims: Any, attrs: Any, origin: Any) -> Array:
+    """A new array ``into`` in ``array``'s database, compressed as ``array`` is."""
+    from tesseradb.arrays._schema import ArraySchema
+    from tesseradb.errors import TesseraError
+
+    siblings = array._siblings
+    if siblings is None:
+        raise TesseraError(f"array {array.name!r}: into= needs the array's database to be open")
+    schema = ArraySchema.build(dims, attrs, origin, array.schema.codec, array.schema.level, None)
+    return siblings.create("array", into, {"schema": schema.to_dict()})  # type: ignore[no-any-return]
+
+
+def merge_arrays(inputs: Sequence[Array], into: str) -> Array:
     """A new array ``into`` with the written cells of ``inputs``; cells of later arrays win.
 
     Dimensions must match by name and attributes by name and type. The result
@@ -420,7 +431,7 @@ def merge_arrays(db: Database, inputs: Sequence[Array], into: str) -> Array:
     ]
     attrs = [a.to_dict() for a in first.attrs]
     nullable = [a.name for a in first.attrs if a.nullable]
-    out = db.create_array(into, dims, attrs, origin=lo, codec=first.codec, level=first.level)
+    out = create_beside(inputs[0], into, dims, attrs, lo)
     try:
         with out.transaction(f"merge of {', '.join(a.name for a in inputs)}"):
             for source in inputs:
@@ -441,7 +452,7 @@ def merge_arrays(db: Database, inputs: Sequence[Array], into: str) -> Array:
                         values[attr.name] = incoming
                     out[key] = values
     except BaseException:
-        db.drop(into)
+        out._siblings.drop(into)  # type: ignore[union-attr]
         raise
     return out
 

@@ -8,16 +8,26 @@ directory; queries read only the columns and rows they need, in parallel.
 
 from __future__ import annotations
 
-from tesseradb.attached._attachment import FILE_COLUMN, AttachedTable, AttachError, Attachment
+from tesseradb.attached._attachment import (
+    FILE_COLUMN,
+    AttachedTable,
+    AttachError,
+    Attachment,
+    attach_spec,
+)
 from tesseradb.attached._bitmap import Binning, BitmapIndex
+from tesseradb.attached._kind import AttachedKind, default_name
 from tesseradb.attached._reader import AttachedFileError
 
 __all__ = [
     "FILE_COLUMN",
     "AttachError",
     "AttachedFileError",
+    "AttachedKind",
     "AttachedTable",
     "Attachment",
     "Binning",
     "BitmapIndex",
+    "attach_spec",
+    "default_name",
 ]

@@ -64,6 +64,50 @@ class Binning:
     def from_spec(cls, spec: dict[str, Any]) -> Binning:
         return cls(**{**spec, "edges": tuple(spec["edges"])})
 
+    @classmethod
+    def from_options(
+        cls,
+        where: str,
+        edges: Any = None,
+        count: Any = None,
+        precision: Any = None,
+        exact: Any = False,
+    ) -> Binning:
+        """The binning a user's ``create_index`` options ask for, refusing bad or clashing ones."""
+        from tesseradb.errors import InvalidArgumentError
+
+        for option, value in (("count", count), ("precision", precision)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise InvalidArgumentError(
+                    f"{where}: {option} must be a whole number >= 1, not {value!r}"
+                )
+        if edges is not None and (
+            isinstance(edges, (str, bytes))
+            or not isinstance(edges, (list, tuple))
+            or not all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in edges)
+        ):
+            raise InvalidArgumentError(f"{where}: edges must be a list of numbers, not {edges!r}")
+        chosen = [
+            k
+            for k, v in (
+                ("edges", edges),
+                ("count", count),
+                ("precision", precision),
+                ("exact", exact or None),
+            )
+            if v is not None
+        ]
+        if len(chosen) > 1:
+            raise InvalidArgumentError(f"choose one binning, not {' and '.join(chosen)}")
+        return cls(
+            kind=chosen[0] if chosen else "auto",
+            edges=tuple(edges or ()),
+            count=count or 0,
+            precision=precision or 0,
+        )
+
 
 class BitmapIndex:
     def __init__(

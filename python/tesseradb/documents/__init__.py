@@ -11,9 +11,10 @@ rebuilt objects. A collection is also a relation (``objid``, ``doc``) for
 
 from __future__ import annotations
 
-from tesseradb.documents._argosql import parse_statement
+from tesseradb.documents._argosql import Insert, Select, parse_statement
 from tesseradb.documents._collection import Collection
 from tesseradb.documents._keys import DocumentLimits, flatten_document, rebuild_documents
+from tesseradb.documents._kind import CollectionKind
 from tesseradb.documents._mappings import MAPPINGS
 from tesseradb.documents._store import DEFAULT_BACKEND, DEFAULT_MAPPING, DocumentStore
 
@@ -22,8 +23,11 @@ __all__ = [
     "DEFAULT_MAPPING",
     "MAPPINGS",
     "Collection",
+    "CollectionKind",
     "DocumentLimits",
     "DocumentStore",
+    "Insert",
+    "Select",
     "flatten_document",
     "parse_statement",
     "rebuild_documents",

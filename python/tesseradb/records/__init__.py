@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tesseradb.records._check import check_stream
 from tesseradb.records._descriptor import DescriptorError, Field, RecordDescriptor
+from tesseradb.records._kind import StreamKind
 from tesseradb.records._segment_file import SegmentFileError
 from tesseradb.records._stream import CSVError, Stream, StreamOptions, StreamWriteError
 
@@ -21,6 +22,7 @@ __all__ = [
     "RecordDescriptor",
     "SegmentFileError",
     "Stream",
+    "StreamKind",
     "StreamOptions",
     "StreamWriteError",
     "check_stream",

@@ -15,7 +15,7 @@ import difflib
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +35,18 @@ from tesseradb.errors import (
 from tesseradb.sql.analysis import Analysis, RelationUse
 from tesseradb.sql.analysis_cache import AnalysisCache
 from tesseradb.sql.predicate import Predicate
-from tesseradb.sql.relation import Estimate, Relation, RelationScan, ScanStats
+from tesseradb.sql.relation import (
+    Aggregating,
+    Counting,
+    Estimate,
+    Relation,
+    RelationScan,
+    ScanDescribing,
+    ScanStats,
+    SessionHolding,
+)
 from tesseradb.sql.result import Result
+from tesseradb.sql.tables import quote_identifier
 
 if TYPE_CHECKING:
     import duckdb
@@ -272,11 +282,10 @@ class SQLEngine:
         seen: set[int] = set()
         for use in analysis.relations.values():
             relation = self.namespace.relation(use.name)
-            session = getattr(relation, "session", None)
-            if session is None or id(relation) in seen:
+            if not isinstance(relation, SessionHolding) or id(relation) in seen:
                 continue
             seen.add(id(relation))
-            stack.enter_context(session())
+            stack.enter_context(relation.session())
         return stack
 
     def _execute(self, text: str, params: Any, analysis: Analysis) -> Result:
@@ -311,7 +320,7 @@ class SQLEngine:
             relation = self.namespace.relation(use.name)
             if relation is None:
                 continue
-            if native is not None and hasattr(relation, "aggregate"):
+            if native is not None and isinstance(relation, Aggregating):
                 use.notes.append(
                     "aggregates computed from storage, no rows made (when the relation can)"
                 )
@@ -361,7 +370,7 @@ class SQLEngine:
         from tesseradb.errors import TableStoreError
 
         try:
-            rows = self.store_query(f"SELECT count(hash(t)) FROM {_quote(table)} AS t")
+            rows = self.store_query(f"SELECT count(hash(t)) FROM {quote_identifier(table)} AS t")
         except duckdb.Error as err:
             raise TableStoreError(
                 f"table {table!r} in {self.store.path} cannot be read: {_first_line(str(err))}"
@@ -413,10 +422,9 @@ class SQLEngine:
             return None
         key, name, predicate = analysis.count_only
         relation = self.namespace.relation(key)
-        count = getattr(relation, "count", None)
-        if relation is None or count is None:
+        if not isinstance(relation, Counting):
             return None
-        rows = count(predicate)
+        rows = relation.count(predicate)
         if rows is None:
             return None
         return Result(
@@ -439,10 +447,9 @@ class SQLEngine:
         if query is None:
             return None
         relation = self.namespace.relation(query.relation)
-        aggregate = getattr(relation, "aggregate", None)
-        if relation is None or aggregate is None:
+        if not isinstance(relation, Aggregating):
             return None
-        table = aggregate(
+        table = relation.aggregate(
             list(query.items),
             list(query.group_by),
             None if query.predicate.is_true else query.predicate,
@@ -728,12 +735,12 @@ class SQLEngine:
             for row in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
         }
         if owner.lower() not in attached:
-            con.execute(f"ATTACH ':memory:' AS {_quote(owner)}")
+            con.execute(f"ATTACH ':memory:' AS {quote_identifier(owner)}")
         setup = con.cursor()
         try:
             setup.register(hidden, schema.empty_table())  # a stand-in to bind the view once
             setup.execute(
-                f"CREATE OR REPLACE VIEW {_quote(owner)}.main.{_quote(table)} AS SELECT * FROM temp.main.{_quote(hidden)}"
+                f"CREATE OR REPLACE VIEW {quote_identifier(owner)}.main.{quote_identifier(table)} AS SELECT * FROM temp.main.{quote_identifier(hidden)}"
             )
         finally:
             setup.close()
@@ -741,9 +748,10 @@ class SQLEngine:
     def forget_catalog(self, owner: str) -> None:
         """Drop the views of an object's dotted relations (the object is gone)."""
         with self._view_lock:
-            for key in [k for k in self._views if k.startswith(owner.lower() + ".")]:
+            made = [k for k in self._views if k.startswith(owner.lower() + ".")]
+            for key in made:
                 del self._views[key]
-            if self._con is not None:
+            if made and self._con is not None:
                 attached = {
                     row[0].lower()
                     for row in self._con.execute(
@@ -751,7 +759,7 @@ class SQLEngine:
                     ).fetchall()
                 }
                 if owner.lower() in attached:
-                    self._con.execute(f"DETACH {_quote(owner)}")
+                    self._con.execute(f"DETACH {quote_identifier(owner)}")
 
     def _store_tables(self, cursor: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, list[str]]]:
         """The store's plain tables and views: name -> (kind, column names)."""
@@ -842,19 +850,14 @@ def _referenced_names(text: str) -> set[str]:
     return {n.lower() for n in names} | {f"{a}.{b}".lower() for a, b in dotted}
 
 
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
-
-
 class _MissingColumn(SQLExecutionError):
     """DuckDB could not bind a statement against the pruned columns: retry with all."""
 
 
 def _describe(relation: Relation, use: RelationUse) -> list[str]:
-    describe: Callable[..., Any] | None = getattr(relation, "describe_scan", None)
-    if describe is None:
+    if not isinstance(relation, ScanDescribing):
         return []
-    return [str(line) for line in describe(use.columns, use.predicate)]
+    return [str(line) for line in relation.describe_scan(use.columns, use.predicate)]
 
 
 @contextmanager

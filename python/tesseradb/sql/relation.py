@@ -10,7 +10,8 @@ every filter afterwards, so pushdown changes speed, never answers.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -20,7 +21,17 @@ from tesseradb.sql.predicate import Predicate
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowRelation", "Estimate", "Relation", "RelationScan", "ScanStats"]
+__all__ = [
+    "Aggregating",
+    "ArrowRelation",
+    "Counting",
+    "Estimate",
+    "Relation",
+    "RelationScan",
+    "ScanDescribing",
+    "ScanStats",
+    "SessionHolding",
+]
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,65 @@ class Relation(Protocol):
 
     def estimate(self, predicate: Predicate | None) -> Estimate:
         """Rows and bytes a scan with ``predicate`` would produce, as well as known."""
+        ...
+
+
+# --- capabilities: the optional parts of a relation -------------------------------------
+# The engine tests for each with isinstance and uses it when present. A relation
+# declares what it can do by having the method; the conformance suite
+# (tesseradb.testing.RelationTests) checks each declared capability against the
+# plain answer of a scan.
+
+
+@runtime_checkable
+class Counting(Protocol):
+    """Counts matching rows without making them (an attached table's bitmap indexes)."""
+
+    def count(self, predicate: Predicate | None) -> int | None:
+        """The exact number of rows matching ``predicate``, or None if it cannot say
+        without reading rows (the engine then runs the statement)."""
+        ...
+
+
+@runtime_checkable
+class Aggregating(Protocol):
+    """Answers a single-relation aggregate query from its storage (an array's chunk
+    folds, a stream's found records)."""
+
+    def aggregate(
+        self,
+        items: Sequence[tuple[str, str, str | None]],
+        group_by: Sequence[str],
+        predicate: Predicate | None,
+        ambiguous: Mapping[str, Sequence[float]],
+    ) -> pa.Table | None:
+        """The result table of ``SELECT <items> FROM rel WHERE <predicate> GROUP BY
+        <group_by>``, exactly as SQL gives it, or None to let SQL run.
+
+        ``items`` are ``(output name, function, column or None for *)``;
+        ``ambiguous`` gives, per column, values at which the predicate is not
+        exact: a relation that finds a candidate row holding one returns None.
+        """
+        ...
+
+
+@runtime_checkable
+class SessionHolding(Protocol):
+    """Keeps what its scans share (open files) for the whole of one statement."""
+
+    def session(self) -> AbstractContextManager[Any]:
+        """Entered once per statement, before its first scan, left after its last."""
+        ...
+
+
+@runtime_checkable
+class ScanDescribing(Protocol):
+    """Says what a scan would touch, for ``explain`` (segments, chunks, index bins)."""
+
+    def describe_scan(
+        self, columns: Sequence[str] | None, predicate: Predicate | None
+    ) -> list[str]:
+        """Lines of text for ``explain``, one fact each."""
         ...
 
 

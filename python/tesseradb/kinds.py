@@ -1,0 +1,159 @@
+"""The contract every data model implements once: a :class:`Kind`.
+
+The database (the *hall*) knows its data models only through this
+contract. Each subpackage (a *room*: ``arrays``, ``records``,
+``documents``, ``attached``, and the SQL engine's plain tables) exports a
+kind class; the database makes one instance of each when it opens, hands it
+a :class:`KindContext`, and from then on creating, opening, dropping,
+listing and checking an object of any kind are lookups in one registry and
+one cache of open objects. A room never imports the database: what it needs
+from it (its directory, whether it is read-only, how to say an object
+changed, how to open or create a sibling object) is in the context.
+
+Adding a data model is writing one kind (see docs/contributing.md, "Adding a
+data model") and listing it in :data:`tesseradb.database.KINDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from tesseradb.catalog import CatalogObject
+    from tesseradb.checks import Finding, Verified
+    from tesseradb.sql.relation import Relation
+
+__all__ = ["Kind", "KindContext", "ObjectInfo", "OpenObjects"]
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One object of the database as :meth:`Database.info` lists it."""
+
+    name: str
+    kind: str
+    rows: int | None
+    bytes: int | None
+    created: str | None
+    modified: str | None
+
+
+class OpenObjects(Protocol):
+    """The database's one cache of open objects, as a kind may use it."""
+
+    def get(self, name: str) -> Any:
+        """The open object called ``name`` (opened now if it is not yet)."""
+        ...
+
+    def peek(self, name: str) -> Any | None:
+        """The object called ``name`` if it is open already, else None (nothing is opened)."""
+        ...
+
+    def forget(self, name: str) -> None:
+        """Drop ``name`` from the cache (without closing it); the next ``get`` reopens it."""
+        ...
+
+    def create(self, kind: str, name: str, spec: dict[str, Any]) -> Any:
+        """Create an object of ``kind`` (catalog entry and storage) and return it open."""
+        ...
+
+    def drop(self, name: str) -> None:
+        """Remove the object called ``name``, of any kind."""
+        ...
+
+
+@dataclass(frozen=True)
+class KindContext:
+    """What the database hands each kind when it opens."""
+
+    path: Path  # the database directory
+    read_only: bool
+    objects: OpenObjects
+    on_write: Callable[[str], None]  # "this object changed" (ObjectInfo.modified)
+
+
+@runtime_checkable
+class Kind(Protocol):
+    """A data model, as the database sees it (one instance per open database).
+
+    ``spec`` is the JSON-able dict the catalog keeps for each object; the
+    typed user methods (``db.create_array`` ...) build it with the room's own
+    validation and hand it to the database, which calls ``create`` and then
+    writes the catalog entry. ``open`` is called once per object and the
+    result is cached until the object is dropped or the database closes.
+    """
+
+    name: str  # the catalog's name for the kind ("array")
+    aliases: tuple[str, ...]  # further catalog kinds served by the same instance ("view")
+    directory: str | None  # the kind's folder under the database directory, if it has one
+
+    def create(self, name: str, spec: dict[str, Any]) -> None:
+        """Make the object's storage from its spec; on failure leave nothing behind."""
+        ...
+
+    def open(self, name: str, spec: dict[str, Any]) -> Any:
+        """The object, ready to use (its catalog ``name`` spelled as created)."""
+        ...
+
+    def relations(self, opened: Any) -> Mapping[str, Relation]:
+        """The relations an open object exposes to SQL: ``""`` for the object's own name,
+        a table name for the dotted ``<object>.<table>``."""
+        ...
+
+    def relation_names(self, name: str, spec: dict[str, Any]) -> list[str]:
+        """The names ``relations`` would give, from the spec alone (nothing is opened):
+        for suggestions in error messages."""
+        ...
+
+    def close(self, opened: Any) -> None:
+        """Release what an open object holds (the database is closing or dropping it)."""
+        ...
+
+    def drop(self, name: str, spec: dict[str, Any], opened: Any | None) -> None:
+        """Delete the object's storage (the database removes the catalog entry after)."""
+        ...
+
+    def describe(self, objects: Sequence[CatalogObject]) -> list[ObjectInfo]:
+        """Rows, bytes and times of these objects of this kind, for ``db.info()``."""
+        ...
+
+    def check(
+        self, objects: Sequence[CatalogObject], repair: bool
+    ) -> tuple[list[Finding], list[Verified]]:
+        """Verify these objects' storage (``tessera check``); with ``repair``, set aside
+        what cannot be read and say what was lost."""
+        ...
+
+    def shutdown(self) -> None:
+        """Close what the kind shares between its objects (the database is closing)."""
+        ...
+
+
+def iso(moment: Any) -> str | None:
+    """``moment`` (a datetime) as the catalog writes times (UTC, milliseconds)."""
+    from datetime import UTC
+
+    return None if moment is None else moment.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+def guarded_check(
+    name: str,
+    kind: str,
+    check: Callable[[], tuple[list[Finding], Verified]],
+    findings: list[Finding],
+    verified: list[Verified],
+) -> None:
+    """Run one object's check; an object that cannot even be opened is a finding."""
+    from tesseradb.checks import Finding
+    from tesseradb.errors import TesseraError
+
+    try:
+        found, ok = check()
+    except TesseraError as err:
+        findings.append(Finding(name, kind, str(err)))
+        return
+    findings.extend(found)
+    verified.append(ok)

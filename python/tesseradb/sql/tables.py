@@ -1,0 +1,129 @@
+"""Plain tables and views as a data model of the database (the :class:`~tesseradb.kinds.Kind` contract).
+
+They are made by SQL and live in the table store (``tables.duckdb``), which
+the engine owns; the catalog mirrors their names and columns after every
+statement that changes them. DuckDB reads them natively, so they expose no
+relations of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.errors import TesseraError
+from tesseradb.kinds import KindContext, ObjectInfo
+
+if TYPE_CHECKING:
+    from tesseradb.catalog import CatalogObject
+    from tesseradb.checks import Finding, Verified
+    from tesseradb.sql.engine import Namespace, SQLEngine
+    from tesseradb.sql.relation import Relation
+
+__all__ = ["TablesKind", "quote_identifier"]
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier (embedded quotes doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+class TablesKind:
+    name = "table"
+    aliases: tuple[str, ...] = ("view",)
+    kinds = ("table", "view")  # the catalog kinds it serves
+    directory = None
+
+    def __init__(self, context: KindContext, engine: SQLEngine, namespace: Namespace) -> None:
+        self.context = context
+        self.engine = engine
+        self.namespace = namespace
+
+    @classmethod
+    def factory(
+        cls, engine: SQLEngine, namespace: Namespace
+    ) -> Callable[[KindContext], TablesKind]:
+        """What the registry calls to make the kind (the engine exists before the kinds)."""
+        return lambda context: cls(context, engine, namespace)
+
+    def create(self, name: str, spec: dict[str, Any]) -> None:
+        raise TesseraError(f"table {name!r}: plain tables and views are made with SQL (db.sql)")
+
+    def open(self, name: str, spec: dict[str, Any]) -> None:
+        return None
+
+    def relations(self, opened: None) -> Mapping[str, Relation]:
+        return {}  # DuckDB reads them from the table store itself
+
+    def relation_names(self, name: str, spec: dict[str, Any]) -> list[str]:
+        return [name]
+
+    def close(self, opened: None) -> None:
+        pass
+
+    def drop(self, name: str, spec: dict[str, Any], opened: None) -> None:
+        kind = self.namespace.kind_of(name) or "table"  # the catalog says table or view
+        self.engine.execute(f"DROP {kind.upper()} {quote_identifier(name)}")
+
+    def describe(self, objects: Sequence[CatalogObject]) -> list[ObjectInfo]:
+        if not objects:
+            return []
+        rows = {
+            str(name).lower(): int(count)
+            for name, count in self.engine.store_query(
+                "SELECT table_name, estimated_size FROM duckdb_tables() "
+                "WHERE database_name = current_database() AND schema_name = 'main'"
+            )
+        }
+        return [
+            ObjectInfo(
+                obj.name, obj.kind, rows.get(obj.name.lower()), None, obj.created, obj.modified
+            )
+            for obj in objects
+        ]
+
+    def check(
+        self, objects: Sequence[CatalogObject], repair: bool
+    ) -> tuple[list[Finding], list[Verified]]:
+        """Each table read whole, and the catalog's names against the table store."""
+        from tesseradb.checks import Finding, Verified
+
+        findings: list[Finding] = []
+        store = self.engine.store
+        catalog = {o.name.lower(): o.name for o in objects}
+        if not catalog and not store.exists:
+            return [], []
+        try:
+            stored = self.engine.store_tables()
+        except TesseraError as err:
+            return [Finding("(tables)", store.path.name, str(err))], []
+        present = {n.lower(): n for n in stored}
+        for key in sorted(set(catalog) ^ set(present)):
+            where = "the catalog" if key in catalog else "the table store"
+            other = "the table store" if key in catalog else "the catalog"
+            findings.append(
+                Finding(
+                    catalog.get(key) or present[key],
+                    "catalog entry" if key in catalog else store.path.name,
+                    f"is in {where} but not in {other}",
+                    action="catalog brought in line with the table store" if repair else "",
+                    repaired=repair,
+                )
+            )
+        if repair and set(catalog) != set(present):
+            self.namespace.sync_tables(stored)
+        rows = 0
+        for name, (kind, _) in sorted(stored.items()):
+            if kind != "table":
+                continue
+            try:
+                rows += self.engine.read_whole(name)
+            except TesseraError as err:
+                findings.append(Finding(name, f"table in {store.path.name}", str(err)))
+        tables = sum(1 for kind, _ in stored.values() if kind == "table")
+        return findings, [
+            Verified("(tables)", "table store", f"{tables} table(s), {rows:,} rows read whole")
+        ]
+
+    def shutdown(self) -> None:
+        pass
