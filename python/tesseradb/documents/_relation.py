@@ -57,12 +57,21 @@ class CollectionRelation:
     def scan(
         self, columns: Sequence[str] | None, predicate: Predicate | None
     ) -> pa.RecordBatchReader:
-        schema = self.schema()
+        full = self.schema()
+        names = full.names if columns is None else list(columns)
+        schema = pa.schema([full.field(n) for n in names])
         if predicate is not None and predicate.is_false:
             return pa.RecordBatchReader.from_batches(schema, iter(()))
         where, params = self._objid_bounds(predicate)
+        mapping = self.collection.mapping
+        if "doc" not in names:  # objids alone: nothing to rebuild
+            sql = f"SELECT objid FROM ({mapping.objids_sql()}) AS ids WHERE {where} ORDER BY objid"
+            with self.collection.transaction():
+                ids = [row[0] for row in mapping.backend.execute(sql, params)]
+            batch = pa.record_batch([pa.array(ids, pa.int64())], names=["objid"])
+            return pa.RecordBatchReader.from_batches(schema, iter([batch] if names else []))
         with self.collection.transaction():
-            documents = self.collection.mapping.documents(where, tuple(params))
+            documents = mapping.documents(where, tuple(params))
 
         def batches() -> Iterator[pa.RecordBatch]:
             objids: list[int] = []
@@ -71,14 +80,14 @@ class CollectionRelation:
                 objids.append(objid)
                 docs.append(json.dumps(doc, ensure_ascii=False))
                 if len(objids) >= SCAN_BATCH_OBJECTS:
-                    yield pa.record_batch(
-                        [pa.array(objids, pa.int64()), pa.array(docs, pa.json_())], schema=schema
-                    )
+                    yield batch(objids, docs)
                     objids, docs = [], []
             if objids:
-                yield pa.record_batch(
-                    [pa.array(objids, pa.int64()), pa.array(docs, pa.json_())], schema=schema
-                )
+                yield batch(objids, docs)
+
+        def batch(objids: list[int], docs: list[str]) -> pa.RecordBatch:
+            made = {"objid": pa.array(objids, pa.int64()), "doc": pa.array(docs, pa.json_())}
+            return pa.record_batch([made[n] for n in names], schema=schema)
 
         return pa.RecordBatchReader.from_batches(schema, batches())
 
