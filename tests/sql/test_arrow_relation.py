@@ -1,4 +1,4 @@
-"""ArrowRelation passes the relation conformance suite and prunes by zone maps."""
+"""ArrowRelation prunes by zone maps (the conformance suite runs in tests/test_relation_conformance.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tesseradb.sql import ArrowRelation, Predicate, Relation
-from tests.sql.conformance import RelationConformance
-
-
-class TestArrowRelation(RelationConformance):
-    def make_relation(self, table: pa.Table) -> Relation:
-        return ArrowRelation("t", table, batch_rows=128)
 
 
 def test_zone_maps_skip_batches_of_clustered_data() -> None:

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tesseradb
-from tesseradb.sql.predicate import Predicate
+from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate, RangeSet
 from tesseradb.sql.relation import (
     Aggregating,
     Counting,
@@ -81,13 +81,32 @@ def _rows(table: pa.Table | pa.RecordBatchReader) -> Counter[tuple[Any, ...]]:
 
 
 _bounds = st.integers(min_value=-5, max_value=ROWS + 5)
-# each example is a function of the key column's name
-_predicates = st.one_of(
+# each example is a function of the key column's name and the value column's (or None)
+_on_key = st.one_of(
     st.tuples(_bounds, _bounds).map(lambda b: lambda key: Predicate.between(key, min(b), max(b))),
     st.lists(_bounds, min_size=1, max_size=6).map(
         lambda keys: lambda key: Predicate.isin(key, keys)
     ),
     st.just(lambda key: Predicate.false()),
+)
+_on_value = st.one_of(
+    st.none(),
+    st.tuples(st.floats(-1, 5), st.booleans()).map(
+        lambda lo: (
+            lambda value: Predicate.on(
+                value, ColumnDomain(RangeSet.of([Interval(lo[0], None)]), lo[1])
+            )
+        )
+    ),
+)
+_predicates = st.tuples(_on_key, _on_value).map(
+    lambda parts: (
+        lambda key, value: (
+            parts[0](key)
+            if parts[1] is None or value is None
+            else parts[0](key).and_(parts[1](value))
+        )
+    )
 )
 # each subclass runs the same test methods (different executors); they keep no state on self
 _examples = settings(
@@ -102,6 +121,7 @@ class RelationTests:
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
     key: ClassVar[str] = KEY
+    value: ClassVar[str | None] = "v"  # a float column the predicates may also restrict
 
     def make(self, db: Database, folder: Path, data: pa.Table) -> tuple[str, pa.Table]:
         """Store ``data`` as a relation of the kind; its name and the rows it must show."""
@@ -163,7 +183,7 @@ class RelationTests:
     def test_a_scan_under_a_predicate_is_a_superset_and_never_invents_rows(
         self, made: tuple[Database, Relation, pa.Table], make_predicate: Any
     ) -> None:
-        predicate = make_predicate(self.key)
+        predicate = make_predicate(self.key, self.value)
         _, relation, expected = made
         scanned = relation.scan(None, predicate).read_all()
         held = _rows(expected)
@@ -175,11 +195,12 @@ class RelationTests:
     def test_an_estimate_is_an_estimate(
         self, made: tuple[Database, Relation, pa.Table], make_predicate: Any
     ) -> None:
-        predicate = make_predicate(self.key)
-        _, relation, _ = made
+        predicate = make_predicate(self.key, self.value)
+        _, relation, expected = made
         estimate = relation.estimate(predicate)
         assert isinstance(estimate, Estimate)
-        assert estimate.rows is None or estimate.rows >= 0
+        # an estimate bounds what a scan may return: never fewer than the matching rows
+        assert estimate.rows is None or estimate.rows >= predicate.filter(expected).num_rows
         assert estimate.bytes is None or estimate.bytes >= 0
 
     @given(bounds=st.tuples(_bounds, _bounds))
@@ -216,7 +237,7 @@ class RelationTests:
     def test_a_count_is_exact_or_declined(
         self, made: tuple[Database, Relation, pa.Table], make_predicate: Any
     ) -> None:
-        predicate = make_predicate(self.key)
+        predicate = make_predicate(self.key, self.value)
         _, relation, expected = made
         if not isinstance(relation, Counting):
             pytest.skip("this kind does not count")
@@ -228,7 +249,7 @@ class RelationTests:
     def test_an_aggregate_is_exact_or_declined(
         self, made: tuple[Database, Relation, pa.Table], make_predicate: Any
     ) -> None:
-        predicate = make_predicate(self.key)
+        predicate = make_predicate(self.key, self.value)
         _, relation, expected = made
         if not isinstance(relation, Aggregating):
             pytest.skip("this kind has no native aggregates")
