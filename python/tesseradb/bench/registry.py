@@ -35,6 +35,7 @@ _MODULES = {
     "mdds": "tesseradb.bench.mdds",
     "arrays": "tesseradb.bench.arrays",
     "nobench": "tesseradb.bench.nobench",
+    "latency": "tesseradb.bench.latency",
 }
 
 
