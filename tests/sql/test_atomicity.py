@@ -15,6 +15,7 @@ from tesseradb.errors import InvalidNameError, ObjectExistsError, UnknownTableEr
 
 def store_tables(db: tesseradb.Database) -> list[str]:
     """The tables and views in the database's DuckDB file, read past the catalog."""
+    db._engine.release_store()  # it stays attached between statements otherwise
     con = duckdb.connect(str(db.path / "tables.duckdb"), read_only=True)
     try:
         rows = con.execute(

@@ -15,7 +15,7 @@ import difflib
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,40 +166,124 @@ class Explain:
 class TableStore:
     """The database's DuckDB file, attached to the engine's instance while in use.
 
-    Attachments are counted: the file is attached by the first statement that
-    needs it and detached when the last one finishes, so that another process
-    may open it between statements. A conflicting open by another process is
-    retried for ``lock_timeout`` seconds.
+    Attaching costs more than a small statement, so the file stays attached
+    between statements and is detached once no statement has used it for
+    ``idle`` seconds (by a thread of its own), so that another process may
+    open it then. A file replaced or removed behind our back is noticed (its
+    inode changes) and attached afresh. A conflicting open by another
+    process is retried for ``lock_timeout`` seconds.
     """
 
-    def __init__(self, path: Path, read_only: bool, lock_timeout: float = 10.0) -> None:
+    def __init__(
+        self, path: Path, read_only: bool, lock_timeout: float = 10.0, idle: float = 0.25
+    ) -> None:
         self.path = path
         self.read_only = read_only
         self.lock_timeout = lock_timeout
+        self.idle = idle
+        self.before_detach: Callable[[], None] = lambda: None  # the engine drops its cursors
         self._users = 0
-        self._lock = threading.Lock()
+        self._attached = False
+        self._identity: tuple[int, int] | None = None
+        self._last_used = 0.0
+        self._closing = False
+        self._reaper: threading.Thread | None = None
+        self._lock = threading.Condition()
 
     @property
     def exists(self) -> bool:
         return self.path.exists()
 
+    @property
+    def is_attached(self) -> bool:
+        return self._attached
+
     @contextmanager
     def attached(self, con: duckdb.DuckDBPyConnection) -> Iterator[bool]:
-        """Attach for the duration of the block; yields whether the store is available."""
+        """The store attached for the duration of the block; yields whether it is available."""
         with self._lock:
-            if self._users == 0:
+            if self._users == 0 and self._attached and self._file_identity() != self._identity:
+                self._detach(con)  # replaced or removed since: attach what is there now
+            if not self._attached:
                 if self.read_only and not self.exists:
-                    yield False
-                    return
-                self._attach(con)
-            self._users += 1
+                    available = False
+                else:
+                    self._attach(con)
+                    self._attached, self._identity = True, self._file_identity()
+                    self._start_reaper(con)
+                    available = True
+            else:
+                available = True
+            if available:
+                self._users += 1
+        if not available:
+            yield False
+            return
         try:
             yield True
         finally:
             with self._lock:
                 self._users -= 1
+                self._last_used = time.monotonic()
                 if self._users == 0:
-                    con.execute(f"DETACH {STORE_ALIAS}")
+                    self._lock.notify_all()
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return stat.st_dev, stat.st_ino
+
+    def _start_reaper(self, con: duckdb.DuckDBPyConnection) -> None:
+        if self._reaper is None:
+            self._reaper = threading.Thread(
+                target=self._reap, args=(con,), name="tessera-table-store", daemon=True
+            )
+            self._reaper.start()
+
+    def _reap(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Detach the store once it has been idle for ``idle`` seconds."""
+        with self._lock:
+            try:
+                while self._attached and not self._closing:
+                    if self._users:
+                        self._lock.wait()
+                        continue
+                    wait = self._last_used + self.idle - time.monotonic()
+                    if wait <= 0:
+                        with contextlib.suppress(Exception):  # the engine may be closing
+                            self._detach(con)
+                        break
+                    self._lock.wait(wait)
+            finally:
+                self._reaper = None
+
+    def _detach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """(with the lock held, no user)"""
+        self.before_detach()
+        self._attached = False
+        self._identity = None
+        con.execute(f"DETACH {STORE_ALIAS}")
+
+    def release(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Detach now if no statement is using the store (for another opener of the file)."""
+        with self._lock:
+            if self._attached and not self._users:
+                self._detach(con)
+
+    def close(self, con: duckdb.DuckDBPyConnection | None) -> None:
+        """Detach now and stop the reaper (the engine is closing)."""
+        with self._lock:
+            self._closing = True
+            reaper = self._reaper
+            self._lock.notify_all()
+        if reaper is not None:
+            reaper.join()
+        with self._lock:
+            if self._attached and con is not None:
+                with contextlib.suppress(Exception):
+                    self._detach(con)
 
     def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
         import duckdb
@@ -234,6 +318,50 @@ class TableStore:
                 ) from None
 
 
+class _ScanSlot:
+    """What a kept cursor has registered under a relation's name: each statement puts
+    its own scan in it. Registering costs more than a small statement; DuckDB asks
+    the registered object for its stream (and schema) anew at every statement."""
+
+    def __init__(self) -> None:
+        self.scan: RelationScan | None = None
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        if self.scan is None:
+            raise SQLExecutionError("internal: a relation was read outside its statement")
+        return self.scan.__arrow_c_stream__(requested_schema)
+
+
+class _Cursor:
+    """A DuckDB cursor kept between statements, with the slots registered on it."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        self.cursor = cursor
+        self.slots: dict[str, _ScanSlot] = {}  # lower registered name -> slot
+
+    def bind(self, scans: dict[str, RelationScan], other_names: set[str] | None) -> None:
+        """Put this statement's scans in their slots (registering new names). A slot
+        whose name the statement uses for something else (``other_names``; None: it
+        is not known, so any) is unregistered first, so that it cannot shadow a table."""
+        wanted = {name.lower(): scan for name, scan in scans.items()}
+        for name in [n for n in self.slots if n not in wanted]:
+            if other_names is None or name in other_names:
+                self.cursor.unregister(name)
+                del self.slots[name]
+        for name, scan in scans.items():
+            slot = self.slots.get(name.lower())
+            if slot is None:
+                slot = self.slots[name.lower()] = _ScanSlot()
+                slot.scan = scan  # registering reads the schema
+                self.cursor.register(name, slot)
+            slot.scan = scan
+
+    def release(self) -> None:
+        """The statement is over: let go of its scans (and what they prefetched)."""
+        for slot in self.slots.values():
+            slot.scan = None
+
+
 class SQLEngine:
     """Executes SQL texts for one database."""
 
@@ -241,6 +369,11 @@ class SQLEngine:
         self.namespace = namespace
         self.read_only = read_only
         self.store = TableStore(store_path, read_only)
+        self.store.before_detach = self._drop_store_cursors
+        # cursors kept between statements, set up already (replacement scans off, and
+        # USE of the table store for those in _store_cursors: valid while it stays attached)
+        self._plain_cursors: list[_Cursor] = []
+        self._store_cursors: list[_Cursor] = []
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_lock = threading.Lock()
         self._running: set[duckdb.DuckDBPyConnection] = set()  # cursors of running statements
@@ -261,10 +394,50 @@ class SQLEngine:
             return self._con
 
     def close(self) -> None:
+        self.store.close(self._con)
         with self._con_lock:
+            for kept in self._plain_cursors + self._store_cursors:
+                kept.cursor.close()
+            self._plain_cursors.clear()
+            self._store_cursors.clear()
             if self._con is not None:
                 self._con.close()
                 self._con = None
+
+    def release_store(self) -> None:
+        """Let go of the table store now rather than when idle (another opener needs it)."""
+        if self._con is not None:
+            self.store.release(self._con)
+
+    def _cursor(self, con: duckdb.DuckDBPyConnection, store: bool) -> _Cursor:
+        """A cursor for one statement: a kept one, or a new one set up (the store must be
+        attached, by the caller, when ``store``)."""
+        with self._con_lock:
+            kept = self._store_cursors if store else self._plain_cursors
+            if kept:
+                return kept.pop()
+        cursor = con.cursor()
+        cursor.execute("SET python_enable_replacements = false")
+        if store:
+            cursor.execute(f"USE {STORE_ALIAS}")
+        return _Cursor(cursor)
+
+    def _keep(self, kept: _Cursor, store: bool) -> None:
+        """Keep a cursor that finished its statement cleanly (called while the store,
+        if ``store``, is still attached for it)."""
+        with self._con_lock:
+            pool = self._store_cursors if store else self._plain_cursors
+            if self._con is not None and len(pool) < 8:
+                pool.append(kept)
+                return
+        kept.cursor.close()
+
+    def _drop_store_cursors(self) -> None:
+        """The store is about to be detached: close the cursors that USE it."""
+        with self._con_lock:
+            for kept in self._store_cursors:
+                kept.cursor.close()
+            self._store_cursors.clear()
 
     # --- public ---------------------------------------------------------------
     def execute(self, text: str, params: Any = None) -> Result:
@@ -656,18 +829,20 @@ class SQLEngine:
         import pyarrow as pa
 
         con = self.connection()
-        cursor = con.cursor()
-        with self._con_lock:
-            self._running.add(cursor)
         wrap = self._wraps_in_transaction(text, analysis)
-        try:
-            cursor.execute("SET python_enable_replacements = false")
-            store_cm = self.store.attached(con) if self._needs_store(analysis) else _no_store()
-            with store_cm as have_store:
-                if have_store:
-                    cursor.execute(f"USE {STORE_ALIAS}")
-                for scan in scans.values():
-                    cursor.register(self._registered_name(scan), scan)
+        needs_store = self._needs_store(analysis)
+        store_cm = self.store.attached(con) if needs_store else _no_store()
+        with store_cm as have_store:
+            kept = self._cursor(con, have_store)
+            cursor = kept.cursor
+            with self._con_lock:
+                self._running.add(cursor)
+            clean = False
+            try:
+                kept.bind(
+                    {self._registered_name(scan): scan for scan in scans.values()},
+                    analysis.table_names if analysis.parsed else None,
+                )
                 if wrap:
                     cursor.execute("BEGIN TRANSACTION")
                 tables = None
@@ -700,11 +875,17 @@ class SQLEngine:
                     raise self._execution_error(text, err, analysis, scans) from None
                 if tables is not None:
                     self.namespace.sync_tables(tables, [target for _, target in analysis.writes])
-            return Result(table, {scan.relation.name: scan.stats for scan in scans.values()})
-        finally:
-            with self._con_lock:
-                self._running.discard(cursor)
-            cursor.close()
+                # a statement that may have changed the cursor's own settings leaves it
+                clean = analysis.parsed and analysis.is_query
+            finally:
+                kept.release()
+                with self._con_lock:
+                    self._running.discard(cursor)
+                if clean:
+                    self._keep(kept, have_store)
+                else:
+                    cursor.close()
+        return Result(table, {scan.relation.name: scan.stats for scan in scans.values()})
 
     def interrupt(self) -> None:
         """Cancel the statements running now (from another thread or a signal handler)."""

@@ -205,7 +205,9 @@ class ArrowRelation:
     Scans filter by the predicate, batch by batch, and skip whole batches
     whose min/max (computed once per column, on first use) cannot match: on
     data clustered by a column (time, id) a selective range reads only the
-    batches that hold it.
+    batches that hold it. An integer column a predicate narrows gets a sorted
+    index on first use (its row order, 8 bytes a row): a point or small
+    range then takes its rows by binary search, whatever the data's order.
     """
 
     def __init__(self, name: str, data: Any, batch_rows: int = 1 << 17) -> None:
@@ -230,12 +232,18 @@ class ArrowRelation:
         self._batches = table.to_batches(max_chunksize=batch_rows)
         self._zones: dict[str, list[tuple[Any, Any, int]]] = {}
         self._zone_lock = threading.Lock()
+        self._sorted: dict[str, tuple[Any, Any]] = {}  # column -> (sorted values, row numbers)
 
     def schema(self) -> pa.Schema:
         return self.table.schema
 
     def estimate(self, predicate: Predicate | None = None) -> Estimate:
-        rows = sum(b.num_rows for b in self._candidate_batches(predicate))
+        indexed = self._indexed_rows(predicate, exact=False)
+        rows = (
+            len(indexed)
+            if indexed is not None
+            else sum(b.num_rows for b in self._candidate_batches(predicate))
+        )
         per_row = self.table.nbytes / self.table.num_rows if self.table.num_rows else 0
         return Estimate(rows=rows, bytes=int(rows * per_row))
 
@@ -250,6 +258,13 @@ class ArrowRelation:
             else pa.schema([self.table.schema.field(c) for c in columns])
         )
 
+        rows = self._indexed_rows(predicate)
+        if rows is not None:
+            taken = self.table.take(rows)
+            if columns is not None:
+                taken = taken.select(list(columns))
+            return pa.RecordBatchReader.from_batches(schema, taken.to_batches())
+
         def batches() -> Iterator[pa.RecordBatch]:
             for batch in self._candidate_batches(predicate):
                 if predicate is not None:
@@ -258,6 +273,78 @@ class ArrowRelation:
                     yield batch if columns is None else batch.select(list(columns))
 
         return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def _indexed_rows(self, predicate: Predicate | None, exact: bool = True) -> Any:
+        """Row numbers (ascending) of the rows ``predicate`` keeps, found through the sorted
+        index of one of its integer columns narrowed to at most 1/16 of the rows, or None.
+        Unless ``exact``, the rows the indexed column alone keeps (a superset)."""
+        import numpy as np
+
+        if predicate is None or predicate.is_true or self.table.num_rows < 4096:
+            return None
+        if predicate.is_false:
+            return np.zeros(0, np.int64)
+        for column in predicate:
+            domain = predicate[column]
+            if domain.nulls or domain.keys is not None:
+                continue
+            index = self._sorted_index(column)
+            if index is None:
+                continue
+            values, order = index
+            info = np.iinfo(values.dtype)
+            bounds = [b for i in domain.ranges for b in (i.lo, i.hi) if b is not None]
+            if not all(type(b) is int and info.min <= b <= info.max for b in bounds):
+                continue  # a float or out-of-range bound: searchsorted would round it
+            spans = []
+            for interval in domain.ranges:
+                lo = (
+                    0
+                    if interval.lo is None
+                    else int(
+                        np.searchsorted(
+                            values, interval.lo, "left" if interval.lo_inclusive else "right"
+                        )
+                    )
+                )
+                hi = (
+                    len(values)
+                    if interval.hi is None
+                    else int(
+                        np.searchsorted(
+                            values, interval.hi, "right" if interval.hi_inclusive else "left"
+                        )
+                    )
+                )
+                if hi > lo:
+                    spans.append((lo, hi))
+            if sum(hi - lo for lo, hi in spans) * 16 > self.table.num_rows:
+                continue
+            rows = np.sort(np.concatenate([order[lo:hi] for lo, hi in spans] or [order[:0]]))
+            if not exact or not len(rows):
+                return rows
+            mask = predicate.mask(self.table.take(rows))  # the other columns' conditions
+            return rows if mask is None else rows[mask.to_numpy(zero_copy_only=False)]
+        return None
+
+    def _sorted_index(self, column: str) -> tuple[Any, Any] | None:
+        """(sorted values, their row numbers) of an integer column without NULLs, made once."""
+        import numpy as np
+
+        names = {n.lower(): n for n in self.table.schema.names}
+        actual = names.get(column.lower())
+        if actual is None:
+            return None
+        with self._zone_lock:
+            if actual not in self._sorted:
+                data = self.table.column(actual)
+                if not pa_is_integer(data.type) or data.null_count:
+                    self._sorted[actual] = None  # type: ignore[assignment]
+                else:
+                    values = data.to_numpy()
+                    order = np.argsort(values, kind="stable")
+                    self._sorted[actual] = (values[order], order)
+            return self._sorted[actual]
 
     def _candidate_batches(self, predicate: Predicate | None) -> list[pa.RecordBatch]:
         if predicate is None or predicate.is_true:
@@ -304,3 +391,9 @@ class ArrowRelation:
 
     def __repr__(self) -> str:
         return f"ArrowRelation({self.name!r}, rows={self.table.num_rows}, columns={self.table.num_columns})"
+
+
+def pa_is_integer(arrow_type: Any) -> bool:
+    import pyarrow.types as pt
+
+    return bool(pt.is_integer(arrow_type))
