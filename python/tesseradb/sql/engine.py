@@ -1,11 +1,13 @@
 """Running SQL: resolve names, push predicates into relations, execute on DuckDB.
 
-One in-memory DuckDB instance per database runs every statement. Relations
-are registered per statement (on a cursor of their own, so concurrent
-statements never see each other's registrations) as re-scannable Arrow
-streams carrying their pushed-down columns and predicate. Plain tables live
-in the database's own DuckDB file, the *table store*, which is attached only
-while a statement needs it, so that other processes can read it in between.
+One in-memory DuckDB instance per database runs every statement, each on
+a cursor of its own (kept for later statements), so concurrent statements
+never see each other's scans. Each relation a statement reads is a
+re-scannable Arrow stream carrying its pushed-down columns and predicate,
+put in a slot registered once per cursor under the relation's name. Plain
+tables live in the database's own DuckDB file, the *table store*, attached
+while statements use it and let go after a moment without one, so that
+other processes can open it in between.
 """
 
 from __future__ import annotations
