@@ -17,7 +17,7 @@ from tesseradb.attached._attachment import (
 )
 from tesseradb.attached._bitmap import Binning, BitmapIndex
 from tesseradb.attached._kind import AttachedKind, default_name
-from tesseradb.attached._reader import AttachedFileError
+from tesseradb.attached._reader import AttachedFileError, to_arrow
 
 __all__ = [
     "FILE_COLUMN",
@@ -30,4 +30,5 @@ __all__ = [
     "BitmapIndex",
     "attach_spec",
     "default_name",
+    "to_arrow",
 ]

@@ -317,7 +317,7 @@ def _read_tables(h5: Path) -> dict[str, Any]:
     import h5py
     import pyarrow as pa
 
-    from tesseradb.attached._reader import to_arrow
+    from tesseradb.attached import to_arrow
 
     out = {}
     with h5py.File(h5, "r") as f:
