@@ -46,6 +46,7 @@ __all__ = [
     "ObjectExistsError",
     "ObjectNotFoundError",
     "OperatorError",
+    "OutputError",
     "ProcessStartError",
     "ReadOnlyError",
     "SQLError",
@@ -63,6 +64,10 @@ __all__ = [
 
 class TesseraError(Exception):
     """Base class of every error TesseraDB raises on purpose."""
+
+
+class OutputError(TesseraError):
+    """The CLI cannot write rows as asked (a format that needs a file, say)."""
 
 
 class InvalidArgumentError(TesseraError, ValueError):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import TesseraError
+from tesseradb.errors import OutputError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,10 +52,6 @@ def write_result(
     render_table(result, max_rows, console)
     if output is not None:
         output.write_text(console.export_text() if console.record else "")
-
-
-class OutputError(TesseraError):
-    """The rows cannot be written as asked (a format that needs a file, say)."""
 
 
 def _as_text(table: pa.Table, nested: bool) -> pa.Table:
