@@ -26,6 +26,7 @@ from tesseradb.errors import (
     ReadOnlyError,
 )
 from tesseradb.kinds import Kind, KindContext, ObjectInfo
+from tesseradb.sql.tables import PLAIN_KINDS
 
 if TYPE_CHECKING:
     from tesseradb.checks import Finding, Verified
@@ -46,7 +47,7 @@ class Registry:
         self.context = KindContext(path, read_only, self, self.touched)
         # catalog kind -> the factory of its Kind; a room is imported when its kind is first needed
         self._factories: dict[str, Callable[[KindContext], Kind]] = {}
-        self._kinds: dict[int, Kind] = {}  # id(factory) -> its one instance
+        self._kinds: dict[Callable[[KindContext], Kind], Kind] = {}  # factory -> its one instance
         self.session: dict[str, Relation] = {}  # registered relations by lower name
         self._open: dict[str, tuple[Kind, Any]] = {}  # lower name -> (kind, open object)
         self._relations: dict[str, Relation] = {}  # lower (dotted) name -> relation
@@ -76,9 +77,9 @@ class Registry:
 
     def _made(self, factory: Callable[[KindContext], Kind]) -> Kind:
         with self._lock:
-            made = self._kinds.get(id(factory))
+            made = self._kinds.get(factory)
             if made is None:
-                made = self._kinds[id(factory)] = factory(self.context)
+                made = self._kinds[factory] = factory(self.context)
             return made
 
     # --- OpenObjects: what kinds may ask of the hall -----------------------------------
@@ -154,7 +155,7 @@ class Registry:
 
     # --- relations registered for the session -----------------------------------------
     def register(self, name: str, relation: Relation) -> None:
-        validate_name(name, "relation")
+        """(``name`` validated by the caller)"""
         with self._lock:
             if self.catalog.get(name) is not None:
                 raise ObjectExistsError(
@@ -205,7 +206,7 @@ class Registry:
 
     def columns_of(self, name: str) -> list[str] | None:
         obj = self.catalog.get(name)
-        if obj is None or obj.kind not in ("table", "view") or "columns" not in obj.spec:
+        if obj is None or obj.kind not in PLAIN_KINDS or "columns" not in obj.spec:
             return None
         return list(obj.spec["columns"])
 
@@ -213,7 +214,7 @@ class Registry:
         self, tables: dict[str, tuple[str, list[str]]], written: Sequence[str] = ()
     ) -> None:
         self.catalog.sync_kinds(
-            ("table", "view"),
+            PLAIN_KINDS,
             {n: (kind, {"columns": cols}) for n, (kind, cols) in tables.items()},
         )
         known = {n.lower(): n for n in tables}
@@ -236,13 +237,14 @@ class Registry:
         """The catalog's objects, and each kind with its objects (``every`` kind, or only
         those that have objects: a room is not imported to list nothing)."""
         objects = self.catalog.objects()
-        factories = {id(f): f for f in self._factories.values()}
-        grouped: dict[int, list[Any]] = {i: [] for i in factories} if every else {}
+        grouped: dict[Callable[[KindContext], Kind], list[Any]] = (
+            {factory: [] for factory in self._factories.values()} if every else {}
+        )
         for obj in objects:
             factory = self._factories.get(obj.kind)
             if factory is not None:
-                grouped.setdefault(id(factory), []).append(obj)
-        return objects, [(self._made(factories[i]), group) for i, group in grouped.items()]
+                grouped.setdefault(factory, []).append(obj)
+        return objects, [(self._made(factory), group) for factory, group in grouped.items()]
 
     def describe(self) -> list[ObjectInfo]:
         """Every object of the catalog (in its order), then the session's relations."""

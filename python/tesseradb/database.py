@@ -44,7 +44,7 @@ from tesseradb.kinds import Kind, KindContext, ObjectInfo
 from tesseradb.sql.engine import Explain, SQLEngine
 from tesseradb.sql.relation import ArrowRelation, Relation
 from tesseradb.sql.result import Result
-from tesseradb.sql.tables import TablesKind, quote_identifier
+from tesseradb.sql.tables import PLAIN_KINDS, TablesKind, quote_identifier
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -153,7 +153,7 @@ class Database:
         for kind, target in KINDS.items():
             registry.declare(_room_kind(target), kind)
         tables = TablesKind.factory(self._engine, registry)
-        registry.declare(tables, *TablesKind.kinds)
+        registry.declare(tables, *PLAIN_KINDS)
         registry.on_drop.append(self._engine.forget_catalog)
         self._closed = False
         _OPEN.add(self)
@@ -275,7 +275,7 @@ class Database:
 
     def tables(self) -> list[str]:
         """Names of the plain tables and views (those created with SQL)."""
-        return [o.name for o in self.catalog.objects() if o.kind in TablesKind.kinds]
+        return [o.name for o in self.catalog.objects() if o.kind in PLAIN_KINDS]
 
     def drop(self, name: str, missing_ok: bool = False) -> None:
         """Remove the object called ``name`` (of any kind, or a registered relation).
@@ -301,7 +301,7 @@ class Database:
         if relation is not None:
             return relation.schema()
         obj = self.catalog.require(name.partition(".")[0] if "." in name else name)
-        if obj.kind in TablesKind.kinds:
+        if obj.kind in PLAIN_KINDS:
             return self.sql(f"SELECT * FROM {quote_identifier(obj.name)} LIMIT 0").arrow().schema
         raise ObjectNotFoundError(f"{name!r} is a {obj.kind}, which this version cannot describe")
 
@@ -551,13 +551,12 @@ class Database:
         the best embedded configuration measured by ``tessera bench nobench``.
         """
         _require_str(name, "name", "db.create_collection")
-        from tesseradb.documents import DEFAULT_BACKEND, DEFAULT_MAPPING, DocumentStore
+        from tesseradb.documents import DEFAULT_BACKEND, DEFAULT_MAPPING
 
         self._check_open()
         self._registry.check_writable("create a collection")
         validate_name(name, "collection")
         spec = {"backend": backend or DEFAULT_BACKEND, "mapping": mapping or DEFAULT_MAPPING}
-        DocumentStore.check_options(spec["backend"], spec["mapping"])
         collection: Collection = self._registry.create("collection", name, spec)
         return collection
 

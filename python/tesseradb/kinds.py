@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from tesseradb.checks import Finding, Verified
     from tesseradb.sql.relation import Relation
 
-__all__ = ["Kind", "KindContext", "ObjectInfo", "OpenObjects"]
+__all__ = ["Kind", "KindBase", "KindContext", "ObjectInfo", "OpenObjects"]
 
 
 @dataclass(frozen=True)
@@ -139,21 +139,64 @@ def iso(moment: Any) -> str | None:
     return None if moment is None else moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
-def guarded_check(
-    name: str,
-    kind: str,
-    check: Callable[[], tuple[list[Finding], Verified]],
-    findings: list[Finding],
-    verified: list[Verified],
-) -> None:
-    """Run one object's check; an object that cannot even be opened is a finding."""
-    from tesseradb.checks import Finding
-    from tesseradb.errors import TesseraError
+class KindBase:
+    """What most kinds share: a kind states its names and overrides what differs.
 
-    try:
-        found, ok = check()
-    except TesseraError as err:
-        findings.append(Finding(name, kind, str(err)))
-        return
-    findings.extend(found)
-    verified.append(ok)
+    ``describe`` and ``check`` go object by object through ``describe_one``
+    and ``check_one``; an object that cannot even be opened for its check is
+    a finding, not an exception.
+    """
+
+    name: str
+    label: str  # what a finding calls one object ("array", "attachment")
+    aliases: tuple[str, ...] = ()
+    directory: str | None = None
+
+    def __init__(self, context: KindContext) -> None:
+        self.context = context
+
+    def folder(self, name: str) -> Path:
+        """The object's own folder under the kind's directory."""
+        assert self.directory is not None
+        return self.context.path / self.directory / name
+
+    def create(self, name: str, spec: dict[str, Any]) -> None:
+        pass  # storage made on first use
+
+    def relation_names(self, name: str, spec: dict[str, Any]) -> list[str]:
+        return [name]
+
+    def close(self, opened: Any) -> None:
+        pass  # nothing held between calls
+
+    def shutdown(self) -> None:
+        pass  # nothing shared between objects
+
+    def describe(self, objects: Sequence[CatalogObject]) -> list[ObjectInfo]:
+        return [info for obj in objects for info in self.describe_one(obj)]
+
+    def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
+        raise NotImplementedError
+
+    def check(
+        self, objects: Sequence[CatalogObject], repair: bool
+    ) -> tuple[list[Finding], list[Verified]]:
+        from tesseradb.checks import Finding
+        from tesseradb.errors import TesseraError
+
+        findings: list[Finding] = []
+        verified: list[Verified] = []
+        for obj in objects:
+            try:
+                found, ok = self.check_one(obj, repair)
+            except TesseraError as err:  # the object cannot even be opened
+                findings.append(Finding(obj.name, self.label, str(err)))
+                continue
+            findings.extend(found)
+            if ok is not None:
+                verified.append(ok)
+        return findings, verified
+
+    def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified | None]:
+        """Findings about one object, and what was verified (None: nothing could be read)."""
+        raise NotImplementedError

@@ -8,11 +8,11 @@ indexes; its only storage is the sidecar bitmap indexes under
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.attached._attachment import Attachment
-from tesseradb.kinds import KindContext, ObjectInfo, guarded_check
+from tesseradb.kinds import KindBase, ObjectInfo
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -32,21 +32,14 @@ def default_name(path: str) -> str:
     return f"f_{name}" if name[0].isdigit() else name
 
 
-class AttachedKind:
+class AttachedKind(KindBase):
     name = "attached"
-    aliases: tuple[str, ...] = ()
+    label = "attachment"
     directory = "attached"
 
-    def __init__(self, context: KindContext) -> None:
-        self.context = context
-
-    def create(self, name: str, spec: dict[str, Any]) -> None:
-        pass  # the files are never written; indexes are made when asked for
-
     def open(self, name: str, spec: dict[str, Any]) -> Attachment:
-        return Attachment(
-            name, spec, self.context.path / self.directory / name, self.context.read_only
-        )
+        # its folder holds the sidecar indexes, made when asked for; the files are never written
+        return Attachment(name, spec, self.folder(name), self.context.read_only)
 
     def relations(self, opened: Attachment) -> Mapping[str, Relation]:
         return {table: opened.table(table) for table in opened.tables()}
@@ -60,35 +53,16 @@ class AttachedKind:
     def drop(self, name: str, spec: dict[str, Any], opened: Attachment | None) -> None:
         if opened is not None:
             opened.close()
-        shutil.rmtree(self.context.path / self.directory / name, ignore_errors=True)
+        shutil.rmtree(self.folder(name), ignore_errors=True)
 
-    def describe(self, objects: Sequence[CatalogObject]) -> list[ObjectInfo]:
-        described = []
-        for obj in objects:
-            size = sum(i.get("size", 0) for i in obj.spec.get("identities", []))
-            described.append(ObjectInfo(obj.name, self.name, None, size, obj.created, obj.modified))
-            for table, counts in obj.spec.get("rows", {}).items():
-                described.append(
-                    ObjectInfo(
-                        f"{obj.name}.{table}", "attached table", sum(counts), None, None, None
-                    )
-                )
-        return described
+    def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
+        size = sum(i.get("size", 0) for i in obj.spec.get("identities", []))
+        tables = [
+            ObjectInfo(f"{obj.name}.{table}", "attached table", sum(counts), None, None, None)
+            for table, counts in obj.spec.get("rows", {}).items()
+        ]
+        return [ObjectInfo(obj.name, self.name, None, size, obj.created, obj.modified), *tables]
 
-    def check(
-        self, objects: Sequence[CatalogObject], repair: bool
-    ) -> tuple[list[Finding], list[Verified]]:
-        findings: list[Finding] = []
-        verified: list[Verified] = []
-        for obj in objects:
-            guarded_check(
-                obj.name,
-                "attachment",
-                lambda o=obj: self.context.objects.get(o.name).check(repair),
-                findings,
-                verified,
-            )
-        return findings, verified
-
-    def shutdown(self) -> None:
-        pass
+    def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified]:
+        checked: tuple[list[Finding], Verified] = self.context.objects.get(obj.name).check(repair)
+        return checked

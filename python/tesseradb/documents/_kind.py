@@ -14,7 +14,7 @@ from tesseradb.documents._collection import Collection
 from tesseradb.documents._relation import CollectionRelation
 from tesseradb.documents._store import DocumentStore
 from tesseradb.errors import DocumentBackendError, TesseraError
-from tesseradb.kinds import KindContext, ObjectInfo, guarded_check
+from tesseradb.kinds import KindBase, KindContext, ObjectInfo
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -24,20 +24,20 @@ if TYPE_CHECKING:
 __all__ = ["CollectionKind"]
 
 
-class CollectionKind:
+class CollectionKind(KindBase):
     name = "collection"
-    aliases: tuple[str, ...] = ()
+    label = "collection"
     directory = "documents"
 
     def __init__(self, context: KindContext) -> None:
-        self.context = context
+        super().__init__(context)
         self._store: DocumentStore | None = None  # opened with the first collection
 
     @property
     def store(self) -> DocumentStore:
         if self._store is None:
             self._store = DocumentStore(
-                self.context.path / self.directory,
+                self.context.path / "documents",
                 self.context.read_only,
                 on_write=self.context.on_write,
             )
@@ -60,12 +60,6 @@ class CollectionKind:
     def relations(self, opened: Collection) -> Mapping[str, Relation]:
         return {"": CollectionRelation(opened)}
 
-    def relation_names(self, name: str, spec: dict[str, Any]) -> list[str]:
-        return [name]
-
-    def close(self, opened: Collection) -> None:
-        pass  # its backend is shared: closed by shutdown
-
     def drop(self, name: str, spec: dict[str, Any], opened: Collection | None) -> None:
         if opened is None:
             try:
@@ -75,34 +69,21 @@ class CollectionKind:
         opened.drop()
         self.store.forget(name)
 
-    def describe(self, objects: Sequence[CatalogObject]) -> list[ObjectInfo]:
-        return [
-            ObjectInfo(
-                obj.name,
-                self.name,
-                self.context.objects.get(obj.name).count(),
-                None,
-                obj.created,
-                obj.modified,
-            )
-            for obj in objects
-        ]
+    def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
+        rows = self.context.objects.get(obj.name).count()
+        return [ObjectInfo(obj.name, self.name, rows, None, obj.created, obj.modified)]
+
+    def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified]:
+        checked: tuple[list[Finding], Verified] = self.context.objects.get(obj.name).check()
+        return checked
 
     def check(
         self, objects: Sequence[CatalogObject], repair: bool
     ) -> tuple[list[Finding], list[Verified]]:
+        """Each collection, then each backend's own integrity check (once, not per collection)."""
         from tesseradb.checks import Finding
 
-        findings: list[Finding] = []
-        verified: list[Verified] = []
-        for obj in objects:
-            guarded_check(
-                obj.name,
-                "collection",
-                lambda o=obj: self.context.objects.get(o.name).check(),
-                findings,
-                verified,
-            )
+        findings, verified = super().check(objects, repair)
         if objects:
             for backend in self.store.open_backends():
                 try:

@@ -7,11 +7,10 @@ storage is the call log and segment files under ``streams/<name>/``.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.kinds import KindContext, ObjectInfo, iso
+from tesseradb.kinds import KindBase, ObjectInfo, iso
 from tesseradb.records._check import check_stream
 from tesseradb.records._descriptor import RecordDescriptor
 from tesseradb.records._stream import Stream, StreamOptions
@@ -24,34 +23,22 @@ if TYPE_CHECKING:
 __all__ = ["StreamKind"]
 
 
-class StreamKind:
+class StreamKind(KindBase):
     name = "stream"
-    aliases: tuple[str, ...] = ()
+    label = "stream"
     directory = "streams"
-
-    def __init__(self, context: KindContext) -> None:
-        self.context = context
-
-    def _directory(self, name: str) -> Path:
-        return self.context.path / self.directory / name
-
-    def create(self, name: str, spec: dict[str, Any]) -> None:
-        pass  # the stream makes its directory when it opens
 
     def open(self, name: str, spec: dict[str, Any]) -> Stream:
         return Stream(
             name,
             RecordDescriptor.from_dict(spec["descriptor"]),
             StreamOptions.from_dict(spec["options"]),
-            self._directory(name),
+            self.folder(name),  # made when the stream opens
             self.context.read_only,
         )
 
     def relations(self, opened: Stream) -> Mapping[str, Relation]:
         return {"": opened}
-
-    def relation_names(self, name: str, spec: dict[str, Any]) -> list[str]:
-        return [name]
 
     def close(self, opened: Stream) -> None:
         opened.close()  # writes what is still in memory
@@ -59,48 +46,34 @@ class StreamKind:
     def drop(self, name: str, spec: dict[str, Any], opened: Stream | None) -> None:
         if opened is not None:
             opened.close(flush=False)
-        shutil.rmtree(self._directory(name), ignore_errors=True)
+        shutil.rmtree(self.folder(name), ignore_errors=True)
 
-    def describe(self, objects: Sequence[CatalogObject]) -> list[ObjectInfo]:
-        described = []
-        for obj in objects:
-            stream = self.context.objects.get(obj.name)
-            # the call log grows with every committed ingest call
-            modified = max(obj.modified, iso(stream.last_commit) or "")
-            described.append(
-                ObjectInfo(
-                    obj.name,
-                    self.name,
-                    stream.num_records,
-                    stream.bytes_on_disk,
-                    obj.created,
-                    modified,
-                )
+    def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
+        stream = self.context.objects.get(obj.name)
+        # the call log grows with every committed ingest call
+        modified = max(obj.modified, iso(stream.last_commit) or "")
+        return [
+            ObjectInfo(
+                obj.name,
+                self.name,
+                stream.num_records,
+                stream.bytes_on_disk,
+                obj.created,
+                modified,
             )
-        return described
+        ]
 
-    def check(
-        self, objects: Sequence[CatalogObject], repair: bool
-    ) -> tuple[list[Finding], list[Verified]]:
+    def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified | None]:
         from tesseradb.checks import Finding
 
-        findings: list[Finding] = []
-        verified: list[Verified] = []
-        for obj in objects:
-            stream = self.context.objects.peek(obj.name)
-            if stream is not None and not self.context.read_only:
-                stream.flush()  # what is in memory is checked on disk too
-            directory = self._directory(obj.name)
-            if not directory.is_dir():
-                findings.append(Finding(obj.name, f"directory streams/{obj.name}", "is missing"))
-                continue
-            descriptor = RecordDescriptor.from_dict(obj.spec["descriptor"])
-            found, ok = check_stream(obj.name, descriptor, directory, repair)
-            findings.extend(found)
-            verified.append(ok)
-            if stream is not None and any(f.repaired for f in found):
-                stream.reload()  # serve what repair kept
-        return findings, verified
-
-    def shutdown(self) -> None:
-        pass
+        stream = self.context.objects.peek(obj.name)
+        if stream is not None and not self.context.read_only:
+            stream.flush()  # what is in memory is checked on disk too
+        directory = self.folder(obj.name)
+        if not directory.is_dir():
+            return [Finding(obj.name, f"directory streams/{obj.name}", "is missing")], None
+        descriptor = RecordDescriptor.from_dict(obj.spec["descriptor"])
+        found, ok = check_stream(obj.name, descriptor, directory, repair)
+        if stream is not None and any(f.repaired for f in found):
+            stream.reload()  # serve what repair kept
+        return found, ok

@@ -196,10 +196,6 @@ class TableStore:
     def exists(self) -> bool:
         return self.path.exists()
 
-    @property
-    def is_attached(self) -> bool:
-        return self._attached
-
     @contextmanager
     def attached(self, con: duckdb.DuckDBPyConnection) -> Iterator[bool]:
         """The store attached for the duration of the block; yields whether it is available."""
@@ -832,8 +828,7 @@ class SQLEngine:
 
         con = self.connection()
         wrap = self._wraps_in_transaction(text, analysis)
-        needs_store = self._needs_store(analysis)
-        store_cm = self.store.attached(con) if needs_store else _no_store()
+        store_cm = self.store.attached(con) if self._needs_store(analysis) else _no_store()
         with store_cm as have_store:
             kept = self._cursor(con, have_store)
             cursor = kept.cursor

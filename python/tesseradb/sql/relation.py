@@ -232,13 +232,14 @@ class ArrowRelation:
         self._batches = table.to_batches(max_chunksize=batch_rows)
         self._zones: dict[str, list[tuple[Any, Any, int]]] = {}
         self._zone_lock = threading.Lock()
-        self._sorted: dict[str, tuple[Any, Any]] = {}  # column -> (sorted values, row numbers)
+        # column -> (sorted values, row numbers), or None for a column without the index
+        self._sorted: dict[str, tuple[Any, Any] | None] = {}
 
     def schema(self) -> pa.Schema:
         return self.table.schema
 
     def estimate(self, predicate: Predicate | None = None) -> Estimate:
-        indexed = self._indexed_rows(predicate, exact=False)
+        indexed = self._indexed_rows(predicate)
         rows = (
             len(indexed)
             if indexed is not None
@@ -259,8 +260,8 @@ class ArrowRelation:
         )
 
         rows = self._indexed_rows(predicate)
-        if rows is not None:
-            taken = self.table.take(rows)
+        if rows is not None and predicate is not None:
+            taken = predicate.filter(self.table.take(rows))
             if columns is not None:
                 taken = taken.select(list(columns))
             return pa.RecordBatchReader.from_batches(schema, taken.to_batches())
@@ -274,10 +275,10 @@ class ArrowRelation:
 
         return pa.RecordBatchReader.from_batches(schema, batches())
 
-    def _indexed_rows(self, predicate: Predicate | None, exact: bool = True) -> Any:
-        """Row numbers (ascending) of the rows ``predicate`` keeps, found through the sorted
-        index of one of its integer columns narrowed to at most 1/16 of the rows, or None.
-        Unless ``exact``, the rows the indexed column alone keeps (a superset)."""
+    def _indexed_rows(self, predicate: Predicate | None) -> Any:
+        """Row numbers (ascending) holding every row ``predicate`` keeps, found through the
+        sorted index of one of its integer columns that it narrows to at most 1/16 of the
+        rows; None where no column does. The other columns' conditions are not applied."""
         import numpy as np
 
         if predicate is None or predicate.is_true or self.table.num_rows < 4096:
@@ -286,9 +287,7 @@ class ArrowRelation:
             return np.zeros(0, np.int64)
         for column in predicate:
             domain = predicate[column]
-            if domain.nulls or domain.keys is not None:
-                continue
-            index = self._sorted_index(column)
+            index = None if domain.nulls or domain.keys is not None else self._sorted_index(column)
             if index is None:
                 continue
             values, order = index
@@ -296,40 +295,16 @@ class ArrowRelation:
             bounds = [b for i in domain.ranges for b in (i.lo, i.hi) if b is not None]
             if not all(type(b) is int and info.min <= b <= info.max for b in bounds):
                 continue  # a float or out-of-range bound: searchsorted would round it
-            spans = []
-            for interval in domain.ranges:
-                lo = (
-                    0
-                    if interval.lo is None
-                    else int(
-                        np.searchsorted(
-                            values, interval.lo, "left" if interval.lo_inclusive else "right"
-                        )
-                    )
-                )
-                hi = (
-                    len(values)
-                    if interval.hi is None
-                    else int(
-                        np.searchsorted(
-                            values, interval.hi, "right" if interval.hi_inclusive else "left"
-                        )
-                    )
-                )
-                if hi > lo:
-                    spans.append((lo, hi))
+            spans = [_span(values, interval) for interval in domain.ranges]
             if sum(hi - lo for lo, hi in spans) * 16 > self.table.num_rows:
                 continue
-            rows = np.sort(np.concatenate([order[lo:hi] for lo, hi in spans] or [order[:0]]))
-            if not exact or not len(rows):
-                return rows
-            mask = predicate.mask(self.table.take(rows))  # the other columns' conditions
-            return rows if mask is None else rows[mask.to_numpy(zero_copy_only=False)]
+            return np.sort(np.concatenate([order[lo:hi] for lo, hi in spans] or [order[:0]]))
         return None
 
     def _sorted_index(self, column: str) -> tuple[Any, Any] | None:
         """(sorted values, their row numbers) of an integer column without NULLs, made once."""
         import numpy as np
+        import pyarrow.types as pt
 
         names = {n.lower(): n for n in self.table.schema.names}
         actual = names.get(column.lower())
@@ -338,8 +313,8 @@ class ArrowRelation:
         with self._zone_lock:
             if actual not in self._sorted:
                 data = self.table.column(actual)
-                if not pa_is_integer(data.type) or data.null_count:
-                    self._sorted[actual] = None  # type: ignore[assignment]
+                if not pt.is_integer(data.type) or data.null_count:
+                    self._sorted[actual] = None
                 else:
                     values = data.to_numpy()
                     order = np.argsort(values, kind="stable")
@@ -393,7 +368,16 @@ class ArrowRelation:
         return f"ArrowRelation({self.name!r}, rows={self.table.num_rows}, columns={self.table.num_columns})"
 
 
-def pa_is_integer(arrow_type: Any) -> bool:
-    import pyarrow.types as pt
+def _span(values: Any, interval: Any) -> tuple[int, int]:
+    """The positions in the sorted ``values`` that ``interval`` holds, as [lo, hi)."""
+    import numpy as np
 
-    return bool(pt.is_integer(arrow_type))
+    lo = 0
+    if interval.lo is not None:
+        side = "left" if interval.lo_inclusive else "right"
+        lo = int(np.searchsorted(values, interval.lo, side))
+    hi = len(values)
+    if interval.hi is not None:
+        side = "right" if interval.hi_inclusive else "left"
+        hi = int(np.searchsorted(values, interval.hi, side))
+    return lo, max(lo, hi)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import TesseraError
-from tesseradb.kinds import KindContext, ObjectInfo
+from tesseradb.kinds import KindBase, KindContext, ObjectInfo
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from tesseradb.sql.engine import Namespace, SQLEngine
     from tesseradb.sql.relation import Relation
 
-__all__ = ["TablesKind", "quote_identifier"]
+__all__ = ["PLAIN_KINDS", "TablesKind", "quote_identifier"]
+
+PLAIN_KINDS = ("table", "view")  # the catalog kinds of what SQL makes in the table store
 
 
 def quote_identifier(name: str) -> str:
@@ -28,14 +30,13 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class TablesKind:
-    name = "table"
-    aliases: tuple[str, ...] = ("view",)
-    kinds = ("table", "view")  # the catalog kinds it serves
-    directory = None
+class TablesKind(KindBase):
+    name = PLAIN_KINDS[0]
+    aliases = PLAIN_KINDS[1:]
+    label = "table"
 
     def __init__(self, context: KindContext, engine: SQLEngine, namespace: Namespace) -> None:
-        self.context = context
+        super().__init__(context)
         self.engine = engine
         self.namespace = namespace
 
@@ -54,12 +55,6 @@ class TablesKind:
 
     def relations(self, opened: None) -> Mapping[str, Relation]:
         return {}  # DuckDB reads them from the table store itself
-
-    def relation_names(self, name: str, spec: dict[str, Any]) -> list[str]:
-        return [name]
-
-    def close(self, opened: None) -> None:
-        pass
 
     def drop(self, name: str, spec: dict[str, Any], opened: None) -> None:
         kind = self.namespace.kind_of(name) or "table"  # the catalog says table or view
@@ -124,6 +119,3 @@ class TablesKind:
         return findings, [
             Verified("(tables)", "table store", f"{tables} table(s), {rows:,} rows read whole")
         ]
-
-    def shutdown(self) -> None:
-        pass
