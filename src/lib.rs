@@ -50,20 +50,23 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::kdtree_partition, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::search_segments, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::build_segments, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::unpack_records, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::gather, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::decode_chunks, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::reduce_chunks, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::pad_strings, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::encode_columns, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::decode_column, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::flatten_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::rebuild_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::rebuild_packed_documents, m)?)?;
-    m.add_class::<bindings::PyKdTree>()?;
-    m.add_class::<bindings::PySegmentTree>()?;
+    m.add_function(wrap_pyfunction!(bindings::records::kdtree_partition, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::records::search_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::records::build_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::records::unpack_records, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::records::gather, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::arrays::decode_chunks, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::arrays::reduce_chunks, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::records::pad_strings, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::records::encode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::records::decode_column, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::documents::flatten_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::documents::rebuild_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        bindings::documents::rebuild_packed_documents,
+        m
+    )?)?;
+    m.add_class::<bindings::records::PyKdTree>()?;
+    m.add_class::<bindings::records::PySegmentTree>()?;
     Ok(())
 }

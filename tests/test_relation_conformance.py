@@ -66,6 +66,7 @@ class TestAttachedTable(RelationTests):
 
 
 class TestCollection(RelationTests):
+    capabilities = frozenset({"paths"})
     key = "objid"
     value = None  # its values are inside doc
 

@@ -22,12 +22,12 @@ from tesseradb.documents._argosql import (
     AnyCompare,
     Between,
     Compare,
+    Condition,
     Exists,
     In,
     IsNull,
     Like,
     Or,
-    Predicate,
     literal_type,
     push_not,
 )
@@ -228,7 +228,7 @@ def like(value: str, pattern: str) -> bool:
     return re.fullmatch("".join(regex), value, re.DOTALL) is not None
 
 
-def evaluate(pred: Predicate, doc: dict[str, Any]) -> bool:
+def evaluate(pred: Condition, doc: dict[str, Any]) -> bool:
     """Argo's semantics over a Python dict, with negations already pushed to the leaves."""
     if isinstance(pred, And):
         return all(evaluate(p, doc) for p in pred.items)

@@ -42,6 +42,7 @@ __all__ = [
     "AnyCompare",
     "Between",
     "Compare",
+    "Condition",
     "Delete",
     "Exists",
     "In",
@@ -52,7 +53,6 @@ __all__ = [
     "Not",
     "Or",
     "PathRef",
-    "Predicate",
     "Select",
     "SelectItem",
     "Statement",
@@ -140,20 +140,20 @@ class Exists:
 
 @dataclass(frozen=True)
 class And:
-    items: tuple[Predicate, ...]
+    items: tuple[Condition, ...]
 
 
 @dataclass(frozen=True)
 class Or:
-    items: tuple[Predicate, ...]
+    items: tuple[Condition, ...]
 
 
 @dataclass(frozen=True)
 class Not:
-    item: Predicate
+    item: Condition
 
 
-Predicate = Compare | AnyCompare | Between | Like | In | IsNull | Exists | And | Or | Not
+Condition = Compare | AnyCompare | Between | Like | In | IsNull | Exists | And | Or | Not
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ class Select:
     alias: str | None = None
     items: tuple[SelectItem, ...] | None = None  # None: *
     join: Join | None = None
-    where: Predicate | None = None
+    where: Condition | None = None
     group_by: PathRef | None = None
     order_by: tuple[tuple[PathRef, bool], ...] = ()  # (path, descending)
     limit: int | None = None
@@ -206,20 +206,20 @@ class Select:
 @dataclass(frozen=True)
 class Delete:
     collection: str
-    where: Predicate | None = None
+    where: Condition | None = None
 
 
 @dataclass(frozen=True)
 class Update:
     collection: str
     assignments: tuple[tuple[PathRef, Any], ...] = field(default_factory=tuple)
-    where: Predicate | None = None
+    where: Condition | None = None
 
 
 Statement = Insert | Select | Delete | Update
 
 
-def push_not(pred: Predicate, negate: bool = False) -> Predicate:
+def push_not(pred: Condition, negate: bool = False) -> Condition:
     """``pred`` (negated if asked) with every NOT pushed to the leaves (De Morgan)."""
     if isinstance(pred, Not):
         return push_not(pred.item, not negate)
@@ -462,7 +462,7 @@ class Parser:
         aliases = (alias, join.alias) if join and alias else ()
         if items is not None and aliases:
             items = [self._aliased_item(i, aliases) for i in items]
-        where = self.predicate(aliases) if self.accept_word("WHERE") else None
+        where = self.condition(aliases) if self.accept_word("WHERE") else None
         group_by = None
         if self.accept_word("GROUP"):
             self.expect_word("BY")
@@ -578,7 +578,7 @@ class Parser:
         self.expect_word("DELETE")
         self.expect_word("FROM")
         collection = self.name("a collection name")
-        where = self.predicate(()) if self.accept_word("WHERE") else None
+        where = self.condition(()) if self.accept_word("WHERE") else None
         return Delete(collection, where)
 
     def update(self) -> Update:
@@ -592,7 +592,7 @@ class Parser:
             assignments.append((path, self.json_value("SET")))
             if not self.accept_op(","):
                 break
-        where = self.predicate(()) if self.accept_word("WHERE") else None
+        where = self.condition(()) if self.accept_word("WHERE") else None
         return Update(collection, tuple(assignments), where)
 
     # --- paths and literals --------------------------------------------------------------
@@ -652,19 +652,19 @@ class Parser:
         return token.kind in ("number", "string", "param") or token.is_word("TRUE", "FALSE")
 
     # --- predicates -------------------------------------------------------------------
-    def predicate(self, aliases: Sequence[str]) -> Predicate:
+    def condition(self, aliases: Sequence[str]) -> Condition:
         items = [self.conjunction(aliases)]
         while self.accept_word("OR"):
             items.append(self.conjunction(aliases))
         return items[0] if len(items) == 1 else Or(tuple(items))
 
-    def conjunction(self, aliases: Sequence[str]) -> Predicate:
+    def conjunction(self, aliases: Sequence[str]) -> Condition:
         items = [self.negation(aliases)]
         while self.accept_word("AND"):
             items.append(self.negation(aliases))
         return items[0] if len(items) == 1 else And(tuple(items))
 
-    def negation(self, aliases: Sequence[str]) -> Predicate:
+    def negation(self, aliases: Sequence[str]) -> Condition:
         if self.accept_word("NOT"):
             with self.nested():
                 return Not(self.negation(aliases))
@@ -688,10 +688,10 @@ class Parser:
             return "!=" if token.text == "<>" else token.text
         raise self.error(f"expected a comparison, found {self.describe(token)}")
 
-    def atom(self, aliases: Sequence[str]) -> Predicate:
+    def atom(self, aliases: Sequence[str]) -> Condition:
         if self.accept_op("("):
             with self.nested():
-                inner = self.predicate(aliases)
+                inner = self.condition(aliases)
             self.expect_op(")")
             return inner
         if self.accept_word("EXISTS"):

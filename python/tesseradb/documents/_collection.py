@@ -26,12 +26,12 @@ from tesseradb._core import flatten_documents
 from tesseradb.checks import Finding, Verified
 from tesseradb.documents._argosql import (
     And,
+    Condition,
     Delete,
     Insert,
     Not,
     Or,
     PathRef,
-    Predicate,
     Select,
     SelectItem,
     Statement,
@@ -422,20 +422,20 @@ class Collection:
                 return self._aggregate(statement)
             return self._select(statement)
 
-    def _matching_ids(self, where: Predicate | None) -> list[int]:
+    def _matching_ids(self, where: Condition | None) -> list[int]:
         matched = objid_set(self.mapping, where)
         rows = self.backend.execute(
             f"SELECT DISTINCT objid FROM ({matched.sql}) AS argo_m ORDER BY objid", matched.params
         )
         return [int(r[0]) for r in rows]
 
-    def delete(self, where: Predicate | None) -> int:
+    def delete(self, where: Condition | None) -> int:
         with self.transaction(write=True):
             objids = self._matching_ids(where)
             self.mapping.delete(objids)
         return len(objids)
 
-    def update(self, assignments: Sequence[tuple[PathRef, Any]], where: Predicate | None) -> int:
+    def update(self, assignments: Sequence[tuple[PathRef, Any]], where: Condition | None) -> int:
         """Set paths of the matching objects; each is rebuilt, changed and written back."""
         with self.transaction(write=True):
             objids = self._matching_ids(where)
@@ -677,8 +677,8 @@ class Collection:
         # Conjuncts that touch one side restrict that side inside every branch of the
         # pair query (so Q11's 0.1% of left objects is joined, not all of them);
         # the rest is a filter over the pairs.
-        sides: dict[str, list[Predicate]] = {left_alias: [], join.alias: []}
-        mixed: list[Predicate] = []
+        sides: dict[str, list[Condition]] = {left_alias: [], join.alias: []}
+        mixed: list[Condition] = []
         if select.where is not None:
             pushed = push_not(select.where)
             for conjunct in pushed.items if isinstance(pushed, And) else (pushed,):
@@ -758,11 +758,11 @@ class Collection:
         return results
 
     def _join_condition(
-        self, where: Predicate, left_alias: str, right_alias: str, other: Collection
+        self, where: Condition, left_alias: str, right_alias: str, other: Collection
     ) -> tuple[str, list[Any]]:
         """A join's WHERE as a boolean over (lid, rid): each leaf is a membership test."""
 
-        def walk(pred: Predicate) -> tuple[str, list[Any]]:
+        def walk(pred: Condition) -> tuple[str, list[Any]]:
             if isinstance(pred, And | Or):
                 parts = [walk(p) for p in pred.items]
                 joiner = " AND " if isinstance(pred, And) else " OR "
@@ -788,7 +788,7 @@ def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def _aliases(pred: Predicate) -> set[str]:
+def _aliases(pred: Condition) -> set[str]:
     """The join sides a (pushed-down) predicate refers to."""
     if isinstance(pred, And | Or):
         return set().union(*(_aliases(p) for p in pred.items))
@@ -797,7 +797,7 @@ def _aliases(pred: Predicate) -> set[str]:
     return {pred.path.alias or ""}
 
 
-def _unaliased(pred: Predicate) -> Predicate:
+def _unaliased(pred: Condition) -> Condition:
     if isinstance(pred, And | Or):
         return type(pred)(tuple(_unaliased(p) for p in pred.items))
     if isinstance(pred, Not):

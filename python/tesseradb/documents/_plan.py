@@ -19,13 +19,13 @@ from tesseradb.documents._argosql import (
     AnyCompare,
     Between,
     Compare,
+    Condition,
     Exists,
     In,
     IsNull,
     Like,
     Or,
     PathRef,
-    Predicate,
     literal_type,
     push_not,
 )
@@ -130,7 +130,7 @@ class _Planner:
             key.params + params,
         )
 
-    def plan(self, pred: Predicate) -> ObjidSet:
+    def plan(self, pred: Condition) -> ObjidSet:
         if isinstance(pred, And):
             return _combine("INTERSECT", [self.plan(p) for p in pred.items])
         if isinstance(pred, Or):
@@ -194,7 +194,7 @@ class _Planner:
         return _combine("UNION", parts + rest)
 
 
-def objid_set(mapping: Mapping, predicate: Predicate | None) -> ObjidSet:
+def objid_set(mapping: Mapping, predicate: Condition | None) -> ObjidSet:
     """The objects of the collection matching ``predicate`` (all of them if None)."""
     planner = _Planner(mapping)
     if predicate is None:

@@ -2,27 +2,46 @@
 
 Documents can then meet arrays, streams and attached files in one statement
 through DuckDB's JSON functions (``doc->>'str1'``). A range or set on
-``objid`` is pushed down; everything else is filtered by DuckDB.
+``objid`` is pushed down, and so is a condition on a value inside ``doc``
+(``doc->>'$.a' = 'x'``, ``(doc->>'a')::BIGINT BETWEEN 5 AND 9``): it
+becomes an Argo condition answered by the mapping's indexes, so only the
+objects that may match are rebuilt. DuckDB filters everything again.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from tesseradb.sql.predicate import Predicate
+from tesseradb.documents._argosql import (
+    And,
+    Between,
+    Compare,
+    Condition,
+    Exists,
+    In,
+    Like,
+    Or,
+    PathRef,
+)
+from tesseradb.sql.paths import JsonPath
+from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate
 from tesseradb.sql.relation import Estimate
 
 if TYPE_CHECKING:
     from tesseradb.documents._collection import Collection
 
-__all__ = ["CollectionRelation"]
+__all__ = ["CollectionRelation", "path_condition"]
 
 SCAN_BATCH_OBJECTS = 50_000
+# how far a number may lie outside a range and still cast into it (inclusive):
+# an integer or decimal cast rounds to nearest (4.5 is 5), a FLOAT keeps 24 bits
+_CAST_SLACK = 0.5
+_CAST_SLACK_RELATIVE = 1e-6
 
 
 class CollectionRelation:
@@ -34,6 +53,25 @@ class CollectionRelation:
 
     def schema(self) -> pa.Schema:
         return pa.schema([("objid", pa.int64()), ("doc", pa.json_())])
+
+    def path_columns(self) -> list[str]:
+        return ["doc"]
+
+    def _condition(self, predicate: Predicate | None) -> Condition | None:
+        """The Argo condition the predicate's paths into ``doc`` imply, or None."""
+        if predicate is None:
+            return None
+        parts = []
+        for column in predicate:
+            path = JsonPath.parse(column)
+            if path is None or path.column.lower() != "doc":
+                continue
+            part = path_condition(path, predicate[column])
+            if part is not None:
+                parts.append(part)
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else And(tuple(parts))
 
     def _objid_bounds(self, predicate: Predicate | None) -> tuple[str, list[int]]:
         if predicate is None:
@@ -63,15 +101,23 @@ class CollectionRelation:
         if predicate is not None and predicate.is_false:
             return pa.RecordBatchReader.from_batches(schema, iter(()))
         where, params = self._objid_bounds(predicate)
-        mapping = self.collection.mapping
-        if "doc" not in names:  # objids alone: nothing to rebuild
-            sql = f"SELECT objid FROM ({mapping.objids_sql()}) AS ids WHERE {where} ORDER BY objid"
-            with self.collection.transaction():
+        condition = self._condition(predicate)
+        collection, mapping = self.collection, self.collection.mapping
+        with collection.transaction():
+            if condition is not None:  # the mapping's indexes find the objects that may match
+                within = _objid_filter(predicate)
+                ids = [i for i in collection._matching_ids(condition) if within(i)]
+                if "doc" in names:
+                    fetched = collection._fetch(ids, None)
+                    documents = [(i, fetched[i]) for i in ids if i in fetched]
+            elif "doc" not in names:  # objids alone: nothing to rebuild
+                sql = f"SELECT objid FROM ({mapping.objids_sql()}) AS ids WHERE {where} ORDER BY objid"
                 ids = [row[0] for row in mapping.backend.execute(sql, params)]
-            batch = pa.record_batch([pa.array(ids, pa.int64())], names=["objid"])
-            return pa.RecordBatchReader.from_batches(schema, iter([batch] if names else []))
-        with self.collection.transaction():
-            documents = mapping.documents(where, tuple(params))
+            else:
+                documents = mapping.documents(where, tuple(params))
+        if "doc" not in names:
+            found = pa.record_batch([pa.array(ids, pa.int64())], names=["objid"])
+            return pa.RecordBatchReader.from_batches(schema, iter([found] if names else []))
 
         def batches() -> Iterator[pa.RecordBatch]:
             objids: list[int] = []
@@ -93,3 +139,84 @@ class CollectionRelation:
 
     def estimate(self, predicate: Predicate | None) -> Estimate:
         return Estimate(rows=self.collection.count())
+
+
+def _objid_filter(predicate: Predicate | None) -> Callable[[int], bool]:
+    domain = None if predicate is None else predicate.domain("objid")
+    if domain is None:
+        return lambda objid: True
+    return domain.contains
+
+
+def path_condition(path: JsonPath, domain: ColumnDomain) -> Condition | None:
+    """An Argo condition holding at least every object whose value at ``path`` DuckDB
+    finds in ``domain``; None where nothing narrows (every object may match).
+
+    DuckDB compares a text or a cast, not the JSON value, so every kind of
+    value that may give a matching text or number is let through:
+
+    - the text (``->>``): a string gives itself, but a number, ``true`` or an
+      array gives its JSON text. Only strings that no other value's text can
+      equal (``'north'``, not ``'5'``, ``'true'`` or ``'[1]'``) narrow, to the
+      objects holding one of them as a string.
+    - a number cast from the text: a number in the range (widened for an
+      integer cast's rounding and a decimal's digits), or any string (``'5'``
+      casts to 5); ``true`` and ``false`` too when cast from the JSON value
+      itself (``->``), which makes them 1 and 0. A value of another kind fails
+      the cast, and the statement with it.
+
+    A path written without ``$`` may name one key with dots in it, so both
+    readings are looked up (:meth:`JsonPath.readings`).
+    """
+    if domain.nulls or domain.keys is not None:
+        return None
+    refs = [PathRef(steps) for steps in path.readings()]
+    parts: list[Condition] = []
+    if path.cast is None:
+        points = domain.ranges.point_values()
+        if points is None or not all(isinstance(p, str) and _only_a_string(p) for p in points):
+            return None
+        parts = [In(ref, tuple(points)) for ref in refs]
+    else:
+        for ref in refs:
+            parts.extend(_numbers_within(ref, interval) for interval in domain.ranges)
+            parts.append(Like(ref, "%"))  # every string: it may cast into the range
+            if path.operator == "->":
+                parts.append(In(ref, (True, False)))
+    return parts[0] if len(parts) == 1 else Or(tuple(parts))
+
+
+def _only_a_string(text: str) -> bool:
+    """Whether no JSON value but a string has this text under ``->>``."""
+    if text in ("true", "false") or text.lstrip()[:1] in ("[", "{"):
+        return False
+    try:
+        float(text)  # a number's text (and the spellings of NaN and infinity)
+    except ValueError:
+        return True
+    return False
+
+
+def _numbers_within(ref: PathRef, interval: Interval) -> Condition:
+    """The numbers at ``ref`` whose cast may fall in ``interval``."""
+    lo, hi = _slack(interval.lo, -1), _slack(interval.hi, +1)
+    if lo is None and hi is None:
+        return Exists(ref)
+    if lo is None:
+        return Compare(ref, "<=", hi)  # type: ignore[arg-type]
+    if hi is None:
+        return Compare(ref, ">=", lo)
+    return Between(ref, lo, hi)
+
+
+def _slack(bound: Any, direction: int) -> float | None:
+    """``bound`` moved outwards by the cast slack; None for no bound (or one past floats)."""
+    if bound is None:
+        return None
+    try:
+        value = float(bound)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    if not math.isfinite(value):
+        return None
+    return value + direction * (_CAST_SLACK + abs(value) * _CAST_SLACK_RELATIVE)

@@ -32,6 +32,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from tesseradb.sql.paths import JsonPath
 from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate, RangeSet, type_class
 
 if TYPE_CHECKING:
@@ -794,28 +795,92 @@ class _StatementAnalyser:
         raise _Unknown
 
     def _comparison(
-        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
+        self,
+        node: exp.Expression,
+        src: _Source,
+        sources: dict[str, _Source],
+        operand: Callable[[exp.Expression, _Source, dict[str, _Source]], tuple[str, pa.DataType]]
+        | None = None,
     ) -> tuple[str, pa.DataType, str, Any] | None:
         """(column, type, operator, literal) of ``column op literal`` in either order
-        (``5 < col`` is ``col > 5``); None if ``node`` is no comparison."""
+        (``5 < col`` is ``col > 5``); None if ``node`` is no comparison. ``operand``
+        finds the column (by default a plain column of ``src``)."""
         op = _comparison_op(node)
         if op is None:
             return None
+        operand = operand or self._column_of
         try:
-            column, ctype = self._column_of(node.this, src, sources)
+            column, ctype = operand(node.this, src, sources)
             value = self._literal(node.expression)
         except _Unknown:
-            column, ctype = self._column_of(node.expression, src, sources)
+            column, ctype = operand(node.expression, src, sources)
             value = self._literal(node.this)
             op = _FLIPPED[op]
         return column, ctype, op, value
+
+    def _operand(
+        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
+    ) -> tuple[str, pa.DataType]:
+        """A plain column of ``src``, or a value inside one of its JSON columns (a
+        :class:`JsonPath`, whose key stands as the column; its type is what DuckDB
+        compares: the text, or the number it is cast to)."""
+        try:
+            return self._column_of(node, src, sources)
+        except _Unknown:
+            path = self._json_path(node, src, sources)
+        import pyarrow as pa
+
+        kinds = {None: pa.string(), "int": pa.int64(), "float": pa.float64()}
+        return path.key, kinds[path.cast]
+
+    def _json_path(
+        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
+    ) -> JsonPath:
+        """``col->>'$.a.b'`` (or ``json_extract_string``), optionally cast to a number, and
+        ``col->'$.a'`` cast to a number, on a JSON column ``col`` of ``src``."""
+        import pyarrow as pa
+        from sqlglot import exp
+
+        while isinstance(node, exp.Paren):
+            node = node.this
+        cast = None
+        if isinstance(node, exp.Cast):  # TryCast too: a failed cast is NULL, never a match
+            cast = _numeric_casts().get(node.to.this)
+            if cast is None:
+                raise _Unknown
+            node = node.this
+            while isinstance(node, exp.Paren):
+                node = node.this
+        if isinstance(node, exp.JSONExtractScalar):
+            operator = "->>"
+        elif isinstance(node, exp.JSONExtract) and cast is not None:
+            operator = "->"
+        else:
+            raise _Unknown
+        column, ctype = self._column_of(node.this, src, sources)
+        path = node.expression
+        if not isinstance(ctype, pa.JsonType) or not isinstance(path, exp.JSONPath):
+            raise _Unknown
+        parts = path.expressions
+        if not parts or not isinstance(parts[0], exp.JSONPathRoot):
+            raise _Unknown
+        steps: list[str | int] = []
+        for part in parts[1:]:
+            key = isinstance(part, exp.JSONPathKey) and isinstance(part.this, str)
+            if not key and not (isinstance(part, exp.JSONPathSubscript) and type(part.this) is int):
+                raise _Unknown  # a wildcard, a slice, a negative or computed subscript
+            steps.append(part.this)
+        try:
+            return JsonPath(column, tuple(steps), operator, cast)
+        except ValueError as err:  # a key JsonPath does not spell plainly
+            raise _Unknown from err
 
     def _atom(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
     ) -> Predicate:
         from sqlglot import exp
 
-        comparison = self._comparison(node, src, sources)
+        comparison = self._comparison(node, src, sources, self._operand)
         if comparison is not None:
             col, ctype, op, value = comparison
             if negate:
@@ -824,7 +889,7 @@ class _StatementAnalyser:
         if isinstance(node, exp.Between):
             if node.args.get("symmetric"):
                 raise _Unknown
-            col, ctype = self._column_of(node.this, src, sources)
+            col, ctype = self._operand(node.this, src, sources)
             lo = _compare(ctype, ">=", self._literal(node.args["low"]))
             hi = _compare(ctype, "<=", self._literal(node.args["high"]))
             ranges = lo.intersect(hi)
@@ -839,7 +904,7 @@ class _StatementAnalyser:
         if isinstance(node, exp.In):
             if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
                 raise _Unknown
-            col, ctype = self._column_of(node.this, src, sources)
+            col, ctype = self._operand(node.this, src, sources)
             values = [self._literal(e, allow_null=True) for e in node.expressions]
             present = [v for v in values if v is not None]
             if negate:
@@ -939,6 +1004,20 @@ class _Float32(float):
 
 
 _FLIPPED = {"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+
+
+@functools.cache
+def _numeric_casts() -> dict[Any, str]:
+    """sqlglot's number types by the class of value a cast to them gives: a signed
+    integer type ``int``, any other number ``float`` (unsigned and 128-bit integers
+    go past int64; decimals and floats are fractional)."""
+    from sqlglot import exp
+
+    t = exp.DataType.Type
+    signed = (t.TINYINT, t.SMALLINT, t.MEDIUMINT, t.INT, t.BIGINT)
+    others = (t.UTINYINT, t.USMALLINT, t.UINT, t.UBIGINT, t.INT128, t.UINT128)
+    fractional = (t.FLOAT, t.DOUBLE, t.DECIMAL)
+    return {**dict.fromkeys(signed, "int"), **dict.fromkeys(others + fractional, "float")}
 
 
 def _comparison_op(node: exp.Expression) -> str | None:

@@ -36,11 +36,13 @@ from tesseradb.errors import (
 )
 from tesseradb.sql.analysis import Analysis, RelationUse
 from tesseradb.sql.analysis_cache import AnalysisCache
+from tesseradb.sql.paths import JsonPath
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import (
     Aggregating,
     Counting,
     Estimate,
+    PathFiltering,
     Relation,
     RelationScan,
     ScanDescribing,
@@ -556,6 +558,7 @@ class SQLEngine:
 
         analysis = self.analyses.analyse(text, params, schema_of, self.namespace.columns_of)
         if analysis.parsed:
+            self._keep_paths_for_path_filtering(analysis)
             return analysis
         # sqlglot does not know every DuckDB construct: if DuckDB parses the
         # text, run it without pushdown; otherwise report the syntax error.
@@ -579,6 +582,26 @@ class SQLEngine:
         analysis.relations = relations
         analysis.table_names = names - set(relations)
         return analysis
+
+    def _keep_paths_for_path_filtering(self, analysis: Analysis) -> None:
+        """Conditions on paths into JSON columns (:class:`JsonPath` keys) stay only in the
+        predicates of relations that narrow by them (:class:`PathFiltering`)."""
+        for use in analysis.relations.values():
+            paths = [JsonPath.parse(c) for c in use.predicate]
+            if not any(paths):
+                continue
+            relation = self.namespace.relation(use.name)
+            columns: set[str] = (
+                {c.lower() for c in relation.path_columns()}
+                if isinstance(relation, PathFiltering)
+                else set()
+            )
+
+            def keep(column: str, columns: set[str] = columns) -> bool:
+                path = JsonPath.parse(column)
+                return path is None or path.column.lower() in columns
+
+            use.predicate = use.predicate.restricted_to(keep)
 
     def _count_without_scan(self, analysis: Analysis) -> Result | None:
         """``SELECT count(*) FROM rel [WHERE ...]`` answered by the relation, when it can say exactly.

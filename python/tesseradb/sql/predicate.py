@@ -21,7 +21,7 @@ matching rows:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -485,6 +485,12 @@ class Predicate(Mapping[str, ColumnDomain]):
         return Predicate(
             {c: d.union(other._domains[c]) for c, d in self._domains.items() if c in other._domains}
         )
+
+    def restricted_to(self, keep: Callable[[str], bool]) -> Predicate:
+        """This predicate on the columns ``keep`` accepts only (so a superset of it)."""
+        if self._false or all(keep(c) for c in self._domains):
+            return self
+        return Predicate({c: d for c, d in self._domains.items() if keep(c)})
 
     def domain(self, column: str) -> ColumnDomain | None:
         """The domain of ``column`` (matched case-insensitively), or ``None``."""

@@ -26,6 +26,7 @@ __all__ = [
     "ArrowRelation",
     "Counting",
     "Estimate",
+    "PathFiltering",
     "Relation",
     "RelationScan",
     "ScanDescribing",
@@ -119,6 +120,24 @@ class ScanDescribing(Protocol):
         self, columns: Sequence[str] | None, predicate: Predicate | None
     ) -> list[str]:
         """Lines of text for ``explain``, one fact each."""
+        ...
+
+
+@runtime_checkable
+class PathFiltering(Protocol):
+    """Narrows its scans by conditions on values inside its JSON columns (a collection,
+    through its mapping's indexes by path).
+
+    Its predicates may then hold, beside its columns, the keys of
+    :class:`~tesseradb.sql.paths.JsonPath` values (``doc->>'$.a'``,
+    ``(doc->>'$.a')::BIGINT``) with the domain DuckDB's expression must fall
+    in; the engine removes such keys for every other relation. The scan must
+    still hold every row whose expression falls in the domain, whatever the
+    JSON value's type (a number's text, a string cast to a number).
+    """
+
+    def path_columns(self) -> Sequence[str]:
+        """The JSON columns whose paths its scans narrow by."""
         ...
 
 

@@ -16,7 +16,9 @@ holds, filtered by Arrow), the way zarr-python ships ``StoreTests``::
 ``data`` has an int64 column ``k`` (0 .. n-1, each once) and a float64
 column ``v``. The relation's ``key`` column (``k`` unless the subclass
 says otherwise: a collection's is ``objid``) holds consecutive distinct
-integers; the tests filter, count and join on it.
+integers; the tests filter, count and join on it. A kind with the
+``paths`` capability holds the rows as JSON documents in its first path
+column, and is filtered by ``k`` inside them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from tesseradb.sql.relation import (
     Aggregating,
     Counting,
     Estimate,
+    PathFiltering,
     Relation,
     ScanDescribing,
     SessionHolding,
@@ -54,6 +57,7 @@ CAPABILITIES: dict[str, type] = {
     "aggregate": Aggregating,
     "session": SessionHolding,
     "describe_scan": ScanDescribing,
+    "paths": PathFiltering,
 }
 
 ROWS = 300
@@ -271,6 +275,31 @@ class RelationTests:
             with relation.session():  # statements nest when one runs inside another
                 assert _rows(relation.scan(None, None)) == first
         assert first == _rows(expected)
+
+    @given(bounds=st.tuples(_bounds, _bounds))
+    @_examples
+    def test_a_path_filter_answers_as_duckdb_and_narrows_the_scan(
+        self, made: tuple[Database, Relation, pa.Table], bounds: tuple[int, int]
+    ) -> None:
+        import duckdb
+
+        db, relation, expected = made
+        if not isinstance(relation, PathFiltering):
+            pytest.skip("this kind does not narrow by paths into JSON")
+        lo, hi = min(bounds), max(bounds)
+        doc = _quoted(relation.path_columns()[0])
+        k = _quoted(self.key)
+        query = (
+            f"SELECT count(*), min({k}), max({k}) FROM {{}} "
+            f"WHERE ({doc}->>'$.{KEY}')::BIGINT BETWEEN ? AND ?"
+        )
+        ours = db.sql(query.format(_quoted(relation.name)), [lo, hi])
+        peer = duckdb.connect()
+        peer.register("plain", expected)
+        want = peer.execute(query.format("plain"), [lo, hi]).fetchall()
+        assert ours.fetchall() == want
+        # integers in the range are exactly what may cast into it: the scan read no other
+        assert ours.scan_stats[relation.name].rows == want[0][0]
 
     def test_a_scan_description_is_text(self, made: tuple[Database, Relation, pa.Table]) -> None:
         _, relation, _ = made

@@ -1,0 +1,6 @@
+//! Python bindings of the kernels, one module per data model as in the Python
+//! package: numpy in, numpy out, the GIL released for the work.
+
+pub mod arrays;
+pub mod documents;
+pub mod records;
