@@ -64,7 +64,7 @@ ENGINE_FACING = {
         "upgrade",
         "create",
         "drop",
-        "merge",
+        "compact",
         "key",
     },
     "attachment": {"reader", "rows", "hold", "close", "candidates", "index", "index_path"},
@@ -76,7 +76,7 @@ FRESH = {
     ("db", "create_collection"): ("fresh",),
     ("db", "create_index"): ("h.t",),
     ("db", "register"): ("fresh",),
-    ("db", "merge"): (["a"],),
+    ("db", "overlay"): (["a"],),
     ("array", "write"): ((0,),),
 }
 

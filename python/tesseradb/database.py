@@ -524,19 +524,21 @@ class Database:
         """Names of the arrays."""
         return [o.name for o in self.catalog.objects("array")]
 
-    def merge(self, arrays: Sequence[str | Array], into: str) -> Array:
-        """One new array ``into`` holding the written cells of ``arrays``; later arrays win.
+    def overlay(self, arrays: Sequence[str | Array], into: str) -> Array:
+        """One new array ``into`` holding the written cells of ``arrays`` laid over each
+        other: later arrays win, a NULL does not overwrite a value.
 
         The inputs must have the same dimensions (by name) and attributes;
-        the result spans their union in world coordinates.
+        the result spans their union in world coordinates. (Forks of one
+        array are brought together by :meth:`Array.merge` instead.)
         """
-        _require_str(into, "into", "db.merge")
-        from tesseradb.arrays import merge_arrays
+        _require_str(into, "into", "db.overlay")
+        from tesseradb.arrays import overlay_arrays
 
         self._check_open()
-        self._registry.check_writable("merge arrays")
+        self._registry.check_writable("overlay arrays")
         inputs = [a if not isinstance(a, str) else self.array(a) for a in arrays]
-        return merge_arrays(inputs, into)
+        return overlay_arrays(inputs, into)
 
     # --- documents -------------------------------------------------------------------
     def create_collection(

@@ -1,4 +1,4 @@
-"""Operators against plain numpy: aggregate, regrid (integer and 10:3), apply, between, merge."""
+"""Operators against plain numpy: aggregate, regrid (integer and 10:3), apply, between, overlay."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_apply_expressions_and_functions(grid: Any, db: tesseradb.Database) -> N
             arr.apply(bad)
 
 
-def test_merge_later_arrays_win_and_nulls_do_not(db: tesseradb.Database) -> None:
+def test_overlay_later_arrays_win_and_nulls_do_not(db: tesseradb.Database) -> None:
     a = db.create_array(
         "a",
         [{"name": "x", "end": 6, "chunk": 3}],
@@ -126,7 +126,7 @@ def test_merge_later_arrays_win_and_nulls_do_not(db: tesseradb.Database) -> None
     )
     a[0:6] = np.array([1, 2, 3, 4, 5, 6], dtype=float)
     b[0:3] = np.array([10, np.nan, 30])
-    m = db.merge(["a", "b"], into="ab")
+    m = db.overlay(["a", "b"], into="ab")
     assert m.shape == (10,)
     np.testing.assert_array_equal(m[0:7]["v"], [1, 2, 3, 4, 10, 6, 30])
     assert db.sql("SELECT x, v FROM ab WHERE x >= 4 AND x < 7 ORDER BY x").fetchall() == [
@@ -136,5 +136,5 @@ def test_merge_later_arrays_win_and_nulls_do_not(db: tesseradb.Database) -> None
     ]
     c = db.create_array("c", [{"name": "x", "end": 6}], {"u": "int8"})
     with pytest.raises(OperatorError, match="different attributes"):
-        db.merge([a, c], into="bad")
+        db.overlay([a, c], into="bad")
     assert "bad" not in db.arrays()

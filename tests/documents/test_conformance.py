@@ -454,7 +454,7 @@ class TestDelta:
     def _split(self, make_collection: Any) -> Any:
         coll = make_collection()
         coll.insert_many([{"n": i, "s": f"v{i % 3}", "arr": [i, f"w{i}"]} for i in range(6)])
-        coll.merge()
+        coll.compact()
         assert not coll.mapping.delta
         coll.insert_many([{"n": i, "s": f"v{i % 3}", "arr": [i, f"w{i}"]} for i in range(6, 10)])
         assert coll.mapping.delta
@@ -508,7 +508,7 @@ class TestDelta:
         assert run(coll_db(coll), f"DELETE FROM {coll.name} WHERE s = 'x' OR n = 0") == [
             {"deleted": 3}
         ]
-        coll.merge()
+        coll.compact()
         assert not coll.mapping.delta
         assert [d["n"] for d in q(coll, "WHERE n >= 0")] == [2, 3, 4, 5, 6, 7, 9]
 
@@ -525,7 +525,7 @@ class TestDelta:
     def test_collection_made_before_the_delta_is_upgraded(self, make_collection: Any) -> None:
         coll = make_collection()
         coll.insert_many([{"n": i} for i in range(3)])
-        coll.merge()
+        coll.compact()
         backend, db = coll.backend, coll_db(coll)
         with backend.transaction(write=True):  # as the collection was before delta tables
             for table in coll.mapping.part(delta=True):

@@ -278,7 +278,7 @@ def test_predicates_match_python(
     db.argo(f"DELETE FROM {coll.name}")
     # the first `merged` objects in the main tables, the others in the delta
     objids = coll.insert_many(docs[:merged])
-    coll.merge()
+    coll.compact()
     objids += coll.insert_many(docs[merged:])
     statement = parse_statement(f"SELECT * FROM {coll.name} WHERE {where}")
     pred = push_not(statement.where)  # type: ignore[union-attr,arg-type]

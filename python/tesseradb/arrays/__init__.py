@@ -22,7 +22,7 @@ from tesseradb.arrays._boxes import ArrayBoundsError
 from tesseradb.arrays._check import check_array
 from tesseradb.arrays._decode import clear_chunk_cache
 from tesseradb.arrays._kind import ArrayKind
-from tesseradb.arrays._operators import merge_arrays
+from tesseradb.arrays._operators import overlay_arrays
 from tesseradb.arrays._repository import ArrayConflictError, Version, VersionNotFoundError
 from tesseradb.arrays._schema import ArraySchema, ArraySchemaError, Attribute, Dimension
 
@@ -44,5 +44,5 @@ __all__ = [
     "VersionNotFoundError",
     "check_array",
     "clear_chunk_cache",
-    "merge_arrays",
+    "overlay_arrays",
 ]

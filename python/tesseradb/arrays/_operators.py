@@ -1,4 +1,4 @@
-"""Array operators: aggregate, regrid, apply and merge (SciDB's operators, SS-DB §III).
+"""Array operators: aggregate, regrid, apply and overlay (SciDB's operators, SS-DB §III).
 
 Each reads chunk by chunk (in parallel threads where the work is per chunk)
 and returns an ``xarray.Dataset`` in world coordinates, or writes a new
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from tesseradb.arrays._array import Array
 
-__all__ = ["OperatorError", "aggregate", "apply", "merge_arrays", "parse_factor", "regrid"]
+__all__ = ["OperatorError", "aggregate", "apply", "overlay_arrays", "parse_factor", "regrid"]
 
 
 # --- aggregate ------------------------------------------------------------------------
@@ -382,7 +382,7 @@ def apply(
     return {c: (p, r) for (c, p), r in zip(parts, results, strict=True)}, dtype
 
 
-# --- merge ------------------------------------------------------------------------------------
+# --- overlay ----------------------------------------------------------------------------------
 def create_beside(array: Array, into: str, dims: Any, attrs: Any, origin: Any) -> Array:
     """A new array ``into`` in ``array``'s database, compressed as ``array`` is."""
     from tesseradb.arrays._schema import ArraySchema
@@ -395,7 +395,7 @@ def create_beside(array: Array, into: str, dims: Any, attrs: Any, origin: Any) -
     return siblings.create("array", into, {"schema": schema.to_dict()})  # type: ignore[no-any-return]
 
 
-def merge_arrays(inputs: Sequence[Array], into: str) -> Array:
+def overlay_arrays(inputs: Sequence[Array], into: str) -> Array:
     """A new array ``into`` with the written cells of ``inputs``; cells of later arrays win.
 
     Dimensions must match by name and attributes by name and type. The result
@@ -406,18 +406,18 @@ def merge_arrays(inputs: Sequence[Array], into: str) -> Array:
     import numpy as np
 
     if not inputs:
-        raise OperatorError("merge needs at least one array")
+        raise OperatorError("overlay needs at least one array")
     first = inputs[0].schema
     for other in inputs[1:]:
         if [d.name.lower() for d in other.schema.dims] != [d.name.lower() for d in first.dims]:
             raise OperatorError(
-                f"merge: array {other.name!r} has dimensions {other.schema.dim_names}, "
+                f"overlay: array {other.name!r} has dimensions {other.schema.dim_names}, "
                 f"array {inputs[0].name!r} has {first.dim_names}"
             )
         mine = {(a.name.lower(), a.dtype) for a in other.schema.attrs}
         if mine != {(a.name.lower(), a.dtype) for a in first.attrs}:
             raise OperatorError(
-                f"merge: arrays {inputs[0].name!r} and {other.name!r} have different attributes"
+                f"overlay: arrays {inputs[0].name!r} and {other.name!r} have different attributes"
             )
     extents = [a.extent() for a in inputs]
     lo = [min(a.schema.world_shift(i) for a in inputs) for i in range(first.ndim)]
@@ -433,7 +433,7 @@ def merge_arrays(inputs: Sequence[Array], into: str) -> Array:
     nullable = [a.name for a in first.attrs if a.nullable]
     out = create_beside(inputs[0], into, dims, attrs, lo)
     try:
-        with out.transaction(f"merge of {', '.join(a.name for a in inputs)}"):
+        with out.transaction(f"overlay of {', '.join(a.name for a in inputs)}"):
             for source in inputs:
                 shift = [source.schema.world_shift(i) - lo[i] for i in range(first.ndim)]
                 for view in source.chunks(attrs=None, overlap=0):

@@ -213,7 +213,7 @@ def _collection_cases(
     docs = table.select(["id", "x", "y", "s"]).to_pylist()
     collection = db.create_collection("docs")
     collection.insert_many(docs)
-    collection.merge()
+    collection.compact()
     sql = "SELECT doc->>'id' AS id, doc->>'s' AS s FROM docs WHERE (doc->>'id')::BIGINT = ?"
     by_sql = timed("tessera", "point_collection_sql", lambda k: db.sql(sql, [k]).fetchall())
     argo = "SELECT id, s FROM docs WHERE id = ?"

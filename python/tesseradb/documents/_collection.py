@@ -277,9 +277,9 @@ class Collection:
         next_objid, delta_objects = self._meta()
         self.mapping.delta = True
         if delta_objects > max(DELTA_OBJECTS, next_objid * DELTA_SHARE):
-            self.merge()
+            self.compact()
 
-    def merge(self) -> None:
+    def compact(self) -> None:
         """Move the delta's rows into the main tables (one transaction)."""
         with self.transaction(write=True):
             if self.mapping.delta:
