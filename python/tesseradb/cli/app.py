@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -73,6 +75,24 @@ def _open(
     except TesseraError as err:
         _fail(str(err))
         raise  # unreachable: _fail exits
+
+
+@contextmanager
+def _database(
+    path: Path, read_only: bool = False, fallback_read_only: bool = True, create: bool = False
+) -> Iterator[tesseradb.Database]:
+    """The database open for one command (see :func:`_open`): a refusal inside the block
+    becomes one line on standard error and exit status 1; the database is closed
+    whatever happens."""
+    from tesseradb.errors import TesseraError
+
+    db = _open(path, read_only, fallback_read_only, create)
+    try:
+        yield db
+    except TesseraError as err:
+        _fail(str(err))
+    finally:
+        db.close()
 
 
 def _version(value: bool) -> None:
@@ -152,10 +172,8 @@ def sql(
 ) -> None:
     """Run QUERY against the database at PATH and print the result."""
     from tesseradb.cli.output import write_result
-    from tesseradb.errors import TesseraError
 
-    db = _open(path, read_only=read_only, create=create)
-    try:
+    with _database(path, read_only=read_only, create=create) as db:
         with (
             _console(stderr=True).status("running", spinner="dots")
             if sys.stderr.isatty()
@@ -163,10 +181,6 @@ def sql(
         ):
             result = db.sql(query, _parse_params(param))
         write_result(result, output_format.value, output, max_rows, _console())
-    except TesseraError as err:
-        _fail(str(err))
-    finally:
-        db.close()
 
 
 @app.command()
@@ -187,16 +201,9 @@ def argo(
     """Run an Argo/SQL STATEMENT on the JSON collections at PATH; print the objects as JSON lines."""
     import json
 
-    from tesseradb.errors import TesseraError
-
-    db = _open(path, read_only=read_only, create=create)
-    try:
+    with _database(path, read_only=read_only, create=create) as db:
         for obj in db.argo(statement, _parse_params(param)):
             sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    except TesseraError as err:
-        _fail(str(err))
-    finally:
-        db.close()
 
 
 @app.command()
@@ -223,15 +230,8 @@ def info(path: DatabaseDir) -> None:
     """List the objects of the database with their kinds and sizes."""
     from rich.table import Table
 
-    from tesseradb.errors import TesseraError
-
-    db = _open(path, read_only=True)
-    try:
+    with _database(path, read_only=True) as db:
         facts = db.info()
-    except TesseraError as err:
-        _fail(str(err))
-    finally:
-        db.close()
     console = _console()
     console.print(
         f"database {facts.path}  (format version {facts.format_version}, {_size(facts.bytes)} on disk)"
@@ -264,16 +264,9 @@ def check(
     ] = False,
 ) -> None:
     """Verify every object's files (checksums, catalog, indexes); exit 1 if damage is left."""
-    from tesseradb.errors import TesseraError
-
     # a plain check only reads: it runs beside a writer in another process
-    db = _open(path, read_only=not repair, fallback_read_only=False)
-    try:
+    with _database(path, read_only=not repair, fallback_read_only=False) as db:
         report = db.check(repair=repair)
-    except TesseraError as err:
-        _fail(str(err))
-    finally:
-        db.close()
     typer.echo(str(report))
     if not report.ok:
         raise typer.Exit(1)
@@ -294,10 +287,7 @@ def attach(
     create: CreateFlag = False,
 ) -> None:
     """Attach HDF5 files in place: each table in them becomes NAME.TABLE."""
-    from tesseradb.errors import TesseraError
-
-    db = _open(path, fallback_read_only=False, create=create)
-    try:
+    with _database(path, fallback_read_only=False, create=create) as db:
         attached = db.attach(files, name=name, threads=threads)
         console = _console()
         console.print(f"attached {len(attached.files)} file(s) as {attached.name}:")
@@ -307,10 +297,6 @@ def attach(
             )
         for where, why in attached.skipped:
             console.print(f"  skipped {where}: {why}", markup=False)
-    except TesseraError as err:
-        _fail(str(err))
-    finally:
-        db.close()
 
 
 @app.command()
@@ -321,16 +307,9 @@ def detach(
     ],
 ) -> None:
     """Forget an attachment and delete its sidecar indexes."""
-    from tesseradb.errors import TesseraError
-
-    db = _open(path, fallback_read_only=False)
-    try:
+    with _database(path, fallback_read_only=False) as db:
         db.detach(name)
         typer.echo(f"detached {name}")
-    except TesseraError as err:
-        _fail(str(err))
-    finally:
-        db.close()
 
 
 @app.command()
@@ -348,10 +327,7 @@ def index(
     """Build bitmap indexes on columns of an attached table (sidecar files; the HDF5 file is untouched)."""
     import time
 
-    from tesseradb.errors import TesseraError
-
-    db = _open(path, fallback_read_only=False)
-    try:
+    with _database(path, fallback_read_only=False) as db:
         start = time.perf_counter()
         with (
             _console(stderr=True).status("building indexes", spinner="dots")
@@ -364,10 +340,6 @@ def index(
         typer.echo(
             f"indexed {table} on {', '.join(columns)} in {time.perf_counter() - start:.2f} s"
         )
-    except (TesseraError, ValueError) as err:
-        _fail(str(err))
-    finally:
-        db.close()
 
 
 @app.command()
