@@ -43,11 +43,11 @@ def blocks(page: Path) -> list[tuple[str, str, int]]:
 
 
 def _ptf_nights(folder: Path, pattern: str, count: int) -> None:
-    from tesseradb.bench.ptf import generate
+    from tesseradb.datasets import ptf_file
 
     folder.mkdir(parents=True, exist_ok=True)
     for night in range(count):
-        generate(folder / pattern.format(night), candidates=300, seed=night)
+        ptf_file(folder / pattern.format(night), candidates=300, seed=night)
 
 
 def _taxi_inputs(folder: Path) -> None:

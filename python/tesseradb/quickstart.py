@@ -115,11 +115,12 @@ def run(rows: int, directory: Path) -> None:
     print(f"               same answer: {same}")
 
     print("\n7. Attached files: SQL over an HDF5 file in place, no loading step (SDS/Q).")
-    from tesseradb.bench.ptf import QUERY, generate
+    from tesseradb.bench.ptf import QUERY
+    from tesseradb.datasets import ptf_file
 
     h5 = directory / "ptf.h5"
     with step("generate a PTF-shaped HDF5 file (200,000 candidates, 3 groups, 108 datasets)"):
-        windows = generate(h5, 200_000)
+        windows = ptf_file(h5, 200_000)
     with step("attach it: nothing copied, every group is a table"):
         ptf = db.attach(h5, name="ptf")
     print(
@@ -146,7 +147,8 @@ def run(rows: int, directory: Path) -> None:
 
     print("\n8. Record streams (MDDS): taxi trips ingested into segments with packed kd-trees")
     print("   under an R*-tree, queryable at once, written to disk in the background.")
-    from tesseradb.bench.mdds import TAXI_DESCRIPTOR, TAXI_QUERIES, taxi
+    from tesseradb.bench.mdds import TAXI_QUERIES
+    from tesseradb.datasets import TAXI_DESCRIPTOR, taxi
 
     trips_n = max(rows // 2, 10_000)
     with step(f"generate {trips_n:,} taxi trips (the paper's Listing 1 fields)"):
@@ -180,7 +182,7 @@ def run(rows: int, directory: Path) -> None:
     print("   attributes, versioned writes, halos for per-chunk work, SQL over the cells.")
     import numpy as np
 
-    from tesseradb.bench.arrays import ATTRS, make_image
+    from tesseradb.datasets import IMAGE_ATTRS, sky_image
 
     side = 500 if rows < 1_000_000 else 1500
     with step(f"create array raw <v1..v11:int32>[t=0:*,1; y=0:{side},250,5; x=0:{side},250,5]"):
@@ -191,11 +193,11 @@ def run(rows: int, directory: Path) -> None:
                 {"name": "y", "end": side, "chunk": 250, "overlap": 5},
                 {"name": "x", "end": side, "chunk": 250, "overlap": 5},
             ],
-            dict.fromkeys(ATTRS, "int32"),
+            dict.fromkeys(IMAGE_ATTRS, "int32"),
             origin=(0, 40_000, 12_000),
         )
     for t in range(3):
-        image = make_image(side, seed=t)
+        image = sky_image(side, seed=t)
         with step(f"write image {t} ({side} x {side} x 11 attributes): one commit, one version"):
             raw[t, :, :] = image
     print(f"               {len(raw.versions())} versions; {raw.bytes_on_disk:,} bytes on disk")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tesseradb.bench import run_benchmark
-from tesseradb.bench.arrays import ATTRS, make_image
+from tesseradb.bench.arrays import IMAGE_ATTRS, sky_image
 
 
 @pytest.mark.bench
@@ -23,9 +23,9 @@ def test_arrays_tiny_runs_every_case_and_agrees() -> None:
 
 
 def test_images_are_deterministic_int32_with_eleven_attributes() -> None:
-    a, b = make_image(64, seed=3), make_image(64, seed=3)
-    assert list(a) == ATTRS
-    for name in ATTRS:
+    a, b = sky_image(64, seed=3), sky_image(64, seed=3)
+    assert list(a) == IMAGE_ATTRS
+    for name in IMAGE_ATTRS:
         assert a[name].dtype == np.int32 and a[name].shape == (64, 64)
         np.testing.assert_array_equal(a[name], b[name])
     assert a["v1"].max() > a["v1"].mean() + 100  # stars stand above the sky

@@ -6,14 +6,8 @@ import numpy as np
 import pytest
 
 from tesseradb.bench import run_benchmark
-from tesseradb.bench.mdds import (
-    GHCN_QUERIES,
-    TAXI_QUERIES,
-    element_code,
-    ghcn,
-    off_query_bounds,
-    taxi,
-)
+from tesseradb.bench.mdds import GHCN_QUERIES, TAXI_QUERIES, off_query_bounds
+from tesseradb.datasets import GHCN_DESCRIPTOR, TAXI_DESCRIPTOR, element_code, ghcn, taxi
 from tesseradb.records import RecordDescriptor
 
 
@@ -51,7 +45,6 @@ def test_the_queries_are_the_papers() -> None:
 
 
 def test_generators_follow_the_listings_and_are_deterministic() -> None:
-    from tesseradb.bench.mdds import GHCN_DESCRIPTOR, TAXI_DESCRIPTOR
 
     trips = taxi(50_000, seed=3)
     assert trips.equals(taxi(50_000, seed=3))

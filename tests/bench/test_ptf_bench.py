@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tesseradb.bench import run_benchmark
-from tesseradb.bench.ptf import PTF_SCHEMA, generate
+from tesseradb.datasets import PTF_SCHEMA, ptf_file
 
 pytestmark = [pytest.mark.bench, pytest.mark.server]
 
@@ -38,7 +38,7 @@ def test_ptf_tiny_runs_and_agrees(postgres_server: object) -> None:
 def test_generator_has_the_real_schema_and_the_query_windows(tmp_path: Path) -> None:
     import h5py
 
-    windows = generate(tmp_path / "p.h5", 20_000)
+    windows = ptf_file(tmp_path / "p.h5", 20_000)
     with h5py.File(tmp_path / "p.h5") as f:
         assert [len(f[t]) for t in ("subtraction", "candidate", "rb_classifier")] == [51, 48, 9]
         for table, columns in PTF_SCHEMA.items():

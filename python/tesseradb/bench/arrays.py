@@ -26,36 +26,9 @@ from typing import Any
 
 from tesseradb.bench.registry import Benchmark, register
 from tesseradb.bench.runner import BenchContext
+from tesseradb.datasets import IMAGE_ATTRS, sky_image
 
-ATTRS = [f"v{i}" for i in range(1, 12)]
 LEVEL = 3
-
-
-def make_image(n: int, seed: int) -> dict[str, Any]:
-    """One n x n raw image: 11 int32 attributes, deterministic by ``seed``."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    sky = rng.normal(1000.0, 30.0, (n, n))
-    stars = max(1, n * n // 5000)
-    ys, xs = rng.integers(0, n, stars), rng.integers(0, n, stars)
-    flux = rng.lognormal(8.0, 1.0, stars)
-    yy, xx = np.mgrid[-3:4, -3:4]
-    psf = np.exp(-(yy**2 + xx**2) / 2.0)
-    for dy in range(7):
-        for dx in range(7):
-            y, x = np.clip(ys + dy - 3, 0, n - 1), np.clip(xs + dx - 3, 0, n - 1)
-            np.add.at(sky, (y, x), flux * psf[dy, dx])
-    v1 = sky.astype(np.int32)
-    out = {"v1": v1}
-    for i, name in enumerate(ATTRS[1:], start=2):
-        if i % 3 == 0:  # a quality flag: mostly zero
-            out[name] = (rng.random((n, n)) < 0.01).astype(np.int32) * i
-        elif i % 3 == 1:  # a derived measurement: scaled signal plus noise
-            out[name] = (v1 // i + rng.integers(0, 4, (n, n))).astype(np.int32)
-        else:  # a second band: correlated with the first
-            out[name] = (v1 * 0.8 + rng.normal(0, 10, (n, n))).astype(np.int32)
-    return out
 
 
 def _nbytes(image: dict[str, Any]) -> int:
@@ -76,7 +49,7 @@ class _Tessera:
             {"name": "y", "end": n, "chunk": chunk},
             {"name": "x", "end": n, "chunk": chunk},
         ]
-        self.array = db.create_array(name, dims, dict.fromkeys(ATTRS, "int32"), level=LEVEL)
+        self.array = db.create_array(name, dims, dict.fromkeys(IMAGE_ATTRS, "int32"), level=LEVEL)
 
     def write(self, t: int, image: dict[str, Any]) -> None:
         self.array[t, :, :] = image
@@ -104,7 +77,7 @@ class _Zarr:
                 fill_value=0,
                 compressors=[ZstdCodec(level=LEVEL)],
             )
-            for name in ATTRS
+            for name in IMAGE_ATTRS
         }
 
     def write(self, t: int, image: dict[str, Any]) -> None:
@@ -130,7 +103,7 @@ class _TileDB:
             tiledb.Attr(
                 name=name, dtype=np.int32, filters=tiledb.FilterList([tiledb.ZstdFilter(LEVEL)])
             )
-            for name in ATTRS
+            for name in IMAGE_ATTRS
         ]
         tiledb.Array.create(self.uri, tiledb.ArraySchema(domain=dom, sparse=False, attrs=attrs))
         self.n = n
@@ -146,7 +119,7 @@ class _TileDB:
 
         with tiledb.open(self.uri) as array:
             data = array[t : t + 1, ys, xs]
-        return {name: data[name][0] for name in ATTRS}
+        return {name: data[name][0] for name in IMAGE_ATTRS}
 
 
 # --- the run ----------------------------------------------------------------------------
@@ -159,7 +132,7 @@ def run(ctx: BenchContext) -> None:
     n, chunk = int(ctx.params["image"]), int(ctx.params["chunk"])
     slab = int(ctx.params["slab"])
     runs = ctx.repeat + ctx.warmup
-    image = make_image(n, seed=1)
+    image = sky_image(n, seed=1)
     size = _nbytes(image)
     db = tesseradb.connect(ctx.scratch / "bench.tdb")
     try:
@@ -195,10 +168,14 @@ def run(ctx: BenchContext) -> None:
                 unit="bytes",
                 amount=size,
             )
-            answers_full[system] = [int(np.asarray(full[a], dtype=np.int64).sum()) for a in ATTRS]
+            answers_full[system] = [
+                int(np.asarray(full[a], dtype=np.int64).sum()) for a in IMAGE_ATTRS
+            ]
             part = ctx.measure(system, "read_slab", lambda s=store: s.read(0, ys, xs))
-            answers_slab[system] = [int(np.asarray(part[a], dtype=np.int64).sum()) for a in ATTRS]
-        expected = [int(image[a].astype(np.int64).sum()) for a in ATTRS]
+            answers_slab[system] = [
+                int(np.asarray(part[a], dtype=np.int64).sum()) for a in IMAGE_ATTRS
+            ]
+        expected = [int(image[a].astype(np.int64).sum()) for a in IMAGE_ATTRS]
         answers_full["numpy"] = expected
         ctx.check("read_full", answers_full)
         ctx.check("read_slab", answers_slab)
@@ -230,18 +207,18 @@ def _sql_cases(ctx: BenchContext, db: Any) -> None:
     duck_path = ctx.scratch / "raw.duckdb"  # type: ignore[operator]
     if ctx.wants("duckdb"):
         con = duckdb.connect(str(duck_path))
-        columns = ", ".join(f"{a} INTEGER" for a in ATTRS)
+        columns = ", ".join(f"{a} INTEGER" for a in IMAGE_ATTRS)
         con.execute(f"CREATE TABLE raw (t INTEGER, y INTEGER, x INTEGER, {columns})")
     yy = np.repeat(np.arange(n, dtype=np.int32), n)
     xx = np.tile(np.arange(n, dtype=np.int32), n)
     for t in range(images):
-        image = make_image(n, seed=100 + t)
+        image = sky_image(n, seed=100 + t)
         if raw is not None:
             raw[t, :, :] = image
         if con is not None:
             table = pa.table(
                 {"t": np.full(n * n, t, dtype=np.int32), "y": yy, "x": xx}
-                | {a: image[a].reshape(-1) for a in ATTRS}
+                | {a: image[a].reshape(-1) for a in IMAGE_ATTRS}
             )
             con.register("image", table)
             con.execute("INSERT INTO raw SELECT * FROM image")

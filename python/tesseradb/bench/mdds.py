@@ -14,7 +14,6 @@ system, checked to give the same answers.
 from __future__ import annotations
 
 import io
-import math
 import os
 import statistics
 import threading
@@ -24,49 +23,10 @@ from typing import Any
 
 from tesseradb.bench.registry import Benchmark, register
 from tesseradb.bench.runner import BenchContext
+from tesseradb.datasets import GHCN_DESCRIPTOR, TAXI_DESCRIPTOR, ghcn, taxi
 
-__all__ = ["GHCN_DESCRIPTOR", "GHCN_QUERIES", "TAXI_DESCRIPTOR", "TAXI_QUERIES", "ghcn", "taxi"]
+__all__ = ["GHCN_QUERIES", "TAXI_QUERIES", "off_query_bounds"]
 
-# Listing 1 (hack_license as the appendix's schema names it)
-TAXI_DESCRIPTOR = """<description typeid="7c9e6679-7425-40de-944b-e07fc1f90ae7">
- <field name="medallion" type="char" array_len=33/>
- <field name="hack_license" type="char" array_len=33/>
- <field name="vendor_id" type="char" array_len=4/>
- <field name="rate_code" type="int64_t"/>
- <field name="store_and_fwd_flag" type="char" array_len=2/>
- <field name="pickup_datetime" type="epoch_t"/>
- <field name="dropoff_datetime" type="epoch_t"/>
- <field name="passenger_count" type="int64_t"/>
- <field name="trip_time_in_secs" type="int64_t"/>
- <field name="trip_distance" type="float"/>
- <field name="pickup_longitude" type="float"/>
- <field name="pickup_latitude" type="float"/>
- <field name="dropoff_longitude" type="float"/>
- <field name="dropoff_latitude" type="float"/>
- <field name="pickup_latitude"/>
- <field name="pickup_longitude"/>
- <field name="pickup_datetime"/>
- <field name="passenger_count"/>
- <field name="trip_time_in_secs"/>
-"""
-
-# Listing 2, with the field the queries call station_id, and element_value signed:
-# temperatures below zero are negative tenths of a degree (the appendix's INTEGER)
-GHCN_DESCRIPTOR = """<description typeid="0b7e3f0c-8a51-4a0e-b7c5-2f4c1d7e9a61">
- <field name="time" type="epoch_t"/>
- <field name="station_id" type="char" array_len=12/>
- <field name="longitude" type="float"/>
- <field name="latitude" type="float"/>
- <field name="elevation" type="float"/>
- <field name="element_id" type="uint32_t"/>
- <field name="element_value" type="int32_t"/>
- <field name="element_id"/>
- <field name="latitude"/>
- <field name="longitude"/>
- <field name="elevation"/>
- <field name="element_value"/>
- <field name="time"/>
-"""
 
 _TAXI_BOXES = [  # appendix A2: lat lo, lat hi, lon lo, lon hi, then optional extra conditions
     (40.7645342324, 40.7735173889, -73.888983772, -73.8799803018, ""),
@@ -197,12 +157,6 @@ GHCN_INDEXES = [
 
 QUERY_WARMUP = 2  # query latencies: the median of five runs after two warm-ups, as the paper
 QUERY_RUNS = 5  # (whatever --repeat says, which sets how often each ingest is repeated)
-YEAR_2013 = (1_356_998_400, 1_388_534_400)  # 2013-01-01 .. 2014-01-01 UTC
-
-
-def element_code(name: str) -> int:
-    """A GHCN element code packed big-endian into a uint32: 'SNOW' -> 1397641047."""
-    return int.from_bytes(name.encode("ascii"), "big")
 
 
 # --- generators ----------------------------------------------------------------------
@@ -242,191 +196,6 @@ def off_query_bounds(table: Any, queries: list[str]) -> Any:
         position = table.column_names.index(column)
         table = table.set_column(position, column, pa.array(array, pa.float32()))
     return table
-
-
-def _hex_pool(rng: Any, size: int) -> Any:
-    import pyarrow as pa
-
-    raw = rng.integers(0, 256, (size, 16), dtype="uint8")
-    return pa.array([bytes(r).hex().upper() for r in raw], pa.string())
-
-
-def taxi(n: int, seed: int = 0) -> Any:
-    """``n`` taxi trips shaped like 2013's NYC data (Listing 1), in pickup-time order."""
-    import numpy as np
-    import pyarrow as pa
-
-    rng = np.random.default_rng(seed)
-    medallions = _hex_pool(rng, 13_500)
-    licenses = _hex_pool(rng, 42_000)
-    pickup = np.sort(rng.integers(*YEAR_2013, n))
-    trip_time = np.minimum(np.round(rng.lognormal(6.5, 0.6, n)), 10_800).astype(np.int64)
-    distance = np.round(np.minimum(rng.lognormal(0.7, 0.8, n), 100.0), 2).astype(np.float32)
-    passengers = rng.choice(
-        np.array([1, 2, 5, 3, 6, 4]), n, p=[0.71, 0.13, 0.06, 0.04, 0.04, 0.02]
-    ).astype(np.int64)
-    lat, lon = _nyc_points(rng, n)
-    dlat, dlon = _nyc_points(rng, n)
-    rate = np.where(rng.random(n) < 0.97, 1, rng.integers(2, 7, n)).astype(np.int64)
-    flags = pa.array(["N", "Y", ""]).take(
-        pa.array(rng.choice(3, n, p=[0.49, 0.01, 0.50]).astype(np.int32))
-    )
-    return pa.table(
-        {
-            "medallion": medallions.take(pa.array(rng.integers(0, len(medallions), n))),
-            "hack_license": licenses.take(pa.array(rng.integers(0, len(licenses), n))),
-            "vendor_id": pa.array(["CMT", "VTS"]).take(
-                pa.array(rng.integers(0, 2, n).astype(np.int32))
-            ),
-            "rate_code": rate,
-            "store_and_fwd_flag": flags,
-            "pickup_datetime": pickup,
-            "dropoff_datetime": pickup + trip_time,
-            "passenger_count": passengers,
-            "trip_time_in_secs": trip_time,
-            "trip_distance": distance,
-            "pickup_longitude": lon,
-            "pickup_latitude": lat,
-            "dropoff_longitude": dlon,
-            "dropoff_latitude": dlat,
-        }
-    )
-
-
-def _nyc_points(rng: Any, n: int) -> tuple[Any, Any]:
-    """Coordinates concentrated on Manhattan, airports, a tail over NYC, ~1% zero or junk."""
-    import numpy as np
-
-    kind = rng.choice(5, n, p=[0.80, 0.06, 0.03, 0.10, 0.01])
-    lat = np.empty(n)
-    lon = np.empty(n)
-    # Manhattan: along its axis (about 29 degrees east of north), narrow across it
-    m = kind == 0
-    along = rng.normal(0, 0.045, m.sum())
-    across = rng.normal(0, 0.008, m.sum())
-    angle = math.radians(29)
-    lat[m] = 40.758 + along * math.cos(angle) - across * math.sin(angle)
-    lon[m] = -73.982 + (along * math.sin(angle) + across * math.cos(angle)) / 0.76
-    for k, (clat, clon) in ((1, (40.7740, -73.8726)), (2, (40.6446, -73.7823))):  # LGA, JFK
-        s = kind == k
-        lat[s] = rng.normal(clat, 0.004, s.sum())
-        lon[s] = rng.normal(clon, 0.006, s.sum())
-    t = kind == 3  # the rest of the city
-    lat[t] = rng.uniform(40.55, 40.92, t.sum())
-    lon[t] = rng.uniform(-74.10, -73.70, t.sum())
-    j = kind == 4  # zero and junk coordinates, as in the real data
-    junk = rng.random(j.sum())
-    lat[j] = np.where(junk < 0.7, 0.0, rng.uniform(-90, 90, j.sum()))
-    lon[j] = np.where(junk < 0.7, 0.0, rng.uniform(-180, 180, j.sum()))
-    return lat.astype(np.float32), lon.astype(np.float32)
-
-
-# element, share of records, and how its values are drawn (in GHCN's units)
-_ELEMENTS = [
-    ("PRCP", 0.30),
-    ("TMAX", 0.14),
-    ("TMIN", 0.14),
-    ("TAVG", 0.05),
-    ("SNOW", 0.12),
-    ("SNWD", 0.12),
-    ("TOBS", 0.05),
-    ("WT01", 0.02),
-    ("WT03", 0.015),
-    ("WT07", 0.01),
-    ("WT08", 0.01),
-    ("WT10", 0.005),
-    ("WT16", 0.025),
-]
-
-# (lat, lon, elevation) of landmark stations the paper's queries look for
-_LANDMARKS = [
-    (63.95, -152.2815, 1950.0),  # near Mount McKinley (Q6)
-    (36.4622, -116.8669, -59.1),  # Death Valley: hot, below sea level (Q8, Q9)
-    (31.5590, 35.3900, -390.0),  # the Dead Sea shore (Q9)
-    (29.6500, 91.1300, 4507.0),  # Lhasa region (Q2)
-    (-16.5000, -68.1500, 4058.0),  # El Alto (Q2)
-    (39.7392, -104.9903, 1609.0),  # Denver (Q3)
-    (38.8339, -104.8214, 1839.0),  # Colorado Springs (Q3)
-    (37.6872, -97.3301, 405.0),  # Wichita, Kansas (Q4)
-    (51.5074, -0.1278, 11.0),  # London (Q5)
-    (37.5665, 126.9780, 38.0),  # Seoul (Q7)
-]
-
-
-def _stations(rng: Any, count: int) -> tuple[Any, Any, Any]:
-    """Station coordinates spread like land stations: dense in the US and Europe."""
-    import numpy as np
-
-    regions = [  # lat lo, lat hi, lon lo, lon hi, share
-        (25, 49, -125, -67, 0.45),  # contiguous US
-        (55, 71, -165, -140, 0.03),  # Alaska
-        (36, 60, -10, 30, 0.15),  # Europe
-        (20, 50, 70, 140, 0.12),  # Asia
-        (-40, -12, 115, 153, 0.08),  # Australia
-        (-35, 5, -75, -40, 0.07),  # South America
-        (45, 60, -120, -60, 0.06),  # Canada
-        (-30, 30, -15, 40, 0.04),  # Africa
-    ]
-    shares = np.array([r[4] for r in regions])
-    which = rng.choice(len(regions), count, p=shares / shares.sum())
-    lat = np.array([rng.uniform(regions[w][0], regions[w][1]) for w in which])
-    lon = np.array([rng.uniform(regions[w][2], regions[w][3]) for w in which])
-    elevation = np.round(rng.gamma(1.3, 380.0, count), 1)
-    elevation[rng.random(count) < 0.01] = -999.9  # GHCN's missing elevation
-    marks = np.array(_LANDMARKS)
-    k = min(len(marks), count)
-    lat[:k], lon[:k], elevation[:k] = marks[:k, 0], marks[:k, 1], marks[:k, 2]
-    return lat, lon, elevation
-
-
-def ghcn(n: int, seed: int = 0, stations: int = 3000) -> Any:
-    """``n`` GHCN-Daily observations (Listing 2), sorted by time, from synthetic stations."""
-    import numpy as np
-    import pyarrow as pa
-
-    rng = np.random.default_rng(seed)
-    slat, slon, selev = _stations(rng, stations)
-    countries = rng.choice(list("ACEIRU"), stations)
-    ids = pa.array([f"{c}{i:010d}" for i, c in enumerate(countries)])
-    station = rng.integers(0, stations, n)
-    landmark = rng.random(n) < 0.02  # the landmark stations report more than their share
-    station[landmark] = rng.integers(0, min(len(_LANDMARKS), stations), int(landmark.sum()))
-    names = [e for e, _ in _ELEMENTS]
-    shares = np.array([s for _, s in _ELEMENTS])
-    element = rng.choice(len(names), n, p=shares / shares.sum())
-    lat = slat[station]
-    elev = selev[station]
-    # values in GHCN's units: tenths of a degree, tenths of mm, mm, flags of 1
-    warm = 300 - np.abs(lat) * 6 - np.maximum(elev, 0) / 15
-    value = np.ones(n)
-    code = np.array(names)[element]
-    value = np.where(code == "TMAX", rng.normal(warm + 60, 80), value)
-    value = np.where(code == "TMIN", rng.normal(warm - 60, 80), value)
-    value = np.where((code == "TAVG") | (code == "TOBS"), rng.normal(warm, 80), value)
-    value = np.where(
-        code == "PRCP", np.round(rng.exponential(40, n)) * (rng.random(n) < 0.4), value
-    )
-    value = np.where(
-        code == "SNOW", np.round(rng.exponential(30, n)) * (rng.random(n) < 0.3), value
-    )
-    value = np.where(
-        code == "SNWD", np.round(rng.exponential(120, n)) * (rng.random(n) < 0.4), value
-    )
-    hot = (code == "TMAX") & (station == 1)  # Death Valley's hottest days pass 54.4 C
-    value = np.where(hot, rng.normal(480, 45, n), value)
-    days = np.sort(rng.integers(0, 365 * 60, n))  # 1960 .. 2020, one record per observation
-    time_ = (-315_619_200 + days * 86_400).astype(np.int64)
-    return pa.table(
-        {
-            "time": time_,
-            "station_id": ids.take(pa.array(station)),
-            "longitude": slon[station].astype(np.float32),
-            "latitude": lat.astype(np.float32),
-            "elevation": elev.astype(np.float32),
-            "element_id": np.array([element_code(e) for e in names], dtype=np.uint32)[element],
-            "element_value": np.round(value).astype(np.int32),
-        }
-    )
 
 
 # --- TesseraDB ------------------------------------------------------------------------

@@ -22,125 +22,8 @@ from typing import Any
 
 from tesseradb.bench.registry import Benchmark, register
 from tesseradb.bench.runner import BenchContext
+from tesseradb.datasets import PTF_SCHEMA, ptf_file
 from tesseradb.sql.predicate import Predicate
-
-# The real schema: generated from the sample listing (ptf_small.h5.ls): table -> [(column, numpy dtype)]
-PTF_SCHEMA: dict[str, list[tuple[str, str]]] = {
-    "subtraction": [
-        ("id", "<i8"),
-        ("deep_ref_id", "<i8"),
-        ("ref_filename", "|S32"),
-        ("proc_image_id", "<i8"),
-        ("new_filename", "|S48"),
-        ("sub_mid", "<i4"),
-        ("ra_c", "<f8"),
-        ("dec_c", "<f8"),
-        ("ra_ll", "<f8"),
-        ("dec_ll", "<f8"),
-        ("ra_ul", "<f8"),
-        ("dec_ul", "<f8"),
-        ("ra_ur", "<f8"),
-        ("dec_ur", "<f8"),
-        ("ra_lr", "<f8"),
-        ("dec_lr", "<f8"),
-        ("height", "<f4"),
-        ("width", "<f4"),
-        ("image_footprint", "|S128"),
-        ("good_pix_area", "<f4"),
-        ("date", "|S32"),
-        ("base_dir", "|S64"),
-        ("data_dir", "|S32"),
-        ("filename", "|S64"),
-        ("ujd", "<f8"),
-        ("ccdid", "<i4"),
-        ("ptffield", "<i4"),
-        ("filter", "|S4"),
-        ("objs_extracted", "<i4"),
-        ("objs_saved", "<i4"),
-        ("lmt_mg_new", "<f4"),
-        ("lmt_mg_ref", "<f4"),
-        ("medsky_new", "<f4"),
-        ("medsky_ref", "<f4"),
-        ("seeing_new", "<f4"),
-        ("seeing_ref", "<f4"),
-        ("skysig_new", "<f4"),
-        ("skysig_ref", "<f4"),
-        ("ub1_zp_new", "<f4"),
-        ("ub1_zp_ref", "<f4"),
-        ("il", "<f4"),
-        ("iu", "<f4"),
-        ("r", "<f4"),
-        ("nsx", "<f4"),
-        ("nsy", "<f4"),
-        ("rss", "<f4"),
-        ("tl", "<f4"),
-        ("tu", "<f4"),
-        ("flag", "<i4"),
-        ("scanned", "|i1"),
-        ("sub_zp", "<f4"),
-    ],
-    "candidate": [
-        ("id", "<i8"),
-        ("sub_id", "<i8"),
-        ("number", "<i4"),
-        ("x_sub", "<f4"),
-        ("y_sub", "<f4"),
-        ("ra", "<f8"),
-        ("dec", "<f8"),
-        ("mag", "<f4"),
-        ("mag_err", "<f4"),
-        ("flux", "<f4"),
-        ("flux_err", "<f4"),
-        ("f_aper", "<f4"),
-        ("f_aper_err", "<f4"),
-        ("background", "<f4"),
-        ("a_image", "<f4"),
-        ("b_image", "<f4"),
-        ("fwhm", "<f4"),
-        ("flag", "<f4"),
-        ("x_ref", "<f4"),
-        ("y_ref", "<f4"),
-        ("ra_ref", "<f8"),
-        ("dec_ref", "<f8"),
-        ("mag_ref", "<f4"),
-        ("mag_ref_err", "<f4"),
-        ("a_ref", "<f4"),
-        ("b_ref", "<f4"),
-        ("fwhm_ref", "<f4"),
-        ("mag_aper", "<f4"),
-        ("mag_aper_err", "<f4"),
-        ("flux_aper", "<f4"),
-        ("flux_aper_err", "<f4"),
-        ("n2sig3", "<i4"),
-        ("n3sig3", "<i4"),
-        ("n2sig5", "<i4"),
-        ("n3sig5", "<i4"),
-        ("nmask", "<i4"),
-        ("xint_ref", "<i4"),
-        ("yint_ref", "<i4"),
-        ("xint_new", "<i4"),
-        ("yint_new", "<i4"),
-        ("nn_dist", "<f8"),
-        ("pos_sub", "|i1"),
-        ("lu", "|i1"),
-        ("lu_matches", "<i2"),
-        ("pgc_num_nearest", "<i4"),
-        ("candidate_mid", "<i4"),
-        ("sym", "<f4"),
-        ("maybe", "<f4"),
-    ],
-    "rb_classifier": [
-        ("candidate_id", "<i8"),
-        ("sub_id", "<i8"),
-        ("bogus", "<f4"),
-        ("suspect", "<f4"),
-        ("unclear", "<f4"),
-        ("maybe", "<f4"),
-        ("realish", "<f4"),
-        ("realbogus", "<f4"),
-        ("rb_model_id", "<i4"),
-    ],
-}
 
 QUERY = """
 SELECT s.id, s.ujd, s.ptffield, s.ccdid, s.filter, s.ra_c, s.dec_c, s.seeing_new,
@@ -165,98 +48,11 @@ SCAN_QUERY = (
 # double to compare it with 0.1, DuckDB narrows 0.1 to float, and a row holding
 # 0.1f exactly would then be in one answer and not the other.
 
-CANDIDATES_PER_SUBTRACTION = 400
-FIRST_NIGHT = 2454900.0  # JD, spring 2009
 INDEXES = {
     "subtraction": ["ujd", "id"],
     "candidate": ["sub_id", "mag", "fwhm"],
     "rb_classifier": ["candidate_id", "realbogus"],
 }
-
-
-def generate(path: Path, candidates: int, seed: int = 7) -> dict[str, Any]:
-    """Write a PTF-shaped file with ``candidates`` candidate rows; return the query windows."""
-    import h5py
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    subtractions = max(candidates // CANDIDATES_PER_SUBTRACTION, 10)
-    # Nightly observing, one night in six lost to weather: ~333 observing nights,
-    # so that a night holds ~0.3% of the subtractions, a week ~2% and an hour
-    # ~0.03%, the paper's selectivities for Q2, Q3 and Q1.
-    nights = 333
-    calendar = np.arange(400)
-    night_jds = np.sort(rng.choice(calendar, size=nights, replace=False)) + FIRST_NIGHT
-    on_night = rng.integers(0, nights, subtractions)
-    ujd = np.sort(
-        night_jds[on_night] + 0.1 + rng.uniform(0, 0.42, subtractions)
-    )  # ~10 hours a night
-    sub_ids = np.arange(1, subtractions + 1, dtype=np.int64)
-    per_sub = rng.multinomial(candidates, np.full(subtractions, 1 / subtractions))
-    cand_sub = np.repeat(sub_ids, per_sub)
-    cand_ids = np.arange(1, candidates + 1, dtype=np.int64)
-    realbogus = rng.beta(0.3, 6.0, candidates).astype(np.float32)
-
-    special: dict[str, dict[str, Any]] = {
-        "subtraction": {
-            "id": sub_ids,
-            "ujd": ujd,
-            "ccdid": rng.integers(0, 12, subtractions),
-            "ptffield": rng.integers(1000, 6000, subtractions),
-            "filter": rng.choice(np.array([b"R", b"g"], dtype="S4"), subtractions, p=[0.85, 0.15]),
-            "ra_c": rng.uniform(0, 360, subtractions),
-            "dec_c": rng.uniform(-30, 85, subtractions),
-            "seeing_new": rng.gamma(9.0, 0.25, subtractions),
-        },
-        "candidate": {
-            "id": cand_ids,
-            "sub_id": cand_sub,
-            "mag": np.clip(rng.normal(19.5, 1.3, candidates), 13.5, 22.0),
-            "mag_err": rng.uniform(0.002, 0.22, candidates),
-            "fwhm": np.clip(rng.lognormal(np.log(3.0), 0.5, candidates), 0.8, 15.0),
-            "a_image": rng.lognormal(np.log(0.95), 0.4, candidates),
-            "b_image": rng.lognormal(np.log(0.65), 0.35, candidates),
-            "flux": rng.lognormal(np.log(1100.0), 1.2, candidates),
-            "number": rng.integers(1, 3000, candidates),
-        },
-        "rb_classifier": {
-            "candidate_id": cand_ids,
-            "sub_id": cand_sub,
-            "realbogus": realbogus,
-            "bogus": 1.0 - realbogus,
-            "rb_model_id": np.ones(candidates, dtype=np.int32),
-        },
-    }
-    rows = {"subtraction": subtractions, "candidate": candidates, "rb_classifier": candidates}
-    with h5py.File(path, "w") as f:
-        for table, columns in PTF_SCHEMA.items():
-            group = f.create_group(table)
-            n = rows[table]
-            for column, dtype in columns:
-                values = special[table].get(column)
-                if values is None:
-                    values = _filler(rng, column, np.dtype(dtype), n)
-                group.create_dataset(
-                    column, data=np.asarray(values).astype(dtype), chunks=(8192,), maxshape=(None,)
-                )
-    middle = night_jds[nights // 2]
-    return {
-        "q1": [middle + 0.25, middle + 0.25 + 1 / 24],  # one hour
-        "q2": [middle, middle + 1.0],  # one night
-        "q3": [middle, middle + 7.0],  # one week
-    }
-
-
-def _filler(rng: Any, column: str, dtype: Any, n: int) -> Any:
-    """Plausible values for the columns the workload does not look at."""
-    import numpy as np
-
-    if dtype.kind == "S":
-        return np.full(n, f"{column}-{dtype.itemsize}".encode()[: dtype.itemsize], dtype=dtype)
-    if dtype.kind in "iu":
-        high = min(np.iinfo(dtype).max, 10_000)
-        return rng.integers(0, high, n, dtype=dtype)
-    return rng.normal(100.0, 30.0, n).astype(dtype)
 
 
 # --- systems -----------------------------------------------------------------------------
@@ -444,7 +240,7 @@ def run(ctx: BenchContext) -> None:
     candidates = int(ctx.params["candidates"])
     h5 = ctx.scratch / "ptf.h5"  # type: ignore[operator]
     ctx.progress(f"generating a PTF file with {candidates:,} candidates")
-    windows = generate(h5, candidates)
+    windows = ptf_file(h5, candidates)
     answers: dict[str, dict[str, Any]] = {k: {} for k in ("q1", "q2", "q3", "scan")}
     if ctx.wants("tessera"):
         ctx.progress("tessera")
