@@ -24,16 +24,25 @@ predicate and all its columns. The rules that keep it a superset:
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
-from fractions import Fraction
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tesseradb.sql.aggregates import AggregateQuery, aggregate_query
+from tesseradb.sql.bounds import (
+    Float32,
+    NotPushable,
+    ambiguity_point,
+    compare_ranges,
+    is_exact,
+    like_prefix_range,
+    parse_number,
+    settled_ranges,
+)
 from tesseradb.sql.paths import JsonPath
-from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate, RangeSet, type_class
+from tesseradb.sql.predicate import ColumnDomain, Predicate, RangeSet, type_class
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,7 +54,6 @@ __all__ = ["Analysis", "RelationUse", "analyse", "normalise_placeholders"]
 # that every placeholder in the parsed tree knows which parameter it is.
 _POSITIONAL = "__tessera_p"
 _NUMBERED = "__tessera_d"  # $1, $2, ...: 1-based positions
-_MAX_EXACT_FLOAT_INT = 2**53
 
 
 @dataclass
@@ -108,28 +116,6 @@ class Analysis:
         if fn != "count" or column is not None:
             return None
         return query.relation, name, query.predicate
-
-
-@dataclass(frozen=True)
-class AggregateQuery:
-    """``SELECT items FROM rel [WHERE w] [GROUP BY columns] [ORDER BY outputs]``, w exactly a Predicate.
-
-    ``items`` are (output name as DuckDB names it, function, column): the
-    function is ``count`` (column None for ``count(*)``), ``sum``, ``avg``,
-    ``min``, ``max``, or ``column`` for a grouping column shown as is.
-    ``order`` is (output name, descending) pairs.
-    """
-
-    relation: str
-    items: tuple[tuple[str, str, str | None], ...]
-    group_by: tuple[str, ...]
-    predicate: Predicate
-    order: tuple[tuple[str, bool], ...] = ()
-    # (column, values): the predicate is exact except for rows holding one of these
-    # values in that column, where a float literal's meaning depends on the precision
-    # DuckDB compares in (see _ambiguity_point); a relation answering the query must
-    # give up when a candidate row holds one
-    ambiguous: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
 SchemaLookup = Callable[[str], "pa.Schema | None"]
@@ -272,10 +258,6 @@ def _write_targets(stmt: exp.Expression) -> list[tuple[str, str]]:
                 kind = f"{kind} {object_kind}"
             return [(kind, name or "")]
     return []
-
-
-class _Unknown(Exception):
-    """A sub-expression this analysis does not understand: it restricts nothing."""
 
 
 @dataclass
@@ -532,104 +514,33 @@ class _StatementAnalyser:
     def _aggregate_only(self, select: exp.Select, sources: dict[str, _Source]) -> None:
         """Recognise a single-relation aggregate query (see :class:`AggregateQuery`).
 
-        A relation with an ``aggregate`` method (an array) may then answer it
-        from its storage without making rows; see the engine.
+        A relation that aggregates from its storage (an array) may then answer
+        it without making rows; see the engine.
         """
-        from sqlglot import exp
-
         if select is not self.stmt or len(sources) != 1:
             return
         src = next(iter(sources.values()))
         if src.relation is None or src.blocked or src.renamed or src.columns is None:
             return
-        if any(
-            select.args.get(k)
-            for k in (
-                "joins",
-                "having",
-                "qualify",
-                "distinct",
-                "limit",
-                "offset",
-                "with",
-                "laterals",
-            )
-        ):
-            return
-        functions = {
-            exp.Count: "count",
-            exp.Sum: "sum",
-            exp.Avg: "avg",
-            exp.Min: "min",
-            exp.Max: "max",
-            exp.Stddev: "stddev",
-            exp.StddevSamp: "stddev",
-        }
-        try:
-            group_by: list[str] = []
-            group = select.args.get("group")
-            if group is not None:
-                if set(group.args) - {"expressions"} and any(
-                    group.args.get(k) for k in set(group.args) - {"expressions"}
-                ):
-                    return  # ROLLUP, CUBE, GROUPING SETS, GROUP BY ALL
-                group_by = [self._column_of(e, src, sources)[0] for e in group.expressions]
-            items: list[tuple[str, str, str | None]] = []
-            for item in select.expressions:
-                alias = item.alias if isinstance(item, exp.Alias) else None
-                node = item.this if isinstance(item, exp.Alias) else item
-                if isinstance(node, exp.Column):
-                    name = self._column_of(node, src, sources)[0]
-                    if name.lower() not in {g.lower() for g in group_by}:
-                        return
-                    items.append((alias or node.name, "column", name))
-                    continue
-                fn = functions.get(type(node))
-                if (
-                    fn is None
-                    or node.args.get("expressions")
-                    or isinstance(node.this, exp.Distinct)
-                ):
-                    return
-                if fn == "count" and isinstance(node.this, exp.Star):
-                    items.append((alias or "count_star()", "count", None))
-                    continue
-                name = self._column_of(node.this, src, sources)[0]
-                spelled = node.sql_name().lower() if fn == "stddev" else fn
-                items.append((alias or f"{spelled}({node.this.name})", fn, name))
-            order: list[tuple[str, bool]] = []
-            ordered = select.args.get("order")
-            outputs = {out.lower(): out for out, _, _ in items}
-            for key in ordered.expressions if ordered is not None else []:
-                target = key.this
-                if (
-                    not isinstance(target, exp.Column)
-                    or target.table
-                    or target.name.lower() not in outputs
-                ):
-                    return
-                if key.args.get("nulls_first") and not key.args.get("desc"):
-                    return  # explicit NULLS FIRST on ascending order: leave it to DuckDB
-                order.append((outputs[target.name.lower()], bool(key.args.get("desc"))))
-        except _Unknown:
-            return
-        if not items or len({out for out, _, _ in items}) != len(items):
-            return  # a relation's answer is keyed by output name: DuckDB repeats a name
-        where = select.args.get("where")
+        self.aggregate_only = aggregate_query(
+            select,
+            src.relation,
+            lambda node: self._column_of(node, src, sources)[0],
+            lambda node: self._derive_exact(node, src, sources),
+        )
+
+    def _derive_exact(
+        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
+    ) -> tuple[Predicate, bool, tuple[tuple[str, tuple[float, ...]], ...]]:
+        """``_derive`` for a query a relation may answer itself: float comparisons count
+        as exact but for their ambiguity points, returned per column."""
         self._ambiguous = {}
         try:
-            pred, exact = (
-                (Predicate(), True)
-                if where is None
-                else self._derive(where.this, src, sources, negate=False)
-            )
+            pred, exact = self._derive(node, src, sources, negate=False)
             ambiguous = tuple(sorted((c, tuple(sorted(v))) for c, v in self._ambiguous.items()))
         finally:
             self._ambiguous = None
-        if exact:
-            self.aggregate_only = AggregateQuery(
-                src.relation, tuple(items), tuple(group_by), pred, tuple(order), ambiguous
-            )
+        return pred, exact, ambiguous
 
     def _atom_is_exact(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
@@ -648,11 +559,11 @@ class _StatementAnalyser:
             if isinstance(node, exp.In):
                 _, ctype = self._column_of(node.this, src, sources)
                 values = [self._literal(e, allow_null=True) for e in node.expressions]
-                return all(v is None or _exact(ctype, v) for v in values)
+                return all(v is None or is_exact(ctype, v) for v in values)
             if isinstance(node, exp.Like):
                 pattern = self._literal(node.expression)
                 return isinstance(pattern, str) and not any(ch in pattern for ch in "%_\\")
-        except _Unknown:
+        except NotPushable:
             return False
         return isinstance(node, (exp.Is, exp.Column))
 
@@ -660,13 +571,13 @@ class _StatementAnalyser:
         """Whether ``column op value`` maps to exact bounds; while deriving an aggregate
         query, a float comparison counts as exact but for its ambiguity point, and as
         exact when every reading of the constant gives that point the same outcome."""
-        if _exact(ctype, value):
+        if is_exact(ctype, value):
             return True
-        point = _ambiguity_point(ctype, value) if self._ambiguous is not None else None
+        point = ambiguity_point(ctype, value) if self._ambiguous is not None else None
         if point is None:
             return False
-        if _settled_ranges(ctype, op, value) is not None:
-            return True  # _compare gives these ranges: they decide the point too
+        if settled_ranges(ctype, op, value) is not None:
+            return True  # compare_ranges gives these ranges: they decide the point too
         assert self._ambiguous is not None
         self._ambiguous.setdefault(column, set()).add(point)
         return True
@@ -693,7 +604,7 @@ class _StatementAnalyser:
                     continue
                 try:
                     column, ctype = self._column_of(side, src, sources)
-                except _Unknown:
+                except NotPushable:
                     continue
                 owner = (src, column, ctype)
                 break
@@ -759,7 +670,7 @@ class _StatementAnalyser:
             return (Predicate() if bool(node.this) != negate else _FALSE), True
         try:
             return self._atom(node, src, sources, negate), self._atom_is_exact(node, src, sources)
-        except _Unknown:
+        except NotPushable:
             return Predicate(), False
 
     def _column_of(
@@ -770,29 +681,29 @@ class _StatementAnalyser:
         while isinstance(node, exp.Paren):
             node = node.this
         if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
-            raise _Unknown
+            raise NotPushable
         if node.args.get("db") or node.args.get("catalog"):
-            raise _Unknown
+            raise NotPushable
         name = node.name.lower()
         assert src.columns is not None
         if name not in src.columns:
-            raise _Unknown
+            raise NotPushable
         qualifier = node.table.lower() if node.table else ""
         if qualifier:
             if qualifier != src.alias:
-                raise _Unknown
+                raise NotPushable
         else:
             for other in sources.values():
                 if other is src:
                     continue
                 if other.columns is None or name in other.columns:
-                    raise _Unknown  # ambiguous, or maybe another source's column
+                    raise NotPushable  # ambiguous, or maybe another source's column
         schema = self.schema(src.relation or "")
         assert schema is not None
         for f in schema:
             if f.name.lower() == name:
                 return f.name, f.type
-        raise _Unknown
+        raise NotPushable
 
     def _comparison(
         self,
@@ -812,7 +723,7 @@ class _StatementAnalyser:
         try:
             column, ctype = operand(node.this, src, sources)
             value = self._literal(node.expression)
-        except _Unknown:
+        except NotPushable:
             column, ctype = operand(node.expression, src, sources)
             value = self._literal(node.this)
             op = _FLIPPED[op]
@@ -826,7 +737,7 @@ class _StatementAnalyser:
         compares: the text, or the number it is cast to)."""
         try:
             return self._column_of(node, src, sources)
-        except _Unknown:
+        except NotPushable:
             path = self._json_path(node, src, sources)
         import pyarrow as pa
 
@@ -847,7 +758,7 @@ class _StatementAnalyser:
         if isinstance(node, exp.Cast):  # TryCast too: a failed cast is NULL, never a match
             cast = _numeric_casts().get(node.to.this)
             if cast is None:
-                raise _Unknown
+                raise NotPushable
             node = node.this
             while isinstance(node, exp.Paren):
                 node = node.this
@@ -856,24 +767,24 @@ class _StatementAnalyser:
         elif isinstance(node, exp.JSONExtract) and cast is not None:
             operator = "->"
         else:
-            raise _Unknown
+            raise NotPushable
         column, ctype = self._column_of(node.this, src, sources)
         path = node.expression
         if not isinstance(ctype, pa.JsonType) or not isinstance(path, exp.JSONPath):
-            raise _Unknown
+            raise NotPushable
         parts = path.expressions
         if not parts or not isinstance(parts[0], exp.JSONPathRoot):
-            raise _Unknown
+            raise NotPushable
         steps: list[str | int] = []
         for part in parts[1:]:
             key = isinstance(part, exp.JSONPathKey) and isinstance(part.this, str)
             if not key and not (isinstance(part, exp.JSONPathSubscript) and type(part.this) is int):
-                raise _Unknown  # a wildcard, a slice, a negative or computed subscript
+                raise NotPushable  # a wildcard, a slice, a negative or computed subscript
             steps.append(part.this)
         try:
             return JsonPath(column, tuple(steps), operator, cast)
         except ValueError as err:  # a key JsonPath does not spell plainly
-            raise _Unknown from err
+            raise NotPushable from err
 
     def _atom(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
@@ -885,61 +796,61 @@ class _StatementAnalyser:
             col, ctype, op, value = comparison
             if negate:
                 op = _NEGATED[op]
-            return Predicate.on(col, ColumnDomain.values(_compare(ctype, op, value)))
+            return Predicate.on(col, ColumnDomain.values(compare_ranges(ctype, op, value)))
         if isinstance(node, exp.Between):
             if node.args.get("symmetric"):
-                raise _Unknown
+                raise NotPushable
             col, ctype = self._operand(node.this, src, sources)
-            lo = _compare(ctype, ">=", self._literal(node.args["low"]))
-            hi = _compare(ctype, "<=", self._literal(node.args["high"]))
+            lo = compare_ranges(ctype, ">=", self._literal(node.args["low"]))
+            hi = compare_ranges(ctype, "<=", self._literal(node.args["high"]))
             ranges = lo.intersect(hi)
             if negate:
                 if not (
-                    _exact(ctype, self._literal(node.args["low"]))
-                    and _exact(ctype, self._literal(node.args["high"]))
+                    is_exact(ctype, self._literal(node.args["low"]))
+                    and is_exact(ctype, self._literal(node.args["high"]))
                 ):
-                    raise _Unknown
+                    raise NotPushable
                 ranges = ranges.complement()
             return Predicate.on(col, ColumnDomain.values(ranges))
         if isinstance(node, exp.In):
             if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
-                raise _Unknown
+                raise NotPushable
             col, ctype = self._operand(node.this, src, sources)
             values = [self._literal(e, allow_null=True) for e in node.expressions]
             present = [v for v in values if v is not None]
             if negate:
                 if len(present) < len(values):  # NOT IN (..., NULL) is never TRUE
                     return _FALSE_ON(col)
-                if not all(_exact(ctype, v) for v in present):
-                    raise _Unknown
+                if not all(is_exact(ctype, v) for v in present):
+                    raise NotPushable
                 ranges = RangeSet.everything()
                 for v in present:
-                    ranges = ranges.intersect(_compare(ctype, "!=", v))
+                    ranges = ranges.intersect(compare_ranges(ctype, "!=", v))
                 return Predicate.on(col, ColumnDomain.values(ranges))
             ranges = RangeSet()
             for v in present:
-                ranges = ranges.union(_compare(ctype, "=", v))
+                ranges = ranges.union(compare_ranges(ctype, "=", v))
             return Predicate.on(col, ColumnDomain.values(ranges))
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):
-                raise _Unknown
+                raise NotPushable
             col, _ = self._column_of(node.this, src, sources)
             return Predicate.on(col, ColumnDomain.not_null() if negate else ColumnDomain.is_null())
         if isinstance(node, exp.Column):
             col, ctype = self._column_of(node, src, sources)
             if type_class(ctype) != "bool":
-                raise _Unknown
+                raise NotPushable
             return Predicate.on(col, ColumnDomain.values(RangeSet.points([0 if negate else 1])))
         if isinstance(node, exp.Like) and not negate:
             col, ctype = self._column_of(node.this, src, sources)
             pattern = self._literal(node.expression)
             if type_class(ctype) != "string" or not isinstance(pattern, str):
-                raise _Unknown
-            return Predicate.on(col, ColumnDomain.values(_like_prefix_range(pattern)))
-        raise _Unknown
+                raise NotPushable
+            return Predicate.on(col, ColumnDomain.values(like_prefix_range(pattern)))
+        raise NotPushable
 
     def _literal(self, node: exp.Expression, allow_null: bool = False) -> Any:
-        """The Python value of a literal or bound parameter; raises _Unknown otherwise."""
+        """The Python value of a literal or bound parameter; raises NotPushable otherwise."""
         from sqlglot import exp
 
         if isinstance(node, exp.Paren):
@@ -947,36 +858,34 @@ class _StatementAnalyser:
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return node.this
-            return _number(node.this)
+            return parse_number(node.this)
         if isinstance(node, exp.Neg):
             value = self._literal(node.this)
             if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
-                raise _Unknown
+                raise NotPushable
             return -value
         if isinstance(node, exp.Boolean):
             return bool(node.this)
         if isinstance(node, exp.Null):
             if allow_null:
                 return None
-            raise _Unknown
+            raise NotPushable
         if isinstance(node, (exp.Placeholder, exp.Parameter)):
             value = self._param(node)
             if value is None and not allow_null:
-                raise _Unknown
+                raise NotPushable
             return value
         if isinstance(node, exp.Cast):
             target = node.to.sql(dialect="duckdb").upper()
             if target in ("DOUBLE", "FLOAT8", "REAL", "FLOAT", "FLOAT4"):
                 value = self._literal(node.this)
                 if isinstance(value, (int, Decimal, float)) and not isinstance(value, bool):
-                    return (
-                        float(value) if target in ("DOUBLE", "FLOAT8") else _Float32(float(value))
-                    )
+                    return float(value) if target in ("DOUBLE", "FLOAT8") else Float32(float(value))
             if target in ("VARCHAR", "TEXT", "STRING"):
                 value = self._literal(node.this)
                 if isinstance(value, str):
                     return value
-        raise _Unknown
+        raise NotPushable
 
     def _param(self, node: exp.Expression) -> Any:
         name = node.name
@@ -989,18 +898,14 @@ class _StatementAnalyser:
             elif isinstance(params, Mapping):
                 value = params[name]
             else:
-                raise _Unknown
+                raise NotPushable
         except (KeyError, IndexError, TypeError) as err:
-            raise _Unknown from err
+            raise NotPushable from err
         if hasattr(value, "item") and not isinstance(value, (str, bytes)):
             value = value.item()  # numpy scalar
         if isinstance(value, bool | int | float | str | Decimal) or value is None:
             return value
-        raise _Unknown
-
-
-class _Float32(float):
-    """A literal cast to FLOAT (single precision) in the statement."""
+        raise NotPushable
 
 
 _FLIPPED = {"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
@@ -1056,251 +961,3 @@ def _FALSE_ON(column: str) -> Predicate:
 
 def _rejects_nulls(pred: Predicate) -> bool:
     return any(not dom.nulls for dom in pred.values())
-
-
-def _number(text: str) -> int | Decimal:
-    if re.fullmatch(r"[0-9]+", text):
-        return int(text)
-    try:
-        return Decimal(text)
-    except InvalidOperation as err:
-        raise _Unknown from err
-
-
-def _exact(ctype: pa.DataType, value: Any) -> bool:
-    """Whether comparing ``value`` with a column of ``ctype`` maps to exact bounds."""
-    kind = type_class(ctype)
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "bool":
-        return isinstance(value, bool)
-    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        return False
-    if kind == "int":
-        return isinstance(value, int) or (
-            _finite(value)
-            and Fraction(value).denominator == 1
-            and abs(value) < _MAX_EXACT_FLOAT_INT
-        )
-    if kind == "float":
-        if isinstance(value, float) and math.isnan(value):
-            return False
-        candidates = _float_candidates(ctype, value)
-        return len(candidates) == 1 and (
-            not _finite(value) or Fraction(candidates[0]) == Fraction(value)
-        )
-    return False
-
-
-def _ambiguity_point(ctype: pa.DataType, value: Any) -> float | None:
-    """For a float column compared with a number that does not map to one exact bound:
-    the only column value the comparison's outcome may depend on, or None.
-
-    The comparison constant is the literal itself, its double ``d``, or
-    ``d`` rounded to the column's float type (which one depends on how
-    DuckDB types the literal). All of them lie within half a double step
-    of the literal, and ``d`` rounded to the column type is the nearest
-    column value to ``d``: no other value of the column type lies between
-    them, so a row whose value differs from that one compares the same way
-    under every reading.
-    """
-    import numpy as np
-    import pyarrow as pa
-
-    if type_class(ctype) != "float" or isinstance(value, bool):
-        return None
-    if not isinstance(value, (int, float, Decimal)):
-        return None
-    try:
-        as_double = float(value)
-    except OverflowError:
-        return None
-    if not math.isfinite(as_double):
-        return None
-    if ctype == pa.float64():
-        return as_double
-    if ctype == pa.float32():
-        with np.errstate(over="ignore"):
-            point = float(np.float32(as_double))
-        return point if math.isfinite(point) else None
-    return None
-
-
-def _settled_ranges(ctype: pa.DataType, op: str, value: Any) -> RangeSet | None:
-    """The exact ranges of ``column op value`` for a float column where the literal maps
-    to no one bound but every reading agrees on the one value that matters; else None.
-
-    The readings are the constants DuckDB might compare with (the literal, its double,
-    the double rounded to the column's type); the value that matters is the column
-    value nearest the literal (``_ambiguity_point``), the only one lying among them.
-    On the side of the literal it lies on, an ordering comparison agrees under every
-    reading (the taxi queries' bounds: ``lat <= 40.77351738`` whose float is
-    40.77351760... is ambiguous, ``lon <= -73.87998030`` whose float is
-    -73.87998199... is not), and the point is then simply in or out.
-    """
-    if op not in ("<", "<=", ">", ">=") or _exact(ctype, value):
-        return None
-    point = _ambiguity_point(ctype, value)
-    if point is None:
-        return None
-    at = Fraction(point)
-    compare = {"<": at.__lt__, "<=": at.__le__, ">": at.__gt__, ">=": at.__ge__}[op]
-    readings = {Fraction(value), *(Fraction(c) for c in _float_candidates(ctype, value))}
-    outcomes = {compare(c) for c in readings}
-    if len(outcomes) != 1:
-        return None
-    holds = outcomes.pop()
-    if op in (">", ">="):
-        return RangeSet.of([Interval(point, None, holds, True)])
-    return RangeSet.of([Interval(None, point, True, holds)])
-
-
-def _finite(value: Any) -> bool:
-    return not (isinstance(value, (float, Decimal)) and not math.isfinite(float(value)))
-
-
-def _float_candidates(ctype: pa.DataType, value: Any) -> list[float]:
-    """The doubles DuckDB might compare a float column against for ``value``."""
-    import numpy as np
-    import pyarrow as pa
-
-    try:
-        as_double = float(value)
-    except OverflowError as err:
-        raise _Unknown from err
-    single = isinstance(value, _Float32) or ctype == pa.float32() or ctype == pa.float16()
-    values = {as_double}
-    if single:
-        with np.errstate(over="ignore"):
-            values.add(float(np.float32(as_double)))
-    return sorted(values)
-
-
-def _compare(ctype: pa.DataType, op: str, value: Any) -> RangeSet:
-    """The set of non-NULL column values ``v`` for which ``v op value`` may be TRUE."""
-    kind = type_class(ctype)
-    if kind is None:
-        raise _Unknown
-    if kind == "string":
-        if not isinstance(value, str):
-            raise _Unknown
-        return _ranges_for(op, value, value, exact=True)
-    if kind == "bool":
-        if not isinstance(value, bool) or op not in ("=", "!="):
-            raise _Unknown
-        point = RangeSet.points([int(value)])
-        return point if op == "=" else point.complement().intersect(RangeSet.of([Interval(0, 1)]))
-    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        raise _Unknown
-    if isinstance(value, float) and math.isnan(value):
-        raise _Unknown
-    if kind == "float":
-        settled = _settled_ranges(ctype, op, value)
-        if settled is not None:
-            return settled
-        candidates = _float_candidates(ctype, value)
-        return _ranges_for(op, candidates[0], candidates[-1], exact=_exact(ctype, value))
-    # integer column
-    low, high = _int_range(ctype)
-    clipped = _integer_ranges(op, value).intersect(RangeSet.of([Interval(low, high)]))
-    # Bounds at the type's own limits are no bounds at all: show and prune them as open.
-    return RangeSet.of(
-        Interval(
-            None if iv.lo == low else iv.lo,
-            None if iv.hi == high else iv.hi,
-            iv.lo_inclusive,
-            iv.hi_inclusive,
-        )
-        for iv in clipped
-    )
-
-
-def _ranges_for(op: str, low: Any, high: Any, exact: bool) -> RangeSet:
-    """Ranges for ``v op value`` where value lies in ``[low, high]`` (equal when exact)."""
-    if op == "=":
-        return RangeSet.of([Interval(low, high)])
-    if op == "!=":
-        return RangeSet.of([Interval(low, high)]).complement() if exact else RangeSet.everything()
-    if op in (">", ">="):
-        return RangeSet.of([Interval(low, None, op == ">=" or not exact, True)])
-    return RangeSet.of([Interval(None, high, True, op == "<=" or not exact)])
-
-
-def _integer_ranges(op: str, value: int | float | Decimal) -> RangeSet:
-    if isinstance(value, int):
-        n = value
-        exact = True
-    else:
-        if not _finite(value):
-            positive = float(value) > 0
-            below = RangeSet.everything()  # every integer is below +inf
-            if op in ("<", "<=", "!="):
-                return below if positive else (RangeSet() if op != "!=" else below)
-            if op in (">", ">="):
-                return RangeSet() if positive else below
-            return RangeSet()
-        frac = Fraction(value)
-        if abs(frac) >= _MAX_EXACT_FLOAT_INT:
-            # DuckDB may compare in double here; rounding makes bounds fuzzy.
-            return RangeSet.everything() if op != "=" else _widened_point(frac)
-        if frac.denominator == 1:
-            n, exact = int(frac), True
-        else:
-            floor, ceil = math.floor(frac), math.ceil(frac)
-            if op == "=":
-                return RangeSet()
-            if op == "!=":
-                return RangeSet.everything()
-            if op in (">", ">="):
-                return RangeSet.of([Interval(ceil, None)])
-            return RangeSet.of([Interval(None, floor)])
-    del exact
-    if op == "=":
-        return RangeSet.points([n])
-    if op == "!=":
-        return RangeSet.points([n]).complement()
-    if op == ">":
-        return RangeSet.of([Interval(n + 1, None)])
-    if op == ">=":
-        return RangeSet.of([Interval(n, None)])
-    if op == "<":
-        return RangeSet.of([Interval(None, n - 1)])
-    return RangeSet.of([Interval(None, n)])
-
-
-def _widened_point(frac: Fraction) -> RangeSet:
-    width = abs(frac) // 2**50 + 2
-    return RangeSet.of([Interval(math.floor(frac) - width, math.ceil(frac) + width)])
-
-
-def _int_range(ctype: pa.DataType) -> tuple[int, int]:
-    import pyarrow as pa
-
-    if pa.types.is_boolean(ctype):
-        return 0, 1
-    bits = ctype.bit_width
-    if pa.types.is_unsigned_integer(ctype):
-        return 0, 2**bits - 1
-    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-
-
-def _like_prefix_range(pattern: str) -> RangeSet:
-    """Strings that may match a LIKE ``pattern``: those starting with its literal prefix."""
-    prefix = []
-    for ch in pattern:
-        if ch in "%_\\":
-            break
-        prefix.append(ch)
-    text = "".join(prefix)
-    if len(text) == len(pattern):
-        return RangeSet.points([text])  # no wildcard: LIKE is equality
-    if not text:
-        return RangeSet.everything()
-    last = text[-1]
-    if ord(last) >= 0x10FFFF:
-        return RangeSet.of([Interval(text, None)])
-    successor = ord(last) + 1
-    if 0xD800 <= successor <= 0xDFFF:  # skip surrogates, which are not valid text
-        successor = 0xE000
-    upper = text[:-1] + chr(successor)
-    return RangeSet.of([Interval(text, upper, True, False)])
