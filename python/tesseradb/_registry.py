@@ -30,6 +30,8 @@ from tesseradb.sql.tables import PLAIN_KINDS
 
 if TYPE_CHECKING:
     from tesseradb.checks import Finding, Verified
+
+    Strays = list[tuple[Path, str]]  # entries belonging to no object, and what is wrong
     from tesseradb.sql.relation import Relation
 
 __all__ = ["Registry"]
@@ -268,8 +270,9 @@ class Registry:
             )
         return infos
 
-    def check(self, repair: bool) -> tuple[list[Finding], list[Verified], dict[str, str]]:
-        """Every kind's check of its objects; also the catalog's names and kinds."""
+    def check(self, repair: bool) -> tuple[list[Finding], list[Verified], list[Path], Strays]:
+        """Every kind's check of its objects; then the layout: every kind's directory and
+        what in it belongs to no object (see :meth:`Kind.strays`)."""
         objects, kinds = self._by_kind(every=True)
         findings: list[Finding] = []
         verified: list[Verified] = []
@@ -277,7 +280,16 @@ class Registry:
             found, ok = owner.check(group, repair)
             findings.extend(found)
             verified.extend(ok)
-        return findings, verified, {o.name: o.kind for o in objects}
+        directories: list[Path] = []
+        strays: Strays = []
+        for factory in dict.fromkeys(self._factories.values()):
+            made = self._made(factory)
+            if made.directory is None:
+                continue
+            directories.append(self.context.path / made.directory)
+            names = [o.name for o in objects if o.kind in (made.name, *made.aliases)]
+            strays.extend(made.strays(names))
+        return findings, verified, directories, strays
 
     def close(self) -> None:
         """Close every open object, then what each kind shares."""

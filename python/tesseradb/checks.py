@@ -8,6 +8,7 @@ about the catalog and the directory, into one :class:`CheckReport`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,7 +86,7 @@ class CheckReport:
         return "\n".join(lines)
 
 
-# What a database directory may hold besides the objects' own directories.
+# What a database directory holds besides its kinds' directories.
 TOP_LEVEL = {
     "catalog.sqlite",
     "catalog.sqlite-wal",
@@ -94,52 +95,32 @@ TOP_LEVEL = {
     "tables.duckdb",
     "tables.duckdb.wal",
     "write.lock",
-    "documents",
     "quarantine",
-}
-OBJECT_FOLDERS = {"arrays": "array", "streams": "stream", "attached": "attached"}
-DOCUMENT_FILES = {
-    "documents.sqlite",
-    "documents.sqlite-wal",
-    "documents.sqlite-shm",
-    "documents.sqlite-journal",
-    "documents.duckdb",
-    "documents.duckdb.wal",
 }
 QUARANTINE = "quarantine"
 
 
-def check_layout(path: Path, objects: dict[str, str], repair: bool) -> list[Finding]:
+def check_layout(
+    path: Path, directories: Sequence[Path], strays: Sequence[tuple[Path, str]], repair: bool
+) -> list[Finding]:
     """Findings about files that belong to no object of the database directory ``path``.
 
-    ``objects`` maps each catalog name to its kind. A foreign file, or the
-    directory of an object the catalog does not know (left by a crash between
-    making it and naming it), is never read; repair moves it under
-    ``quarantine/`` (nothing is deleted) so the directory holds only what the
-    catalog names.
+    ``directories`` are the kinds' folders and ``strays`` what each kind found
+    in its folder that belongs to none of its objects (a foreign file, or the
+    directory of an object the catalog does not know, left by a crash between
+    making it and naming it). Such entries are never read; repair moves them
+    under ``quarantine/`` (nothing is deleted) so the directory holds only what
+    the catalog names.
     """
     import shutil
 
-    known = {(kind, name.lower()) for name, kind in objects.items()}
-    foreign: list[tuple[Path, str]] = []
-    for entry in sorted(path.iterdir()):
-        if entry.name in TOP_LEVEL:
-            continue
-        if entry.name not in OBJECT_FOLDERS:
-            foreign.append((entry, "belongs to no part of a database"))
-            continue
-        if not entry.is_dir():
-            foreign.append((entry, "should be a directory"))
-            continue
-        kind = OBJECT_FOLDERS[entry.name]
-        for child in sorted(entry.iterdir()):
-            if (kind, child.name.lower()) not in known:
-                foreign.append((child, f"is not the directory of any {kind} in the catalog"))
-    documents = path / "documents"
-    if documents.is_dir():
-        for child in sorted(documents.iterdir()):
-            if child.name not in DOCUMENT_FILES:
-                foreign.append((child, "is not a file of an embedded document backend"))
+    allowed = TOP_LEVEL | {d.name for d in directories}
+    foreign = [
+        (entry, "belongs to no part of a database")
+        for entry in sorted(path.iterdir())
+        if entry.name not in allowed
+    ]
+    foreign.extend(strays)
     findings = []
     for entry, problem in foreign:
         relative = entry.relative_to(path)

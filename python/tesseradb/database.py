@@ -333,10 +333,10 @@ class Database:
         if repair:
             self._registry.check_writable("repair the database")
         report = CheckReport(self.path, repair)
-        findings, verified, names = self._registry.check(repair)
+        findings, verified, directories, strays = self._registry.check(repair)
         report.findings.extend(findings)
         report.verified.extend(verified)
-        report.findings.extend(check_layout(self.path, names, repair))
+        report.findings.extend(check_layout(self.path, directories, strays, repair))
         return report
 
     # --- attached files -----------------------------------------------------------

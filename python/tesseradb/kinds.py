@@ -16,7 +16,7 @@ data model") and listing it in :data:`tesseradb.database.KINDS`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -127,6 +127,12 @@ class Kind(Protocol):
         what cannot be read and say what was lost."""
         ...
 
+    def strays(self, names: Collection[str]) -> list[tuple[Path, str]]:
+        """Entries of the kind's directory that belong to none of the objects ``names``
+        (as the catalog holds them), each with what is wrong: ``tessera check``
+        reports them and its repair moves them to quarantine."""
+        ...
+
     def shutdown(self) -> None:
         """Close what the kind shares between its objects (the database is closing)."""
         ...
@@ -171,6 +177,22 @@ class KindBase:
 
     def shutdown(self) -> None:
         pass  # nothing shared between objects
+
+    def strays(self, names: Collection[str]) -> list[tuple[Path, str]]:
+        """Each object has a folder of its own named after it: anything else is a stray."""
+        if self.directory is None:
+            return []
+        folder = self.context.path / self.directory
+        if not folder.exists():
+            return []
+        if not folder.is_dir():
+            return [(folder, "should be a directory")]
+        known = {n.lower() for n in names}
+        return [
+            (child, f"is not the directory of any {self.label} in the catalog")
+            for child in sorted(folder.iterdir())
+            if child.name.lower() not in known
+        ]
 
     def describe(self, objects: Sequence[CatalogObject]) -> list[ObjectInfo]:
         return [info for obj in objects for info in self.describe_one(obj)]

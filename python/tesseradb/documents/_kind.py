@@ -7,7 +7,9 @@ embedded ones), shared by every collection on it.
 
 from __future__ import annotations
 
+from collections.abc import Collection as Names
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.documents._collection import Collection
@@ -22,6 +24,16 @@ if TYPE_CHECKING:
     from tesseradb.sql.relation import Relation
 
 __all__ = ["CollectionKind"]
+
+# the files of the embedded backends, the only things the kind's directory holds
+BACKEND_FILES = {
+    "documents.sqlite",
+    "documents.sqlite-wal",
+    "documents.sqlite-shm",
+    "documents.sqlite-journal",
+    "documents.duckdb",
+    "documents.duckdb.wal",
+}
 
 
 class CollectionKind(KindBase):
@@ -51,6 +63,17 @@ class CollectionKind(KindBase):
         except BaseException:
             self.store.forget(name)
             raise
+
+    def strays(self, names: Names[str]) -> list[tuple[Path, str]]:
+        """Collections share the backends' files: anything else in the folder is a stray."""
+        folder = self.context.path / "documents"
+        if not folder.is_dir():
+            return [(folder, "should be a directory")] if folder.exists() else []
+        return [
+            (child, "is not a file of an embedded document backend")
+            for child in sorted(folder.iterdir())
+            if child.name not in BACKEND_FILES
+        ]
 
     def open(self, name: str, spec: dict[str, Any]) -> Collection:
         collection = self.store.open(name, spec["backend"], spec["mapping"])
