@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tesseradb
-from tesseradb.sql import analysis_cache
 from tests.sql.test_pushdown_property import canonical
 
 # the same column `x` of a record stream typed three ways: each gives the same text
@@ -75,22 +74,30 @@ def test_reused_analyses_give_duckdbs_answers(
         assert got == want, (kind, text, param, values)
 
 
-def test_a_repeated_query_is_analysed_once(db: tesseradb.Database) -> None:
+def test_a_repeated_query_is_prepared_once(db: tesseradb.Database) -> None:
     db.register("r", pa.table({"a": [1, 2, 3]}))
     cache = db._engine.analyses
+    query = "SELECT count(*) FROM r WHERE a > ?"
     before = cache.hits
     for _ in range(3):
-        assert db.sql("SELECT count(*) FROM r WHERE a > ?", [1]).fetchall() == [(2,)]
+        assert db.sql(query, [1]).fetchall() == [(2,)]
     assert cache.hits == before + 2
-    # other parameters are another entry: 1, 1.0 and True are different literals
-    db.sql("SELECT count(*) FROM r WHERE a > ?", [1.0]).fetchall()
-    assert cache.hits == before + 2
-    assert len({analysis_cache._frozen(v) for v in ([1], [1.0], [True])}) == 3
+    # other values reuse the prepared text, and each derives its own predicate
+    # (1, 1.0 and True are different literals to the derivation)
+    for value, count, predicate in (
+        (2, 1, "a >= 3"),
+        (0.5, 3, "a >= 1"),
+        (3, 0, "a >= 4"),
+        (1.0, 2, "a >= 2"),
+    ):
+        assert db.sql(query, [value]).fetchall() == [(count,)]
+        assert str(db.explain(query, [value]).relation("r").predicate) == predicate
+    assert cache.hits == before + 2 + 8
     # a statement that writes is never kept
     db.sql("CREATE TABLE w (v INTEGER)")
     db.sql("INSERT INTO w VALUES (?)", [5])
     db.sql("INSERT INTO w VALUES (?)", [5])
-    assert cache.hits == before + 2 and db.sql("SELECT count(*) FROM w").fetchall() == [(2,)]
+    assert cache.hits == before + 10 and db.sql("SELECT count(*) FROM w").fetchall() == [(2,)]
 
 
 def test_a_changed_relation_is_analysed_afresh(db: tesseradb.Database) -> None:

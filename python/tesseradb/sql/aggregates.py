@@ -20,7 +20,7 @@ from tesseradb.sql.predicate import Predicate
 if TYPE_CHECKING:
     from sqlglot import exp
 
-__all__ = ["AggregateQuery", "aggregate_query"]
+__all__ = ["AggregateQuery", "AggregateShape", "aggregate_shape"]
 
 
 @dataclass(frozen=True)
@@ -45,19 +45,52 @@ class AggregateQuery:
     ambiguous: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
-def aggregate_query(
-    select: exp.Select,
-    relation: str,
-    column_of: Callable[[exp.Expression], str],
-    derive_exact: Callable[
-        [exp.Expression], tuple[Predicate, bool, tuple[tuple[str, tuple[float, ...]], ...]]
-    ],
-) -> AggregateQuery | None:
-    """``select`` as an :class:`AggregateQuery` over ``relation``, or None if it is not one.
+@dataclass(frozen=True)
+class AggregateShape:
+    """What a single-relation aggregate statement computes, before its WHERE clause is
+    derived with the parameters' values (see :func:`aggregate_shape`)."""
+
+    relation: str
+    items: tuple[tuple[str, str, str | None], ...]
+    group_by: tuple[str, ...]
+    order: tuple[tuple[str, bool], ...]
+
+    def query(
+        self,
+        where: exp.Expression | None,
+        derive_exact: Callable[
+            [exp.Expression], tuple[Predicate, bool, tuple[tuple[str, tuple[float, ...]], ...]]
+        ],
+    ) -> AggregateQuery | None:
+        """The query with ``where`` derived (its predicate, whether exact, its ambiguity
+        points), or None when the predicate is not exact."""
+        if where is None:
+            pred, exact, ambiguous = Predicate(), True, ()
+        else:
+            pred, exact, ambiguous = derive_exact(where)
+        if not exact:
+            return None
+        return AggregateQuery(self.relation, self.items, self.group_by, pred, self.order, ambiguous)
+
+
+_FUNCTIONS = {
+    "Count": "count",
+    "Sum": "sum",
+    "Avg": "avg",
+    "Min": "min",
+    "Max": "max",
+    "Stddev": "stddev",
+    "StddevSamp": "stddev",
+}
+
+
+def aggregate_shape(
+    select: exp.Select, relation: str, column_of: Callable[[exp.Expression], str]
+) -> AggregateShape | None:
+    """``select`` as an aggregate over ``relation``, or None if it is not one.
 
     ``column_of`` names the relation's column an expression is (raising
-    :class:`NotPushable` if it is none); ``derive_exact`` gives the WHERE
-    clause's predicate, whether it is exact, and its ambiguity points.
+    :class:`NotPushable` if it is none).
     """
     from sqlglot import exp
 
@@ -66,15 +99,6 @@ def aggregate_query(
         for k in ("joins", "having", "qualify", "distinct", "limit", "offset", "with", "laterals")
     ):
         return None
-    functions = {
-        exp.Count: "count",
-        exp.Sum: "sum",
-        exp.Avg: "avg",
-        exp.Min: "min",
-        exp.Max: "max",
-        exp.Stddev: "stddev",
-        exp.StddevSamp: "stddev",
-    }
     try:
         group_by: list[str] = []
         group = select.args.get("group")
@@ -94,7 +118,7 @@ def aggregate_query(
                     return None
                 items.append((alias or node.name, "column", name))
                 continue
-            fn = functions.get(type(node))
+            fn = _FUNCTIONS.get(type(node).__name__)
             if fn is None or node.args.get("expressions") or isinstance(node.this, exp.Distinct):
                 return None
             if fn == "count" and isinstance(node.this, exp.Star):
@@ -121,11 +145,4 @@ def aggregate_query(
         return None
     if not items or len({out for out, _, _ in items}) != len(items):
         return None  # a relation's answer is keyed by output name: DuckDB repeats a name
-    where = select.args.get("where")
-    if where is None:
-        pred, exact, ambiguous = Predicate(), True, ()
-    else:
-        pred, exact, ambiguous = derive_exact(where.this)
-    if not exact:
-        return None
-    return AggregateQuery(relation, tuple(items), tuple(group_by), pred, tuple(order), ambiguous)
+    return AggregateShape(relation, tuple(items), tuple(group_by), tuple(order))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.sql.aggregates import AggregateQuery, aggregate_query
+from tesseradb.sql.aggregates import AggregateQuery, AggregateShape, aggregate_shape
 from tesseradb.sql.bounds import (
     Float32,
     NotPushable,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from sqlglot import exp
 
-__all__ = ["Analysis", "RelationUse", "analyse", "normalise_placeholders"]
+__all__ = ["Analysis", "Prepared", "RelationUse", "analyse", "normalise_placeholders", "prepare"]
 
 # Positional `?` placeholders are renamed to this prefix plus their index, so
 # that every placeholder in the parsed tree knows which parameter it is.
@@ -165,42 +165,91 @@ def normalise_placeholders(text: str) -> str:
 def analyse(
     text: str, params: Any, schema_of: SchemaLookup, columns_of: ColumnsLookup | None = None
 ) -> Analysis:
-    """Analyse ``text``.
+    """Analyse ``text`` with ``params`` bound.
 
     ``schema_of(name)`` gives a relation's schema or ``None``; ``columns_of(name)``
     the column names of any other table (a plain table), or ``None`` if unknown.
     """
+    return prepare(text, schema_of, columns_of).bind(params)
+
+
+def prepare(
+    text: str, schema_of: SchemaLookup, columns_of: ColumnsLookup | None = None
+) -> Prepared:
+    """What can be learnt of ``text`` without its parameters (see :class:`Prepared`)."""
     from sqlglot.errors import SqlglotError
 
     try:
         statements = _parse(text)
     except SqlglotError as err:
-        return Analysis({}, set(), [], is_query=False, parsed=False, parse_error=err)
+        return Prepared([], set(), [], is_query=False, parse_error=err)
     except (RecursionError, ValueError) as err:  # pathological nesting
-        return Analysis({}, set(), [], is_query=False, parsed=False, parse_error=err)
-
-    relations: dict[str, RelationUse] = {}
+        return Prepared([], set(), [], is_query=False, parse_error=err)
+    analysers: list[_StatementAnalyser] = []
     others: set[str] = set()
     writes: list[tuple[str, str]] = []
-    equijoins: list[EquiJoin] = []
     is_query = True
     for stmt in statements:
         is_query = is_query and _is_query(stmt)
         writes.extend(_write_targets(stmt))
-        analyser = _StatementAnalyser(stmt, params, schema_of, columns_of, relations, others)
+        analyser = _StatementAnalyser(stmt, schema_of, columns_of, others)
         analyser.run()
-        equijoins.extend(analyser.equijoins)
-    aggregate_only = analyser.aggregate_only if len(statements) == 1 else None
-    return Analysis(
-        relations,
-        others,
-        writes,
-        is_query=is_query,
-        parsed=True,
-        equijoins=equijoins,
-        aggregate_only=aggregate_only,
-        statement_count=len(statements),
-    )
+        analysers.append(analyser)
+    return Prepared(analysers, others, writes, is_query=is_query)
+
+
+class Prepared:
+    """The analysis of a text before its parameters are known.
+
+    Parsing, scoping and resolving names (what each statement reads, which
+    columns, which filters apply to which relation, the equi-joins) does not
+    depend on the parameters and costs most of an analysis; ``bind`` then
+    derives each relation's predicate from the recorded filters with the
+    parameters' values. A statement run again with other values (a point
+    query in a loop) is prepared once.
+    """
+
+    def __init__(
+        self,
+        analysers: list[_StatementAnalyser],
+        others: set[str],
+        writes: list[tuple[str, str]],
+        is_query: bool,
+        parse_error: Exception | None = None,
+    ) -> None:
+        self._analysers = analysers
+        self.others = others
+        self.writes = writes
+        self.is_query = is_query
+        self.parse_error = parse_error
+
+    @property
+    def parsed(self) -> bool:
+        return self.parse_error is None
+
+    def bind(self, params: Any) -> Analysis:
+        """The analysis with ``params`` bound (objects of its own, free to change)."""
+        if not self.parsed:
+            return Analysis(
+                {}, set(), [], is_query=False, parsed=False, parse_error=self.parse_error
+            )
+        relations: dict[str, RelationUse] = {}
+        equijoins: list[EquiJoin] = []
+        aggregate_only = None
+        for analyser in self._analysers:
+            bound = analyser.bound(params, relations)
+            aggregate_only = bound.aggregate_only
+            equijoins.extend(analyser.equijoins)
+        return Analysis(
+            relations,
+            set(self.others),
+            list(self.writes),
+            is_query=self.is_query,
+            parsed=True,
+            equijoins=equijoins,
+            aggregate_only=aggregate_only if len(self._analysers) == 1 else None,
+            statement_count=len(self._analysers),
+        )
 
 
 @functools.lru_cache(maxsize=256)
@@ -268,20 +317,24 @@ class _Source:
     null_supplying: bool = False
     blocked: bool = False  # no pushdown at all (ASOF right side, POSITIONAL, samples)
     renamed: bool = False  # `FROM rel AS r(a, b)`: its columns go by other names
+    spelled: dict[str, str] = field(default_factory=dict)  # a relation's: lower -> its name
+    names: list[str] = field(default_factory=list)  # a relation's columns in schema order
 
 
 class _StatementAnalyser:
+    """One statement's analysis: ``run`` resolves what it reads (no parameters needed) and
+    records, in order, the steps that derive predicates and merge each reference into
+    its relation's use; ``bound`` replays them with parameters on a copy."""
+
     def __init__(
         self,
         stmt: exp.Expression,
-        params: Any,
         schema_of: SchemaLookup,
         columns_of: ColumnsLookup | None,
-        relations: dict[str, RelationUse],
         others: set[str],
     ) -> None:
         self.stmt = stmt
-        self.params = params
+        self.params: Any = None
         self.schema_of = schema_of
         self.columns_of = columns_of
         self.equijoins: list[EquiJoin] = []
@@ -289,9 +342,23 @@ class _StatementAnalyser:
         # while deriving an aggregate query's WHERE: float comparisons taken as exact
         # but for one value per column (None: such comparisons are inexact)
         self._ambiguous: dict[str, set[float]] | None = None
-        self.relations = relations
+        self.relations: dict[str, RelationUse] = {}
         self.others = others
         self._schemas: dict[str, pa.Schema | None] = {}
+        self._steps: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+
+    def bound(self, params: Any, relations: dict[str, RelationUse]) -> _StatementAnalyser:
+        """A copy with ``params`` bound that has merged its references into ``relations``."""
+        import copy
+
+        bound = copy.copy(self)
+        bound.params = params
+        bound.relations = relations
+        bound.aggregate_only = None
+        bound._ambiguous = None
+        for step, args in self._steps:
+            step(bound, *args)
+        return bound
 
     def schema(self, name: str) -> pa.Schema | None:
         key = name.lower()
@@ -325,9 +392,8 @@ class _StatementAnalyser:
             if name.lower() in cte_names:
                 continue
             if self.schema(name) is not None:
-                self._merge_use(
-                    name, Predicate(), None, "read whole: reference outside an analysed SELECT"
-                )
+                note = "read whole: reference outside an analysed SELECT"
+                self._steps.append((_StatementAnalyser._merge_use, (name, Predicate(), None, note)))
             else:
                 self.others.add(name.lower())
 
@@ -398,8 +464,13 @@ class _StatementAnalyser:
                 qualified = name is not None and "." in name
                 schema = None if name is None else self.schema(name)
                 if schema is not None:
-                    cols = {f.name.lower(): f.type for f in schema}
+                    cols: dict[str, pa.DataType] = {}
+                    spelled: dict[str, str] = {}
+                    for f in schema:  # the first of names equal but for case
+                        cols.setdefault(f.name.lower(), f.type)
+                        spelled.setdefault(f.name.lower(), f.name)
                     src = _Source(alias.lower(), name.lower() if name else None, cols)
+                    src.spelled, src.names = spelled, schema.names
                     table_alias = source.args.get("alias")
                     src.renamed = bool(table_alias is not None and table_alias.args.get("columns"))
                     src.blocked = self.sampled or src.renamed
@@ -431,7 +502,10 @@ class _StatementAnalyser:
             return
         if not isinstance(select, exp.Select):
             for src in relation_sources:
-                self._merge(src, Predicate(), mentioned, star, "not a plain SELECT: read whole")
+                note = "not a plain SELECT: read whole"
+                self._steps.append(
+                    (_StatementAnalyser._merge, (src, Predicate(), mentioned, star, note))
+                )
             return
         if select.args.get("sample"):
             for src in sources.values():
@@ -496,11 +570,27 @@ class _StatementAnalyser:
         for on, only in equi_on:
             self._find_equijoins(on, sources, only)
 
+        self._steps.append(
+            (
+                _StatementAnalyser._derive_and_merge,
+                (relation_sources, sources, filters, on_pushed, mentioned, star),
+            )
+        )
+
+    def _derive_and_merge(
+        self,
+        relation_sources: list[_Source],
+        sources: dict[str, _Source],
+        filters: list[exp.Expression],
+        on_pushed: dict[str, list[exp.Expression]],
+        mentioned: set[str],
+        star: bool,
+    ) -> None:
+        """Each relation's predicate in one SELECT scope (with the parameters bound)."""
         for src in relation_sources:
             if src.blocked:
-                self._merge(
-                    src, Predicate(), mentioned, star, "no pushdown: ASOF/POSITIONAL join or sample"
-                )
+                note = "no pushdown: ASOF/POSITIONAL join or sample"
+                self._merge(src, Predicate(), mentioned, star, note)
                 continue
             pred = Predicate()
             for f in filters:
@@ -515,18 +605,31 @@ class _StatementAnalyser:
         """Recognise a single-relation aggregate query (see :class:`AggregateQuery`).
 
         A relation that aggregates from its storage (an array) may then answer
-        it without making rows; see the engine.
+        it without making rows; see the engine. Its WHERE clause is derived
+        when the parameters are bound.
         """
         if select is not self.stmt or len(sources) != 1:
             return
         src = next(iter(sources.values()))
         if src.relation is None or src.blocked or src.renamed or src.columns is None:
             return
-        self.aggregate_only = aggregate_query(
-            select,
-            src.relation,
-            lambda node: self._column_of(node, src, sources)[0],
-            lambda node: self._derive_exact(node, src, sources),
+        shape = aggregate_shape(
+            select, src.relation, lambda node: self._column_of(node, src, sources)[0]
+        )
+        if shape is not None:
+            where = select.args.get("where")
+            step = (shape, None if where is None else where.this, src, sources)
+            self._steps.append((_StatementAnalyser._bind_aggregate, step))
+
+    def _bind_aggregate(
+        self,
+        shape: AggregateShape,
+        where: exp.Expression | None,
+        src: _Source,
+        sources: dict[str, _Source],
+    ) -> None:
+        self.aggregate_only = shape.query(
+            where, lambda node: self._derive_exact(node, src, sources)
         )
 
     def _derive_exact(
@@ -634,13 +737,11 @@ class _StatementAnalyser:
         self, src: _Source, pred: Predicate, mentioned: set[str], star: bool, note: str | None
     ) -> None:
         assert src.relation is not None and src.columns is not None
-        schema = self.schema(src.relation)
-        assert schema is not None
         columns: list[str] | None
         if star or src.renamed or (src.alias in mentioned and src.alias not in src.columns):
             columns = None  # `*`, or the alias used as a value (a struct of the row)
         else:
-            columns = [f.name for f in schema if f.name.lower() in mentioned]
+            columns = [n for n in src.names if n.lower() in mentioned]
         self._merge_use(src.relation, pred, columns, note)
         use = self.relations[src.relation.lower()]
         if src.alias not in use.aliases:
@@ -650,7 +751,8 @@ class _StatementAnalyser:
     def _derive(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
     ) -> tuple[Predicate, bool]:
-        """A predicate implied by ``node`` for ``src``'s rows, and whether it says exactly as much."""
+        """A predicate implied by ``node`` for ``src``'s rows, and whether it says exactly as
+        much (worked out only while deriving an aggregate query's WHERE: else False)."""
         from sqlglot import exp
 
         if isinstance(node, exp.Paren):
@@ -669,9 +771,11 @@ class _StatementAnalyser:
         if isinstance(node, exp.Boolean):
             return (Predicate() if bool(node.this) != negate else _FALSE), True
         try:
-            return self._atom(node, src, sources, negate), self._atom_is_exact(node, src, sources)
+            pred = self._atom(node, src, sources, negate)
         except NotPushable:
             return Predicate(), False
+        # exactness matters only to an aggregate a relation may answer (_derive_exact)
+        return pred, self._ambiguous is not None and self._atom_is_exact(node, src, sources)
 
     def _column_of(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
@@ -698,12 +802,9 @@ class _StatementAnalyser:
                     continue
                 if other.columns is None or name in other.columns:
                     raise NotPushable  # ambiguous, or maybe another source's column
-        schema = self.schema(src.relation or "")
-        assert schema is not None
-        for f in schema:
-            if f.name.lower() == name:
-                return f.name, f.type
-        raise NotPushable
+        if name not in src.spelled:
+            raise NotPushable
+        return src.spelled[name], src.columns[name]
 
     def _comparison(
         self,
