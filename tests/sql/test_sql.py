@@ -299,3 +299,13 @@ def test_placeholders_everywhere_are_bound_and_pushed(
     assert sorted(people.sql(sql, params).fetchall(), key=repr) == expected
     explained = people.explain(sql, params)
     assert explained.pushdown  # understood, not the no-pushdown fallback
+
+
+def test_a_lookup_is_for_small_scans(db: tesseradb.Database) -> None:
+    """A selection whose scan may be large runs in DuckDB (where it can be interrupted)."""
+    db.register("big", pa.table({"k": np.arange(200_000)}))
+    small = db.sql("SELECT k FROM big WHERE k = ?", [77])
+    assert small.shortcut == "lookup" and small.fetchall() == [(77,)]
+    assert "no DuckDB statement" in str(db.explain("SELECT k FROM big WHERE k = 77"))
+    whole = db.sql("SELECT k FROM big WHERE k >= 0")
+    assert whole.shortcut is None and whole.num_rows == 200_000

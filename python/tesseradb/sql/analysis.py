@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.sql.aggregates import AggregateQuery, AggregateShape, aggregate_shape
 from tesseradb.sql.bounds import (
     Float32,
     NotPushable,
@@ -43,6 +42,14 @@ from tesseradb.sql.bounds import (
 )
 from tesseradb.sql.paths import JsonPath
 from tesseradb.sql.predicate import ColumnDomain, Predicate, RangeSet, type_class
+from tesseradb.sql.shortcuts import (
+    AggregateQuery,
+    AggregateShape,
+    Lookup,
+    LookupShape,
+    aggregate_shape,
+    lookup_shape,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -94,6 +101,8 @@ class Analysis:
     prefetched: dict[str, tuple[Predicate, Any]] = field(default_factory=dict)
     # a single-relation aggregate query a relation may answer without rows
     aggregate_only: AggregateQuery | None = None
+    # a single-relation selection of plain columns its scan answers without DuckDB
+    lookup: Lookup | None = None
     statement_count: int = 1
 
     @property
@@ -235,10 +244,10 @@ class Prepared:
             )
         relations: dict[str, RelationUse] = {}
         equijoins: list[EquiJoin] = []
-        aggregate_only = None
+        aggregate_only = lookup = None
         for analyser in self._analysers:
             bound = analyser.bound(params, relations)
-            aggregate_only = bound.aggregate_only
+            aggregate_only, lookup = bound.aggregate_only, bound.lookup
             equijoins.extend(analyser.equijoins)
         return Analysis(
             relations,
@@ -248,6 +257,7 @@ class Prepared:
             parsed=True,
             equijoins=equijoins,
             aggregate_only=aggregate_only if len(self._analysers) == 1 else None,
+            lookup=lookup if len(self._analysers) == 1 else None,
             statement_count=len(self._analysers),
         )
 
@@ -339,6 +349,7 @@ class _StatementAnalyser:
         self.columns_of = columns_of
         self.equijoins: list[EquiJoin] = []
         self.aggregate_only: AggregateQuery | None = None
+        self.lookup: Lookup | None = None
         # while deriving an aggregate query's WHERE: float comparisons taken as exact
         # but for one value per column (None: such comparisons are inexact)
         self._ambiguous: dict[str, set[float]] | None = None
@@ -354,7 +365,7 @@ class _StatementAnalyser:
         bound = copy.copy(self)
         bound.params = params
         bound.relations = relations
-        bound.aggregate_only = None
+        bound.aggregate_only = bound.lookup = None
         bound._ambiguous = None
         for step, args in self._steps:
             step(bound, *args)
@@ -510,7 +521,7 @@ class _StatementAnalyser:
         if select.args.get("sample"):
             for src in sources.values():
                 src.blocked = True
-        self._aggregate_only(select, sources)
+        self._shortcuts(select, sources)
 
         where = select.args.get("where")
         filters: list[exp.Expression] = [where.this] if where is not None else []
@@ -601,25 +612,43 @@ class _StatementAnalyser:
                 pred = pred.and_(self._derive(f, src, sources, negate=False)[0])
             self._merge(src, pred, mentioned, star, None)
 
-    def _aggregate_only(self, select: exp.Select, sources: dict[str, _Source]) -> None:
-        """Recognise a single-relation aggregate query (see :class:`AggregateQuery`).
-
-        A relation that aggregates from its storage (an array) may then answer
-        it without making rows; see the engine. Its WHERE clause is derived
-        when the parameters are bound.
+    def _shortcuts(self, select: exp.Select, sources: dict[str, _Source]) -> None:
+        """Recognise a statement a relation may answer without DuckDB: a single-relation
+        aggregate query (:class:`AggregateQuery`: an array folds its chunks) or a
+        selection of plain columns (:class:`Lookup`: the scan's rows, filtered).
+        The WHERE clause is derived when the parameters are bound; see the engine.
         """
         if select is not self.stmt or len(sources) != 1:
             return
         src = next(iter(sources.values()))
         if src.relation is None or src.blocked or src.renamed or src.columns is None:
             return
-        shape = aggregate_shape(
-            select, src.relation, lambda node: self._column_of(node, src, sources)[0]
-        )
+        where = select.args.get("where")
+        where = None if where is None else where.this
+
+        def column(node: exp.Expression) -> str:
+            return self._column_of(node, src, sources)[0]
+
+        shape = aggregate_shape(select, src.relation, column)
         if shape is not None:
-            where = select.args.get("where")
-            step = (shape, None if where is None else where.this, src, sources)
-            self._steps.append((_StatementAnalyser._bind_aggregate, step))
+            self._steps.append((_StatementAnalyser._bind_aggregate, (shape, where, src, sources)))
+            return
+
+        def orderable(name: str) -> bool:  # orders on which pyarrow's sort and DuckDB's agree
+            return type_class(src.columns[name.lower()]) in ("int", "string", "bool")  # type: ignore[index]
+
+        lookup = lookup_shape(select, src.relation, src.names, column, orderable)
+        if lookup is not None:
+            self._steps.append((_StatementAnalyser._bind_lookup, (lookup, where, src, sources)))
+
+    def _bind_lookup(
+        self,
+        shape: LookupShape,
+        where: exp.Expression | None,
+        src: _Source,
+        sources: dict[str, _Source],
+    ) -> None:
+        self.lookup = shape.query(where, lambda node: self._derive_exact(node, src, sources))
 
     def _bind_aggregate(
         self,

@@ -191,11 +191,12 @@ def compare_ranges(ctype: pa.DataType, op: str, value: Any) -> RangeSet:
     # integer column
     low, high = _int_range(ctype)
     clipped = _integer_ranges(op, value).intersect(RangeSet.of([Interval(low, high)]))
-    # Bounds at the type's own limits are no bounds at all: show and prune them as open.
+    # Inclusive bounds at the type's own limits are no bounds at all: show and prune them
+    # as open (an exclusive one, as in `x != <lowest>`, still excludes that value).
     return RangeSet.of(
         Interval(
-            None if iv.lo == low else iv.lo,
-            None if iv.hi == high else iv.hi,
+            None if iv.lo == low and iv.lo_inclusive else iv.lo,
+            None if iv.hi == high and iv.hi_inclusive else iv.hi,
             iv.lo_inclusive,
             iv.hi_inclusive,
         )

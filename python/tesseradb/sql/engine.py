@@ -66,6 +66,9 @@ STORE_ALIAS = "tessera_store"
 # times smaller (by estimate), and its keys are handed over up to this many.
 SEMIJOIN_SELECTIVITY = 2
 SEMIJOIN_MAX_KEYS = 1_000_000
+# A lookup (a selection the engine answers from the scan) is for small answers: a relation
+# whose scan may give more rows than this runs in DuckDB, where it can be interrupted.
+LOOKUP_MAX_ROWS = 65_536
 
 
 class Namespace(Protocol):
@@ -468,6 +471,9 @@ class SQLEngine:
         aggregated = self._aggregate_without_rows(analysis)
         if aggregated is not None:
             return aggregated
+        looked_up = self._lookup_without_duckdb(analysis)
+        if looked_up is not None:
+            return looked_up
         self._reduce_semijoins(analysis)
         self._check_writes(analysis)
         scans = self._scans(analysis)
@@ -497,6 +503,8 @@ class SQLEngine:
                 use.notes.append(
                     "aggregates computed from storage, no rows made (when the relation can)"
                 )
+            if analysis.lookup is not None:
+                use.notes.append("answered from the scan, filtered exactly: no DuckDB statement")
             relations.append(
                 ExplainedRelation(
                     name=relation.name,
@@ -656,6 +664,45 @@ class SQLEngine:
                 [(name, "descending" if desc else "ascending") for name, desc in query.order]
             )
         return Result(table, {relation.name: ScanStats()}, shortcut="aggregate")
+
+    def _lookup_without_duckdb(self, analysis: Analysis) -> Result | None:
+        """A selection of plain columns under an exact predicate, answered from the relation's
+        scan: its rows filtered by the predicate (Arrow compute, with SQL's semantics),
+        sorted as asked, renamed; no statement in DuckDB.
+
+        Only for columns of types that come out of DuckDB as they went in (integers,
+        floats, booleans; strings come out as ``string``), so the answer is the one
+        DuckDB would give, Arrow types included; tests compare the two.
+        """
+        import pyarrow as pa
+
+        query = analysis.lookup
+        if query is None:
+            return None
+        relation = self.namespace.relation(query.relation)
+        if relation is None:
+            return None
+        types = {f.name: f.type for f in relation.schema()}
+        if not all(_passes_through_duckdb(types[c]) for c in query.needed if c in types):
+            return None
+        rows = relation.estimate(None if query.predicate.is_true else query.predicate).rows
+        if rows is None or rows > LOOKUP_MAX_ROWS:
+            return None
+        scan = RelationScan(relation, query.needed, query.predicate)
+        schema = scan.schema()
+        batches = []
+        for batch in scan.reader():
+            kept = query.predicate.filter_exactly(batch)
+            if kept is None:  # a column Arrow cannot compare as SQL does: DuckDB decides
+                return None
+            batches.append(kept)
+        table = pa.Table.from_batches(batches, schema)
+        if query.order:
+            keys = [(c, "descending" if desc else "ascending", "at_end") for c, desc in query.order]
+            table = table.sort_by(keys)  # NULLs last either way, as DuckDB by default
+        columns = [_as_duckdb_gives(table.column(c)) for c, _ in query.columns]
+        table = pa.Table.from_arrays(columns, names=[out for _, out in query.columns])
+        return Result(table, {relation.name: scan.stats}, shortcut="lookup")
 
     def _reduce_semijoins(self, analysis: Analysis) -> None:
         """Narrow relations to the join keys of selective partners (semi-join reduction).
@@ -1103,3 +1150,32 @@ def _syntax_error(
     return SQLSyntaxError(
         f"SQL syntax error{where}: {description or 'invalid statement'}{snippet}", line, column
     )
+
+
+def _passes_through_duckdb(arrow_type: pa.DataType) -> bool:
+    """Whether DuckDB gives a column of this type back with the same values and type (a
+    string type, or JSON text, comes back as ``string`` holding the same text)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    return (
+        pt.is_integer(arrow_type)
+        or pt.is_float32(arrow_type)
+        or pt.is_float64(arrow_type)
+        or pt.is_boolean(arrow_type)
+        or pt.is_string(arrow_type)
+        or pt.is_large_string(arrow_type)
+        or pt.is_string_view(arrow_type)
+        or isinstance(arrow_type, pa.JsonType)
+    )
+
+
+def _as_duckdb_gives(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if isinstance(column.type, pa.JsonType):
+        column = pa.chunked_array([c.storage for c in column.chunks], column.type.storage_type)
+    if pt.is_large_string(column.type) or pt.is_string_view(column.type):
+        return column.cast(pa.string())
+    return column

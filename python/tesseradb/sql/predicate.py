@@ -540,6 +540,10 @@ class Predicate(Mapping[str, ColumnDomain]):
         Columns the data does not have, or whose type cannot be compared with
         the domain's bounds, do not restrict (a superset is always allowed).
         """
+
+        return self._mask(data, exact=False)
+
+    def _mask(self, data: pa.RecordBatch | pa.Table, exact: bool) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -549,9 +553,14 @@ class Predicate(Mapping[str, ColumnDomain]):
         result = None
         for col, dom in self._domains.items():
             actual = names.get(col.lower())
-            if actual is None:
-                continue
-            column_mask = _domain_mask(data.column(actual), dom)
+            try:
+                if actual is None:
+                    raise _Incomparable(col)
+                column_mask = _domain_mask(data.column(actual), dom)
+            except _Incomparable:
+                if exact:
+                    raise
+                continue  # a superset may let the column's every row through
             if column_mask is None:
                 continue
             result = column_mask if result is None else pc.and_(result, column_mask)
@@ -559,6 +568,16 @@ class Predicate(Mapping[str, ColumnDomain]):
 
     def filter(self, data: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
         mask = self.mask(data)
+        return data if mask is None else data.filter(mask)
+
+    def filter_exactly(self, data: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table | None:
+        """The rows of ``data`` that match, exactly as SQL decides (NULL never matches a
+        comparison); None when some column cannot be compared exactly here (a type or
+        bound ``mask`` would let through)."""
+        try:
+            mask = self._mask(data, exact=True)
+        except _Incomparable:
+            return None
         return data if mask is None else data.filter(mask)
 
     def __repr__(self) -> str:
@@ -591,6 +610,11 @@ def type_class(arrow_type: pa.DataType) -> str | None:
     return None
 
 
+class _Incomparable(Exception):
+    """A column that cannot be compared with its domain here (its type, or a bound of
+    another class): a superset lets it through, an exact filter gives up."""
+
+
 def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -606,7 +630,7 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
 
     kind = type_class(array.type)
     if kind is None:
-        return None
+        raise _Incomparable(array.type)
     if dom.keys is not None:
         try:
             mask = _keys_mask(array, dom.keys, kind)
@@ -617,8 +641,8 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
                         array if kind != "bool" else pc.cast(array, pa.int8()), dom.ranges, kind
                     ),
                 )
-        except incomparable:
-            return None
+        except incomparable as err:
+            raise _Incomparable(err) from None
         return pc.fill_null(mask, dom.nulls)
     if dom.ranges.is_everything:
         return pc.is_valid(array) if not dom.nulls else None
@@ -626,10 +650,11 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
         return pc.is_null(array) if dom.nulls else pc.and_(pc.is_null(array), pa.scalar(False))
     if kind == "bool":
         array = pc.cast(array, pa.int8())  # False < True, compared as 0 < 1
+        kind = "int"
     try:
         mask = _ranges_mask(array, dom.ranges, kind)
-    except incomparable:
-        return None  # a bound this column cannot compare with: do not restrict
+    except incomparable as err:
+        raise _Incomparable(err) from None  # a bound this column cannot compare with
     return pc.fill_null(mask, dom.nulls)
 
 

@@ -32,9 +32,10 @@ class Result:
         """Per relation read (by name): the scans, batches and rows it produced."""
         self.shortcut = shortcut
         """How a relation answered the statement without DuckDB making rows, if one did:
-        ``"count"`` (a count the relation knows, such as a bitmap index's) or
-        ``"aggregate"`` (aggregates from storage, such as an array's chunk folds); None
-        when DuckDB ran the statement over scanned rows."""
+        ``"count"`` (a count the relation knows, such as a bitmap index's),
+        ``"aggregate"`` (aggregates from storage, such as an array's chunk folds) or
+        ``"lookup"`` (plain columns of the rows its scan found, filtered by the engine
+        exactly as SQL would); None when DuckDB ran the statement over scanned rows."""
 
     @property
     def columns(self) -> list[str]:

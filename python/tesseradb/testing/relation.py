@@ -220,6 +220,28 @@ class RelationTests:
         peer.register("plain", expected)
         assert ours == peer.execute(query.format("plain"), [lo, hi]).fetchall()
 
+    @given(bounds=st.tuples(_bounds, _bounds), descending=st.booleans())
+    @_examples
+    def test_a_lookup_answers_as_duckdb_without_it(
+        self, made: tuple[Database, Relation, pa.Table], bounds: tuple[int, int], descending: bool
+    ) -> None:
+        """Plain columns under an exact predicate: the engine filters the scan itself."""
+        import duckdb
+
+        db, relation, expected = made
+        lo, hi = min(bounds), max(bounds)
+        k = _quoted(self.key)
+        order = " DESC" if descending else ""
+        query = f"SELECT {k} AS key, * FROM {{}} WHERE {k} BETWEEN ? AND ? ORDER BY {k}{order}"
+        ours = db.sql(query.format(_quoted(relation.name)), [lo, hi])
+        peer = duckdb.connect()
+        peer.register("plain", expected)
+        want = peer.sql(query.format("plain"), params=[lo, hi]).to_arrow_table()
+        assert ours.shortcut == "lookup"
+        assert ours.arrow().schema == want.schema
+        assert _rows(ours.arrow()) == _rows(want)
+        assert ours.arrow().column("key").to_pylist() == want.column("key").to_pylist()
+
     def test_a_self_join_scans_twice(self, made: tuple[Database, Relation, pa.Table]) -> None:
         db, relation, expected = made
         name = _quoted(relation.name)

@@ -1,0 +1,285 @@
+"""Statements a relation may answer without DuckDB: the native shortcuts.
+
+- ``SELECT count(*), min(x) FROM rel WHERE <exact predicate> GROUP BY g``
+  needs no rows when the relation can fold its storage (an array's chunks,
+  a stream's found records) or count from an index (an attached table's
+  bitmaps): an :class:`AggregateQuery`.
+- ``SELECT a, b AS c FROM rel WHERE <exact predicate> [ORDER BY ...]`` is
+  the rows the relation's scan finds, filtered by the predicate exactly as
+  SQL would, with nothing left for DuckDB to compute: a :class:`Lookup`.
+  A point query then costs a scan of a few rows, not a statement in
+  DuckDB.
+
+This module recognises such statements (their shape is known before the
+parameters are); the statement analysis (``analysis.py``) supplies the
+columns and the exact WHERE predicate, and the engine asks the relation
+(``Aggregating``, ``Counting``) or filters its scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tesseradb.sql.bounds import NotPushable
+from tesseradb.sql.predicate import Predicate
+
+if TYPE_CHECKING:
+    from sqlglot import exp
+
+__all__ = [
+    "AggregateQuery",
+    "AggregateShape",
+    "Lookup",
+    "LookupShape",
+    "aggregate_shape",
+    "lookup_shape",
+]
+
+
+@dataclass(frozen=True)
+class AggregateQuery:
+    """``SELECT items FROM rel [WHERE w] [GROUP BY columns] [ORDER BY outputs]``, w exactly a Predicate.
+
+    ``items`` are (output name as DuckDB names it, function, column): the
+    function is ``count`` (column None for ``count(*)``), ``sum``, ``avg``,
+    ``min``, ``max``, or ``column`` for a grouping column shown as is.
+    ``order`` is (output name, descending) pairs.
+    """
+
+    relation: str
+    items: tuple[tuple[str, str, str | None], ...]
+    group_by: tuple[str, ...]
+    predicate: Predicate
+    order: tuple[tuple[str, bool], ...] = ()
+    # (column, values): the predicate is exact except for rows holding one of these
+    # values in that column, where a float literal's meaning depends on the precision
+    # DuckDB compares in (see ambiguity_point); a relation answering the query must
+    # give up when a candidate row holds one
+    ambiguous: tuple[tuple[str, tuple[float, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class AggregateShape:
+    """What a single-relation aggregate statement computes, before its WHERE clause is
+    derived with the parameters' values (see :func:`aggregate_shape`)."""
+
+    relation: str
+    items: tuple[tuple[str, str, str | None], ...]
+    group_by: tuple[str, ...]
+    order: tuple[tuple[str, bool], ...]
+
+    def query(
+        self,
+        where: exp.Expression | None,
+        derive_exact: Callable[
+            [exp.Expression], tuple[Predicate, bool, tuple[tuple[str, tuple[float, ...]], ...]]
+        ],
+    ) -> AggregateQuery | None:
+        """The query with ``where`` derived (its predicate, whether exact, its ambiguity
+        points), or None when the predicate is not exact."""
+        if where is None:
+            pred, exact, ambiguous = Predicate(), True, ()
+        else:
+            pred, exact, ambiguous = derive_exact(where)
+        if not exact:
+            return None
+        return AggregateQuery(self.relation, self.items, self.group_by, pred, self.order, ambiguous)
+
+
+_FUNCTIONS = {
+    "Count": "count",
+    "Sum": "sum",
+    "Avg": "avg",
+    "Min": "min",
+    "Max": "max",
+    "Stddev": "stddev",
+    "StddevSamp": "stddev",
+}
+
+
+def aggregate_shape(
+    select: exp.Select, relation: str, column_of: Callable[[exp.Expression], str]
+) -> AggregateShape | None:
+    """``select`` as an aggregate over ``relation``, or None if it is not one.
+
+    ``column_of`` names the relation's column an expression is (raising
+    :class:`NotPushable` if it is none).
+    """
+    from sqlglot import exp
+
+    if any(
+        select.args.get(k)
+        for k in ("joins", "having", "qualify", "distinct", "limit", "offset", "with", "laterals")
+    ):
+        return None
+    try:
+        group_by: list[str] = []
+        group = select.args.get("group")
+        if group is not None:
+            if set(group.args) - {"expressions"} and any(
+                group.args.get(k) for k in set(group.args) - {"expressions"}
+            ):
+                return None  # ROLLUP, CUBE, GROUPING SETS, GROUP BY ALL
+            group_by = [column_of(e) for e in group.expressions]
+        items: list[tuple[str, str, str | None]] = []
+        for item in select.expressions:
+            alias = item.alias if isinstance(item, exp.Alias) else None
+            node = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(node, exp.Column):
+                name = column_of(node)
+                if name.lower() not in {g.lower() for g in group_by}:
+                    return None
+                items.append((alias or node.name, "column", name))
+                continue
+            fn = _FUNCTIONS.get(type(node).__name__)
+            if fn is None or node.args.get("expressions") or isinstance(node.this, exp.Distinct):
+                return None
+            if fn == "count" and isinstance(node.this, exp.Star):
+                items.append((alias or "count_star()", "count", None))
+                continue
+            name = column_of(node.this)
+            spelled = node.sql_name().lower() if fn == "stddev" else fn
+            items.append((alias or f"{spelled}({node.this.name})", fn, name))
+        order: list[tuple[str, bool]] = []
+        ordered = select.args.get("order")
+        outputs = {out.lower(): out for out, _, _ in items}
+        for key in ordered.expressions if ordered is not None else []:
+            target = key.this
+            if (
+                not isinstance(target, exp.Column)
+                or target.table
+                or target.name.lower() not in outputs
+            ):
+                return None
+            if key.args.get("nulls_first") and not key.args.get("desc"):
+                return None  # explicit NULLS FIRST on ascending order: leave it to DuckDB
+            order.append((outputs[target.name.lower()], bool(key.args.get("desc"))))
+    except NotPushable:
+        return None
+    if not items or len({out for out, _, _ in items}) != len(items):
+        return None  # a relation's answer is keyed by output name: DuckDB repeats a name
+    return AggregateShape(relation, tuple(items), tuple(group_by), tuple(order))
+
+
+# --- lookups ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """``SELECT <columns> FROM rel WHERE <predicate> [ORDER BY <keys>]``, the predicate
+    exactly the WHERE clause.
+
+    ``columns`` are (the relation's column, output name); ``order`` is
+    (the relation's column, descending), NULLs last as DuckDB sorts by
+    default; ``needed`` every column to scan (outputs, predicate, order).
+    """
+
+    relation: str
+    columns: tuple[tuple[str, str], ...]
+    predicate: Predicate
+    order: tuple[tuple[str, bool], ...]
+
+    @property
+    def needed(self) -> list[str]:
+        names = [c for c, _ in self.columns] + [c for c, _ in self.order] + list(self.predicate)
+        return list(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class LookupShape:
+    """A :class:`Lookup` before its WHERE clause is derived with the parameters' values."""
+
+    relation: str
+    columns: tuple[tuple[str, str], ...]
+    order: tuple[tuple[str, bool], ...]
+
+    def query(
+        self,
+        where: exp.Expression | None,
+        derive_exact: Callable[
+            [exp.Expression], tuple[Predicate, bool, tuple[tuple[str, tuple[float, ...]], ...]]
+        ],
+    ) -> Lookup | None:
+        """The lookup with ``where`` derived, or None unless its predicate is exact
+        everywhere (no value at which a float literal's reading matters)."""
+        if where is None:
+            return Lookup(self.relation, self.columns, Predicate(), self.order)
+        pred, exact, ambiguous = derive_exact(where)
+        if not exact or ambiguous:
+            return None
+        return Lookup(self.relation, self.columns, pred, self.order)
+
+
+def lookup_shape(
+    select: exp.Select,
+    relation: str,
+    names: Sequence[str],
+    column_of: Callable[[exp.Expression], str],
+    orderable: Callable[[str], bool],
+) -> LookupShape | None:
+    """``select`` as a lookup in ``relation`` (whose columns are ``names``), or None.
+
+    Only plain columns (or a bare ``*``) are selected, each output name once;
+    ``ORDER BY`` keys are selected or relation columns that ``orderable``
+    accepts (whose order pyarrow and DuckDB agree on), without explicit
+    ``NULLS FIRST/LAST``. Anything else (expressions, joins, grouping,
+    ``DISTINCT``, ``LIMIT``, windows) is left to DuckDB.
+    """
+    from sqlglot import exp
+
+    if any(
+        select.args.get(k)
+        for k in (
+            "joins",
+            "group",
+            "having",
+            "qualify",
+            "distinct",
+            "limit",
+            "offset",
+            "with",
+            "laterals",
+            "windows",
+            "sample",
+            "into",
+            "kind",
+        )
+    ):
+        return None
+    try:
+        columns: list[tuple[str, str]] = []
+        for item in select.expressions:
+            alias = item.alias if isinstance(item, exp.Alias) else None
+            node = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(node, exp.Star) and not any(node.args.values()) and alias is None:
+                columns.extend((n, n) for n in names)
+                continue
+            if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
+                return None
+            name = column_of(node)
+            columns.append((name, alias or name))
+        outputs = {out.lower(): source for source, out in columns}
+        if not columns or len(outputs) != len(columns):
+            return None  # no output, or a name twice (DuckDB would rename one)
+        order: list[tuple[str, bool]] = []
+        ordered = select.args.get("order")
+        for key in ordered.expressions if ordered is not None else []:
+            target = key.this
+            if (
+                not isinstance(target, exp.Column)
+                or key.args.get("nulls_first")
+                or key.args.get("with_fill")
+            ):
+                return None  # (sqlglot reads DuckDB's default, NULLS LAST, as False)
+            if not target.table and target.name.lower() in outputs:
+                source = outputs[target.name.lower()]
+            else:
+                source = column_of(target)
+            if not orderable(source):
+                return None
+            order.append((source, bool(key.args.get("desc"))))
+    except NotPushable:
+        return None
+    return LookupShape(relation, tuple(columns), tuple(order))
