@@ -210,8 +210,14 @@ def scan_batches(
             batch = predicate.filter(batch)
         return batch.select(wanted) if cols else batch
 
+    parts = [r for _, r in regions]
+    if len(parts) == 1:  # a point or a small box: no thread to start for one chunk
+        batch = make(parts[0])
+        if batch.num_rows:
+            yield batch
+        return
     with ThreadPoolExecutor(2) as pool:  # decode the next chunk while this one is consumed
-        for batch in pool.map(make, [r for _, r in regions]):
+        for batch in pool.map(make, parts):
             if batch.num_rows:
                 yield batch
 

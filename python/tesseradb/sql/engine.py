@@ -66,8 +66,9 @@ STORE_ALIAS = "tessera_store"
 # times smaller (by estimate), and its keys are handed over up to this many.
 SEMIJOIN_SELECTIVITY = 2
 SEMIJOIN_MAX_KEYS = 1_000_000
-# A lookup (a selection the engine answers from the scan) is for small answers: a relation
-# whose scan may give more rows than this runs in DuckDB, where it can be interrupted.
+# A lookup (a selection the engine answers from the scan) is for small answers: once a
+# scan has given more rows than this, the statement runs in DuckDB (where it can be
+# interrupted) with a fresh scan; the rows read so far are the most a lookup wastes.
 LOOKUP_MAX_ROWS = 65_536
 
 
@@ -685,16 +686,13 @@ class SQLEngine:
         types = {f.name: f.type for f in relation.schema()}
         if not all(_passes_through_duckdb(types[c]) for c in query.needed if c in types):
             return None
-        rows = relation.estimate(None if query.predicate.is_true else query.predicate).rows
-        if rows is None or rows > LOOKUP_MAX_ROWS:
-            return None
         scan = RelationScan(relation, query.needed, query.predicate)
         schema = scan.schema()
         batches = []
         for batch in scan.reader():
             kept = query.predicate.filter_exactly(batch)
-            if kept is None:  # a column Arrow cannot compare as SQL does: DuckDB decides
-                return None
+            if kept is None or scan.stats.rows > LOOKUP_MAX_ROWS:
+                return None  # a column Arrow cannot compare as SQL does, or a large scan
             batches.append(kept)
         table = pa.Table.from_batches(batches, schema)
         if query.order:
