@@ -631,7 +631,7 @@ class _StatementAnalyser:
 
         shape = aggregate_shape(select, src.relation, column)
         if shape is not None:
-            self._steps.append((_StatementAnalyser._bind_aggregate, (shape, where, src, sources)))
+            self._steps.append((_StatementAnalyser._bind_shortcut, (shape, where, src, sources)))
             return
 
         def orderable(name: str) -> bool:  # orders on which pyarrow's sort and DuckDB's agree
@@ -639,27 +639,21 @@ class _StatementAnalyser:
 
         lookup = lookup_shape(select, src.relation, src.names, column, orderable)
         if lookup is not None:
-            self._steps.append((_StatementAnalyser._bind_lookup, (lookup, where, src, sources)))
+            self._steps.append((_StatementAnalyser._bind_shortcut, (lookup, where, src, sources)))
 
-    def _bind_lookup(
+    def _bind_shortcut(
         self,
-        shape: LookupShape,
+        shape: AggregateShape | LookupShape,
         where: exp.Expression | None,
         src: _Source,
         sources: dict[str, _Source],
     ) -> None:
-        self.lookup = shape.query(where, lambda node: self._derive_exact(node, src, sources))
-
-    def _bind_aggregate(
-        self,
-        shape: AggregateShape,
-        where: exp.Expression | None,
-        src: _Source,
-        sources: dict[str, _Source],
-    ) -> None:
-        self.aggregate_only = shape.query(
-            where, lambda node: self._derive_exact(node, src, sources)
-        )
+        """The shortcut's query with the WHERE clause derived (see :meth:`_shortcuts`)."""
+        query = shape.query(where, lambda node: self._derive_exact(node, src, sources))
+        if isinstance(shape, AggregateShape):
+            self.aggregate_only = query  # type: ignore[assignment]
+        else:
+            self.lookup = query  # type: ignore[assignment]
 
     def _derive_exact(
         self, node: exp.Expression, src: _Source, sources: dict[str, _Source]

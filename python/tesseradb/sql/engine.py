@@ -672,8 +672,9 @@ class SQLEngine:
         sorted as asked, renamed; no statement in DuckDB.
 
         Only for columns of types that come out of DuckDB as they went in (integers,
-        floats, booleans; strings come out as ``string``), so the answer is the one
-        DuckDB would give, Arrow types included; tests compare the two.
+        floats, booleans; strings and JSON come out as ``string``), so the answer is the
+        one DuckDB would give, Arrow types included; tests compare the two. A scan that
+        gives more than ``LOOKUP_MAX_ROWS`` rows is abandoned to DuckDB.
         """
         import pyarrow as pa
 

@@ -28,6 +28,12 @@ from tesseradb.sql.predicate import Predicate
 if TYPE_CHECKING:
     from sqlglot import exp
 
+# a WHERE clause -> its predicate, whether that is exact, and per column the values at
+# which a float literal's reading matters (see bounds.ambiguity_point)
+DeriveExact = Callable[
+    ["exp.Expression"], tuple[Predicate, bool, tuple[tuple[str, tuple[float, ...]], ...]]
+]
+
 __all__ = [
     "AggregateQuery",
     "AggregateShape",
@@ -73,9 +79,7 @@ class AggregateShape:
     def query(
         self,
         where: exp.Expression | None,
-        derive_exact: Callable[
-            [exp.Expression], tuple[Predicate, bool, tuple[tuple[str, tuple[float, ...]], ...]]
-        ],
+        derive_exact: DeriveExact,
     ) -> AggregateQuery | None:
         """The query with ``where`` derived (its predicate, whether exact, its ambiguity
         points), or None when the predicate is not exact."""
@@ -198,9 +202,7 @@ class LookupShape:
     def query(
         self,
         where: exp.Expression | None,
-        derive_exact: Callable[
-            [exp.Expression], tuple[Predicate, bool, tuple[tuple[str, tuple[float, ...]], ...]]
-        ],
+        derive_exact: DeriveExact,
     ) -> Lookup | None:
         """The lookup with ``where`` derived, or None unless its predicate is exact
         everywhere (no value at which a float literal's reading matters)."""
