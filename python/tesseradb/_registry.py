@@ -30,9 +30,9 @@ from tesseradb.sql.tables import PLAIN_KINDS
 
 if TYPE_CHECKING:
     from tesseradb.checks import Finding, Verified
+    from tesseradb.sql.relation import Relation
 
     Strays = list[tuple[Path, str]]  # entries belonging to no object, and what is wrong
-    from tesseradb.sql.relation import Relation
 
 __all__ = ["Registry"]
 

@@ -180,6 +180,15 @@ class KindBase:
 
     def strays(self, names: Collection[str]) -> list[tuple[Path, str]]:
         """Each object has a folder of its own named after it: anything else is a stray."""
+        known = {n.lower() for n in names}
+        return self.entries_not(
+            lambda child: child.name.lower() in known,
+            f"is not the directory of any {self.label} in the catalog",
+        )
+
+    def entries_not(self, belongs: Callable[[Path], bool], problem: str) -> list[tuple[Path, str]]:
+        """The entries of the kind's directory that do not ``belong``, each with ``problem``
+        (or the directory itself, if it is not one)."""
         if self.directory is None:
             return []
         folder = self.context.path / self.directory
@@ -187,12 +196,7 @@ class KindBase:
             return []
         if not folder.is_dir():
             return [(folder, "should be a directory")]
-        known = {n.lower() for n in names}
-        return [
-            (child, f"is not the directory of any {self.label} in the catalog")
-            for child in sorted(folder.iterdir())
-            if child.name.lower() not in known
-        ]
+        return [(child, problem) for child in sorted(folder.iterdir()) if not belongs(child)]
 
     def describe(self, objects: Sequence[CatalogObject]) -> list[ObjectInfo]:
         return [info for obj in objects for info in self.describe_one(obj)]

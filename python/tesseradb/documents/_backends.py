@@ -23,9 +23,19 @@ from urllib.parse import unquote, urlparse
 from tesseradb.documents._keys import DEFAULT_LIMITS, DocumentLimits
 from tesseradb.errors import DocumentBackendError, ReadOnlyError
 
-__all__ = ["EMBEDDED_BACKENDS", "Backend", "ColumnTypes", "open_backend"]
+__all__ = [
+    "DUCKDB_FILE",
+    "EMBEDDED_BACKENDS",
+    "SQLITE_FILE",
+    "Backend",
+    "ColumnTypes",
+    "open_backend",
+]
 
 EMBEDDED_BACKENDS = ("sqlite", "duckdb")
+# the embedded backends' files, in the database's documents/ folder
+SQLITE_FILE = "documents.sqlite"
+DUCKDB_FILE = "documents.duckdb"
 
 
 @dataclass(frozen=True)
@@ -648,9 +658,9 @@ class MariaDBBackend(_ServerBackend):
 def open_backend(spec: str, directory: Path, read_only: bool = False) -> Backend:
     """The backend named by ``spec``: ``sqlite``, ``duckdb`` (files in ``directory``) or a URL."""
     if spec == "sqlite":
-        return SQLiteBackend(directory / "documents.sqlite", read_only)
+        return SQLiteBackend(directory / SQLITE_FILE, read_only)
     if spec == "duckdb":
-        return DuckDBBackend(directory / "documents.duckdb", read_only)
+        return DuckDBBackend(directory / DUCKDB_FILE, read_only)
     scheme = urlparse(spec).scheme.lower()
     if scheme in ("postgresql", "postgres"):
         return PostgresBackend(spec, read_only)

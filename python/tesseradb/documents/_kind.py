@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesseradb.documents._backends import DUCKDB_FILE, SQLITE_FILE
 from tesseradb.documents._collection import Collection
 from tesseradb.documents._relation import CollectionRelation
 from tesseradb.documents._store import DocumentStore
@@ -25,14 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CollectionKind"]
 
-# the files of the embedded backends, the only things the kind's directory holds
+# the files of the embedded backends (with their journals), all the kind's directory holds
 BACKEND_FILES = {
-    "documents.sqlite",
-    "documents.sqlite-wal",
-    "documents.sqlite-shm",
-    "documents.sqlite-journal",
-    "documents.duckdb",
-    "documents.duckdb.wal",
+    *(SQLITE_FILE + end for end in ("", "-wal", "-shm", "-journal")),
+    *(DUCKDB_FILE + end for end in ("", ".wal")),
 }
 
 
@@ -66,14 +63,10 @@ class CollectionKind(KindBase):
 
     def strays(self, names: Names[str]) -> list[tuple[Path, str]]:
         """Collections share the backends' files: anything else in the folder is a stray."""
-        folder = self.context.path / "documents"
-        if not folder.is_dir():
-            return [(folder, "should be a directory")] if folder.exists() else []
-        return [
-            (child, "is not a file of an embedded document backend")
-            for child in sorted(folder.iterdir())
-            if child.name not in BACKEND_FILES
-        ]
+        return self.entries_not(
+            lambda child: child.name in BACKEND_FILES,
+            "is not a file of an embedded document backend",
+        )
 
     def open(self, name: str, spec: dict[str, Any]) -> Collection:
         collection = self.store.open(name, spec["backend"], spec["mapping"])

@@ -23,6 +23,7 @@ predicate and all its columns. The rules that keep it a superset:
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Callable, Mapping
@@ -360,8 +361,6 @@ class _StatementAnalyser:
 
     def bound(self, params: Any, relations: dict[str, RelationUse]) -> _StatementAnalyser:
         """A copy with ``params`` bound that has merged its references into ``relations``."""
-        import copy
-
         bound = copy.copy(self)
         bound.params = params
         bound.relations = relations

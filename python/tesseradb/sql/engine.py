@@ -596,8 +596,8 @@ class SQLEngine:
         """Conditions on paths into JSON columns (:class:`JsonPath` keys) stay only in the
         predicates of relations that narrow by them (:class:`PathFiltering`)."""
         for use in analysis.relations.values():
-            paths = [JsonPath.parse(c) for c in use.predicate]
-            if not any(paths):
+            paths = {c: JsonPath.parse(c) for c in use.predicate}
+            if not any(paths.values()):
                 continue
             relation = self.namespace.relation(use.name)
             columns: set[str] = (
@@ -605,12 +605,11 @@ class SQLEngine:
                 if isinstance(relation, PathFiltering)
                 else set()
             )
-
-            def keep(column: str, columns: set[str] = columns) -> bool:
-                path = JsonPath.parse(column)
-                return path is None or path.column.lower() in columns
-
-            use.predicate = use.predicate.restricted_to(keep)
+            use.predicate = use.predicate.restricted_to(
+                lambda c, paths=paths, columns=columns: (
+                    paths[c] is None or paths[c].column.lower() in columns  # type: ignore[union-attr]
+                )
+            )
 
     def _count_without_scan(self, analysis: Analysis) -> Result | None:
         """``SELECT count(*) FROM rel [WHERE ...]`` answered by the relation, when it can say exactly.
@@ -685,7 +684,7 @@ class SQLEngine:
         if relation is None:
             return None
         types = {f.name: f.type for f in relation.schema()}
-        if not all(_passes_through_duckdb(types[c]) for c in query.needed if c in types):
+        if not all(c in types and _passes_through_duckdb(types[c]) for c in query.needed):
             return None
         scan = RelationScan(relation, query.needed, query.predicate)
         schema = scan.schema()

@@ -540,7 +540,6 @@ class Predicate(Mapping[str, ColumnDomain]):
         Columns the data does not have, or whose type cannot be compared with
         the domain's bounds, do not restrict (a superset is always allowed).
         """
-
         return self._mask(data, exact=False)
 
     def _mask(self, data: pa.RecordBatch | pa.Table, exact: bool) -> Any:
@@ -635,11 +634,10 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
         try:
             mask = _keys_mask(array, dom.keys, kind)
             if not dom.ranges.is_everything:
+                # a bool column's ranges are over 0 and 1, compared as integers
+                compared = array if kind != "bool" else pc.cast(array, pa.int8())
                 mask = pc.and_(
-                    mask,
-                    _ranges_mask(
-                        array if kind != "bool" else pc.cast(array, pa.int8()), dom.ranges, kind
-                    ),
+                    mask, _ranges_mask(compared, dom.ranges, "int" if kind == "bool" else kind)
                 )
         except incomparable as err:
             raise _Incomparable(err) from None
