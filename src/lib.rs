@@ -15,6 +15,7 @@ pub mod kdtree;
 pub mod packed;
 pub mod pool;
 pub mod rtree;
+pub mod ssdb;
 
 /// Test helpers shared by the kernels' tests.
 #[cfg(test)]
@@ -66,6 +67,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         bindings::documents::rebuild_packed_documents,
         m
     )?)?;
+    m.add_function(wrap_pyfunction!(bindings::ssdb::ssdb_cook, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        bindings::ssdb::ssdb_polygons_overlap_box,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(bindings::ssdb::ssdb_density_counts, m)?)?;
+    m.add_class::<bindings::ssdb::PyGrouper>()?;
     m.add_class::<bindings::records::PyKdTree>()?;
     m.add_class::<bindings::records::PySegmentTree>()?;
     Ok(())

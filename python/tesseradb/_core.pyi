@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "Grouper",
     "KdTree",
     "SegmentTree",
     "__version__",
@@ -23,6 +24,9 @@ __all__ = [
     "rebuild_packed_documents",
     "reduce_chunks",
     "search_segments",
+    "ssdb_cook",
+    "ssdb_density_counts",
+    "ssdb_polygons_overlap_box",
     "unpack_records",
 ]
 
@@ -279,3 +283,50 @@ def reduce_chunks(
     sum widens to HUGEINT); float sums are float64; float min and max skip NaN; without ``extremes`` min, max and NaN-seen are not computed. Returns
     (partials, None), or ([], (index, reason)) for the first chunk that cannot be decoded.
     """
+
+# --- SS-DB (src/ssdb.rs) -------------------------------------------------------------
+def ssdb_cook(
+    pix: npt.NDArray[np.int32],
+    threshold: int,
+    max_extent: int,
+    max_vertices: int,
+    origin: tuple[int, int],
+    core: tuple[int, int, int, int] | None = None,
+) -> dict[str, npt.NDArray[Any]]:
+    """F1 over a 2-D int32 image: observation columns in world coordinates, first-pixel order.
+
+    Columns ``first_x, first_y, x, y, pixelsum, avgdist, npix, xmin, ymin, xmax, ymax``
+    and the polygons as ``poly_offsets``, ``poly_x``, ``poly_y``. ``core`` (x0, y0, x1,
+    y1, half-open, world) keeps only observations centred inside it.
+    """
+
+def ssdb_polygons_overlap_box(
+    offsets: npt.NDArray[np.int64],
+    xs: npt.NDArray[np.int64],
+    ys: npt.NDArray[np.int64],
+    lo: tuple[int, int],
+    hi: tuple[int, int],
+) -> npt.NDArray[np.bool_]:
+    """For each polygon, whether it shares a point with the closed box ``lo..=hi``."""
+
+def ssdb_density_counts(
+    xs: npt.NDArray[np.int64], ys: npt.NDArray[np.int64], lo: int, hi: int
+) -> npt.NDArray[np.int64]:
+    """For each point, the points within ``[x + lo, x + hi] x [y + lo, y + hi]``."""
+
+@final
+class Grouper:
+    """F2's state across calls: D3 = ``num / den``, a grid of ``cell`` world units."""
+
+    def __new__(cls, num: int, den: int, cell: int) -> Grouper: ...
+    def add(
+        self,
+        images: npt.NDArray[np.int64],
+        xs: npt.NDArray[np.int64],
+        ys: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Add observations in time order: (position in the batch, group id) of each membership."""
+    @property
+    def observations(self) -> int: ...
+    @property
+    def groups(self) -> int: ...

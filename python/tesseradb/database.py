@@ -601,3 +601,23 @@ class Database:
         if isinstance(statement, Select) and statement.join is not None:
             other = self.collection(statement.join.collection)
         return collection.run(statement, other)
+
+    # --- SS-DB --------------------------------------------------------------------------
+    def ssdb(
+        self, run: str, config: str | None = None, params: str = "medium", seed: int = 0
+    ) -> Any:
+        """The SS-DB run called ``run`` (a :class:`tesseradb.ssdb.Run`): its images,
+        observations, groups and queries.
+
+        With ``config`` (``test``, ``tiny``, ``very-small``, ``small``, ...) a new,
+        empty run is made with the ``params`` set (``easy``, ``medium``, ``hard``);
+        ``run.load()`` then ingests, cooks and groups it. docs/ssdb.md explains it.
+        """
+        _require_str(run, "run", "db.ssdb")
+        from tesseradb.ssdb import Run
+
+        self._check_open()
+        if config is None:
+            return Run.open(self, run)
+        validate_name(run, "SS-DB run")
+        return Run.create(self, run, config, params, seed)

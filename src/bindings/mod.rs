@@ -4,3 +4,4 @@
 pub mod arrays;
 pub mod documents;
 pub mod records;
+pub mod ssdb;

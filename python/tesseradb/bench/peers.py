@@ -75,6 +75,7 @@ PEERS: dict[str, Peer] = {
         Peer("zarr", "plain zarr-python scripts", _module("zarr")),
         Peer("tiledb", "TileDB-Py dense arrays (the 'bench' extra)", _module("tiledb")),
         Peer("h5py", "plain h5py and numpy scripts", _module("h5py")),
+        Peer("numpy", "files (.npy) with numpy and scipy scripts", _module("scipy")),
         Peer("postgresql-jsonb", "PostgreSQL jsonb with GIN and expression indexes", _postgres),
         Peer("sqlite-json", "SQLite's JSON functions with expression indexes", _module("sqlite3")),
         Peer("duckdb-json", "DuckDB's JSON type", _module("duckdb")),

@@ -36,6 +36,7 @@ _MODULES = {
     "arrays": "tesseradb.bench.arrays",
     "nobench": "tesseradb.bench.nobench",
     "latency": "tesseradb.bench.latency",
+    "ssdb": "tesseradb.bench.ssdb",
 }
 
 

@@ -144,6 +144,7 @@ class BenchContext:
         self.warmup = warmup
         self.progress = progress
         self.scratch: Path | None = None
+        self.options: dict[str, Any] = {}  # a benchmark's own settings (ssdb: params, workdir)
 
     def wants(self, system: str) -> bool:
         return system in self.systems
@@ -304,6 +305,7 @@ def run_benchmark(
     warmup: int = 1,
     progress: Progress | None = None,
     scratch: Path | None = None,
+    options: dict[str, Any] | None = None,
 ) -> BenchReport:
     """Run benchmark ``name`` at ``scale`` for tessera and ``peers`` (default: all its systems)."""
     bench: Benchmark = get_benchmark(name)
@@ -328,6 +330,7 @@ def run_benchmark(
             raise BenchmarkError(f"system {system} cannot run here: {why}")
     report = BenchReport(name, scale, dict(bench.scales[scale]), machine_info())
     ctx = BenchContext(report, systems, repeat, warmup, progress or (lambda _msg: None))
+    ctx.options = dict(options or {})
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix=f"tessera-bench-{name}-", dir=scratch) as tmp:

@@ -363,6 +363,19 @@ def bench(
     list_: Annotated[
         bool, typer.Option("--list", help="List the benchmarks with their scales and systems.")
     ] = False,
+    config: Annotated[
+        str | None, typer.Option(help="ssdb: the configuration (its scale): test, tiny, ...")
+    ] = None,
+    params: Annotated[
+        str | None, typer.Option(help="ssdb: the parameter set: easy, medium or hard.")
+    ] = None,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(help="ssdb: keep the run here, so an interrupted run resumes."),
+    ] = None,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="ssdb: start the run in --workdir afresh.")
+    ] = False,
 ) -> None:
     """Run a benchmark against its peers in one run and report medians and agreement."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -390,6 +403,11 @@ def bench(
                 + (f" [red](unavailable: {why})[/]" if why else "")
             )
         return
+    if config is not None:
+        if scale is not None and scale != config:
+            _fail(f"--config {config} and --scale {scale} disagree; give one")
+        scale = config
+    options = {"params": params, "workdir": workdir, "restart": restart}
     peer_list = (
         [p.strip() for p in peers.split(",") if p.strip() and p.strip() != "tessera"]
         if peers
@@ -406,6 +424,7 @@ def bench(
                 repeat=repeat,
                 warmup=warmup,
                 progress=lambda msg: progress.update(task, description=f"bench {name}: {msg}"),
+                options=options,
             )
     except TesseraError as err:
         _fail(str(err))

@@ -1,0 +1,379 @@
+"""One SS-DB run inside a database: raw images, observations, groups.
+
+A run called ``sky`` keeps (every name starts with the run's):
+
+- ``sky_raw``: the raw images, one array (image, y, x) with the 11 int32
+  attributes, zstd-compressed, chunked so that cooking runs in parallel;
+- ``sky_images``: each image's cycle, time and world origin (a table);
+- ``sky_obs<c>``: the observations of cycle ``c``, a record stream indexed
+  on the centre (x, y), so slab queries descend its R*-tree and kd-trees;
+- ``sky_polygons``: each observation's polygon, by id (a table);
+- ``sky_members``: which observations each group holds, with their image and
+  centre (a table), and ``sky_groups``: each group's size and centre;
+- ``sky_run``: the configuration, parameters, seed and cycles done.
+
+A cycle is done when its row in ``sky_run`` says so; loading a cycle first
+removes whatever an interrupted attempt left of it, so a run resumes cleanly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.errors import InvalidArgumentError, ObjectExistsError, ObjectNotFoundError
+from tesseradb.ssdb._cook import cook_image, observations_table
+from tesseradb.ssdb._generate import ATTRS, Placement, placement, raw_image
+from tesseradb.ssdb._params import Config, Params, config, params
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+    from tesseradb.arrays import Array
+    from tesseradb.database import Database
+
+__all__ = ["OBS_PER_IMAGE", "LoadTimes", "Run"]
+
+# observation ids are image * OBS_PER_IMAGE + position in the image
+OBS_PER_IMAGE = 1_000_000
+
+_OBS_FIELDS = [
+    ("obs_id", "int64_t"),
+    ("image", "int32_t"),
+    ("x", "int32_t"),
+    ("y", "int32_t"),
+    ("pixelsum", "int64_t"),
+    ("avgdist", "double"),
+    ("npix", "int32_t"),
+    ("xmin", "int32_t"),
+    ("ymin", "int32_t"),
+    ("xmax", "int32_t"),
+    ("ymax", "int32_t"),
+]
+OBS_DESCRIPTOR = {
+    "fields": [{"name": n, "type": t} for n, t in _OBS_FIELDS],
+    "index": ["x", "y"],
+}
+
+
+@dataclass
+class LoadTimes:
+    """Seconds spent per phase of loading, summed over cycles."""
+
+    generate: float = 0.0
+    load: float = 0.0
+    cook: float = 0.0
+    group: float = 0.0
+    cycles: list[int] = field(default_factory=list)
+
+    @property
+    def load_cook_group(self) -> float:
+        return self.load + self.cook + self.group
+
+
+@contextmanager
+def _timed(times: LoadTimes, phase: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        setattr(times, phase, getattr(times, phase) + time.perf_counter() - start)
+
+
+class Run:
+    """An SS-DB run: its configuration, its objects in the database, its queries."""
+
+    def __init__(self, db: Database, name: str, cfg: Config, prm: Params, seed: int) -> None:
+        self.db = db
+        self.name = name
+        self.config = cfg
+        self.params = prm
+        self.seed = seed
+        self._grouper: Any = None
+        self._grouped_cycles = 0
+
+    # --- making and opening -------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        db: Database,
+        name: str,
+        config_name: str = "test",
+        params_name: str = "medium",
+        seed: int = 0,
+    ) -> Run:
+        """A new, empty run called ``name`` (nothing loaded yet)."""
+        cfg, prm = config(config_name), params(params_name)
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise InvalidArgumentError(f"SS-DB run {name!r}: seed must be a non-negative integer")
+        if db.catalog.get(f"{name}_run") is not None:
+            raise ObjectExistsError(f"SS-DB run {name!r} already exists; open it with db.ssdb()")
+        db.sql(
+            f"CREATE TABLE {name}_run (config TEXT, params TEXT, seed BIGINT, cycles_done INTEGER)"
+        )
+        db.sql(f"INSERT INTO {name}_run VALUES (?, ?, ?, 0)", [cfg.name, prm.name, seed])
+        side = cfg.chunk_side
+        db.create_array(
+            f"{name}_raw",
+            [
+                {"name": "image", "start": 0, "end": cfg.images, "chunk": 1},
+                {"name": "y", "start": 0, "end": cfg.size, "chunk": side},
+                {"name": "x", "start": 0, "end": cfg.size, "chunk": side},
+            ],
+            dict.fromkeys(ATTRS, "int32"),
+            level=1,
+        )
+        db.sql(
+            f"CREATE TABLE {name}_images (image INTEGER, cycle INTEGER, time INTEGER, "
+            "x0 BIGINT, y0 BIGINT, size INTEGER)"
+        )
+        db.sql(
+            f"CREATE TABLE {name}_polygons (obs_id BIGINT, cycle INTEGER, "
+            "polygon STRUCT(x BIGINT, y BIGINT)[])"
+        )
+        db.sql(
+            f"CREATE TABLE {name}_members (group_id BIGINT, obs_id BIGINT, image INTEGER, "
+            "cycle INTEGER, x BIGINT, y BIGINT, xmin BIGINT, ymin BIGINT, xmax BIGINT, ymax BIGINT)"
+        )
+        # per group: its centre, the box of its members' centres (its trajectory) and
+        # the box of their polygons, so Q7-Q9 narrow by a scan of one small table
+        db.sql(
+            f"CREATE TABLE {name}_groups (group_id BIGINT, members BIGINT, cx DOUBLE, cy DOUBLE, "
+            "xmin BIGINT, ymin BIGINT, xmax BIGINT, ymax BIGINT, "
+            "pxmin BIGINT, pymin BIGINT, pxmax BIGINT, pymax BIGINT)"
+        )
+        return cls(db, name, cfg, prm, seed)
+
+    @classmethod
+    def open(cls, db: Database, name: str) -> Run:
+        """The run called ``name``; a clear error when there is none."""
+        if not isinstance(name, str) or db.catalog.get(f"{name}_run") is None:
+            raise ObjectNotFoundError(
+                f"no SS-DB run called {name!r} in this database (a run keeps its settings in "
+                f"the table {name}_run)"
+            )
+        row = db.sql(f"SELECT config, params, seed FROM {name}_run").fetchone()
+        return cls(db, name, config(row[0]), params(row[1]), int(row[2]))
+
+    def drop(self) -> None:
+        """Remove every object of the run."""
+        for obj in self._objects():
+            self.db.drop(obj, missing_ok=True)
+
+    def _objects(self) -> list[str]:
+        n = self.name
+        names = [f"{n}_{s}" for s in ("raw", "images", "polygons", "members", "groups", "q3")]
+        names += [f"{n}_obs{c}" for c in range(self.config.cycles)]
+        return [*names, f"{n}_run"]
+
+    # --- what is there ------------------------------------------------------------------
+    @property
+    def cycles_done(self) -> int:
+        return int(self.db.sql(f"SELECT cycles_done FROM {self.name}_run").scalar())
+
+    @property
+    def raw(self) -> Array:
+        return self.db.array(f"{self.name}_raw")
+
+    def placement(self, image: int) -> Placement:
+        return placement(self.config, image, self.seed)
+
+    def images(self, cycle: int | None = None) -> pa.Table:
+        """Image number, cycle, time and world origin of each loaded image."""
+        where = "" if cycle is None else f" WHERE cycle = {int(cycle)}"
+        return self.db.sql(f"SELECT * FROM {self.name}_images{where} ORDER BY image").arrow()
+
+    def observations(self, cycle: int) -> pa.Table:
+        """Every observation of ``cycle`` (without polygons)."""
+        self._check_cycle(cycle)
+        return self.db.sql(f"SELECT * FROM {self.name}_obs{cycle} ORDER BY obs_id").arrow()
+
+    def _check_cycle(self, cycle: Any) -> int:
+        done = self.cycles_done
+        if not isinstance(cycle, int) or isinstance(cycle, bool) or not 0 <= cycle < done:
+            raise InvalidArgumentError(
+                f"SS-DB run {self.name!r}: cycle must be one of the {done} loaded "
+                f"(0..{done - 1}), not {cycle!r}"
+            )
+        return cycle
+
+    # --- loading ------------------------------------------------------------------------
+    def load(
+        self,
+        cycles: int | None = None,
+        progress: Callable[[str], None] | None = None,
+        workers: int | None = None,
+    ) -> LoadTimes:
+        """Ingest, cook and group the cycles not yet done (all, or up to ``cycles``)."""
+        times = LoadTimes()
+        last = self.config.cycles if cycles is None else min(cycles, self.config.cycles)
+        for cycle in range(self.cycles_done, last):
+            self.load_cycle(cycle, times, workers)
+            if progress is not None:
+                progress(f"cycle {cycle + 1} of {self.config.cycles} loaded, cooked and grouped")
+        return times
+
+    def load_cycle(self, cycle: int, times: LoadTimes, workers: int | None = None) -> None:
+        """Section II-E for one cycle: ingest its images, cook each, group the observations."""
+        if cycle != self.cycles_done:
+            raise InvalidArgumentError(
+                f"SS-DB run {self.name!r}: cycle {cycle} cannot load before cycle "
+                f"{self.cycles_done} is done"
+            )
+        self._forget_from(cycle)
+        cooked = []
+        for image in self.config.images_of(cycle):
+            at = self.placement(image)
+            with _timed(times, "generate"):
+                data = raw_image(self.config.size, at, self.seed)
+            with _timed(times, "load"):
+                self.ingest(image, data)
+            with _timed(times, "cook"):
+                cooked.append((at, self.cook(image)))
+        with _timed(times, "cook"):
+            self._store_observations(cycle, cooked)
+        with _timed(times, "group"):
+            self._group(cycle, cooked)
+        self.db.sql(f"UPDATE {self.name}_run SET cycles_done = ?", [cycle + 1])
+        times.cycles.append(cycle)
+
+    def ingest(self, image: int, data: dict[str, np.ndarray]) -> None:
+        """Store raw image number ``image`` (its 11 attributes) and its placement."""
+        import numpy as np
+
+        size = self.config.size
+        missing = [a for a in ATTRS if a not in data]
+        extra = [a for a in data if a not in ATTRS]
+        if missing or extra:
+            raise InvalidArgumentError(
+                f"SS-DB run {self.name!r}, image {image}: attributes must be {', '.join(ATTRS)}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unknown {extra}" if extra else "")
+            )
+        for attr in ATTRS:
+            shape = np.shape(data[attr])
+            if shape != (size, size):
+                raise InvalidArgumentError(
+                    f"SS-DB run {self.name!r}, image {image}: attribute {attr} is {shape}, "
+                    f"the run's images are {size} x {size}"
+                )
+        if not 0 <= image < self.config.images:
+            raise InvalidArgumentError(
+                f"SS-DB run {self.name!r}: image {image} is outside 0..{self.config.images - 1}"
+            )
+        at = self.placement(image)
+        self.raw.write((image, 0, 0), {a: np.asarray(data[a])[None] for a in ATTRS})
+        self.db.sql(
+            f"INSERT INTO {self.name}_images VALUES (?, ?, ?, ?, ?, ?)",
+            [image, self.config.cycle_of(image), at.time, at.x0, at.y0, size],
+        )
+
+    def cook(
+        self,
+        image: int,
+        threshold: int = 1000,
+        box: tuple[int, int, int, int] | None = None,
+        workers: int | None = None,
+    ) -> dict[str, np.ndarray]:
+        """F1 over a stored image (or a box of it), chunk by chunk in parallel."""
+        at = self.placement(image)
+        p = self.params
+        return cook_image(self.raw, image, (at.x0, at.y0), threshold, p.d1, p.d2, box, workers)
+
+    def _forget_from(self, cycle: int) -> None:
+        """Remove what an interrupted attempt at ``cycle`` (or later) left behind."""
+        n = self.name
+        for table in ("images", "polygons", "members"):
+            self.db.sql(f"DELETE FROM {n}_{table} WHERE cycle >= ?", [cycle])
+        for later in range(cycle, self.config.cycles):
+            self.db.drop(f"{n}_obs{later}", missing_ok=True)
+        self._grouper = None
+
+    def _store_observations(
+        self, cycle: int, cooked: list[tuple[Placement, dict[str, np.ndarray]]]
+    ) -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        tables = [
+            observations_table(columns, at.image * OBS_PER_IMAGE)
+            .append_column("image", pa.array(np.full(len(columns["x"]), at.image, np.int32)))
+            .append_column("cycle", pa.array(np.full(len(columns["x"]), cycle, np.int32)))
+            for at, columns in cooked
+        ]
+        table = pa.concat_tables(tables)
+        stream = self.db.create_stream(f"{self.name}_obs{cycle}", OBS_DESCRIPTOR)
+        stream.ingest(table.select([n for n, _ in _OBS_FIELDS]))
+        stream.flush()
+        self._insert("polygons", table.select(["obs_id", "cycle", "polygon"]))
+
+    def _insert(self, table: str, data: pa.Table) -> None:
+        temp = f"{self.name}_incoming"
+        self.db.register(temp, data)
+        try:
+            self.db.sql(f"INSERT INTO {self.name}_{table} SELECT * FROM {temp}")
+        finally:
+            self.db.unregister(temp)
+
+    # --- grouping -----------------------------------------------------------------------
+    def _grouper_at(self, cycle: int) -> Any:
+        """The grouping state after every cycle before ``cycle`` (rebuilt if need be)."""
+        import numpy as np
+
+        from tesseradb import _core
+
+        if self._grouper is not None and self._grouped_cycles == cycle:
+            return self._grouper
+        d3 = self.params.d3
+        cell = max(16, int(np.ceil(np.sqrt(float(d3) * self.config.images))) + 1)
+        grouper = _core.Grouper(d3.numerator, d3.denominator, cell)
+        for earlier in range(cycle):
+            obs = self.db.sql(
+                f"SELECT image, x, y FROM {self.name}_obs{earlier} ORDER BY obs_id"
+            ).numpy()
+            grouper.add(
+                np.ascontiguousarray(obs["image"], np.int64),
+                np.ascontiguousarray(obs["x"], np.int64),
+                np.ascontiguousarray(obs["y"], np.int64),
+            )
+        self._grouper, self._grouped_cycles = grouper, cycle
+        return grouper
+
+    def _group(self, cycle: int, cooked: list[tuple[Placement, dict[str, np.ndarray]]]) -> None:
+        """F2 over the cycle's observations in time order; members and group centres stored."""
+        import numpy as np
+        import pyarrow as pa
+
+        grouper = self._grouper_at(cycle)
+        images = np.concatenate([np.full(len(c["x"]), at.image, np.int64) for at, c in cooked])
+        column = {
+            k: np.concatenate([c[k] for _, c in cooked]).astype(np.int64)
+            for k in ("x", "y", "xmin", "ymin", "xmax", "ymax")
+        }
+        xs, ys = column["x"], column["y"]
+        ids = np.concatenate(
+            [at.image * OBS_PER_IMAGE + np.arange(len(c["x"])) for at, c in cooked]
+        )
+        which, groups = grouper.add(images, xs, ys)
+        self._grouped_cycles = cycle + 1
+        members = pa.table(
+            {
+                "group_id": groups,
+                "obs_id": ids[which],
+                "image": images[which].astype(np.int32),
+                "cycle": np.full(len(which), cycle, np.int32),
+                **{k: v[which] for k, v in column.items()},
+            }
+        )
+        self._insert("members", members)
+        n = self.name
+        self.db.sql(f"DELETE FROM {n}_groups")
+        self.db.sql(
+            f"INSERT INTO {n}_groups SELECT group_id, count(*), avg(x), avg(y), min(x), min(y), "
+            f"max(x), max(y), min(xmin), min(ymin), max(xmax), max(ymax) "
+            f"FROM {n}_members GROUP BY group_id"
+        )
