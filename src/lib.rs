@@ -14,6 +14,7 @@ pub mod jsonflat;
 pub mod kdtree;
 pub mod packed;
 pub mod pool;
+pub mod regrid;
 pub mod rtree;
 pub mod ssdb;
 
@@ -58,6 +59,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::records::gather, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::arrays::decode_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::arrays::reduce_chunks, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::arrays::regrid_block, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::pad_strings, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::encode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::decode_column, m)?)?;

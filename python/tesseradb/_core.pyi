@@ -23,6 +23,7 @@ __all__ = [
     "rebuild_documents",
     "rebuild_packed_documents",
     "reduce_chunks",
+    "regrid_block",
     "search_segments",
     "ssdb_cook",
     "ssdb_density_counts",
@@ -261,6 +262,18 @@ def decode_chunks(
     ``chunks`` are (payload, grid coordinates); ``codec`` is "zstd" or "raw" (after
     little-endian bytes), ``checksum`` whether a CRC-32C ends each payload. Returns
     None, or (index, reason) for the first chunk that cannot be decoded.
+    """
+
+def regrid_block(
+    input: npt.NDArray[Any],
+    weights: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]],
+) -> npt.NDArray[np.float64]:
+    """Area-weighted regrid of a C-contiguous 3-D block by one CSR matrix per axis.
+
+    Each matrix is (indptr, indices, weights): output cell k takes input cell i with
+    the share of i that k covers. The result (float64, the matrices' output shape) is
+    the input contracted with every matrix divided by the product of their row sums;
+    a cell whose weights sum to zero is NaN. Blocks without NULL cells only.
     """
 
 def reduce_chunks(

@@ -216,6 +216,17 @@ def run(rows: int, directory: Path) -> None:
     with step("regrid image 0 by SS-DB's 10:3 (area-weighted block means)"):
         small = raw.regrid([1, "10:3", "10:3"], attrs="v1", box=(0, slice(None), slice(None)))
     print(f"               {small['v1'].shape} cells, mean {float(np.mean(small['v1'])):.1f}")
+    from tesseradb import ssdb
+
+    at = ssdb.placement(ssdb.config("tiny"), 0)
+    with step("SS-DB's F1: cook a 1000 x 1000 star field into observations (Rust kernel)"):
+        observations = ssdb.cook(ssdb.image_pixels(1000, at), origin=(at.x0, at.y0))
+    brightest = max(observations.to_pylist(), key=lambda o: o["pixelsum"])
+    print(
+        f"               {observations.num_rows:,} observations; the brightest at "
+        f"({brightest['x']:,}, {brightest['y']:,}), {brightest['npix']} pixels, "
+        f"a polygon of {len(brightest['polygon'])} vertices"
+    )
     first = raw.versions()[-2]
     with step("time travel: open the array as it was after its first write"):
         past = db.array("raw", version=first.id)

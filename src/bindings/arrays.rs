@@ -132,3 +132,74 @@ pub fn reduce_chunks<'py>(
         .collect::<PyResult<_>>()?;
     Ok((partials, None))
 }
+
+type Csr<'py> = (
+    numpy::PyReadonlyArray1<'py, i64>,
+    numpy::PyReadonlyArray1<'py, i64>,
+    numpy::PyReadonlyArray1<'py, f64>,
+);
+
+/// Area-weighted regrid of a C-contiguous 3-D block (any integer or float
+/// dtype) by one CSR weight matrix per axis (indptr, indices, weights):
+/// float64 result of the matrices' output shape. Without NULL cells only.
+#[pyfunction]
+pub fn regrid_block<'py>(
+    py: Python<'py>,
+    input: &Bound<'py, PyAny>,
+    weights: Vec<Csr<'py>>,
+) -> PyResult<Bound<'py, numpy::PyArray3<f64>>> {
+    use crate::regrid::{regrid3, AxisWeights};
+    use numpy::{PyArrayMethods, PyUntypedArrayMethods};
+
+    if weights.len() != 3 {
+        return Err(PyValueError::new_err(
+            "regrid_block needs weights for 3 axes",
+        ));
+    }
+    let parts: Vec<(&[i64], &[i64], &[f64])> = weights
+        .iter()
+        .map(|(p, i, w)| {
+            Ok((
+                p.as_slice()
+                    .map_err(|_| PyValueError::new_err("indptr must be contiguous"))?,
+                i.as_slice()
+                    .map_err(|_| PyValueError::new_err("indices must be contiguous"))?,
+                w.as_slice()
+                    .map_err(|_| PyValueError::new_err("weights must be contiguous"))?,
+            ))
+        })
+        .collect::<PyResult<_>>()?;
+    let axes: Vec<AxisWeights<'_>> = parts
+        .iter()
+        .map(|&(indptr, indices, weights)| AxisWeights {
+            indptr,
+            indices,
+            weights,
+        })
+        .collect();
+    let out_shape = [axes[0].outputs(), axes[1].outputs(), axes[2].outputs()];
+    let mut out = vec![0.0f64; out_shape.iter().product()];
+    macro_rules! run {
+        ($($t:ty),*) => {{
+            $(
+                if let Ok(array) = input.cast::<numpy::PyArray3<$t>>() {
+                    let readonly = array.readonly();
+                    let shape = readonly.shape();
+                    let shape = [shape[0], shape[1], shape[2]];
+                    let values = readonly
+                        .as_slice()
+                        .map_err(|_| PyValueError::new_err("input must be C-contiguous"))?;
+                    let axes_ref = [&axes[0], &axes[1], &axes[2]];
+                    py.detach(|| crate::pool::install(|| regrid3(values, shape, axes_ref, &mut out)))
+                        .map_err(PyValueError::new_err)?;
+                    let result = numpy::PyArray1::from_vec(py, out);
+                    return result.reshape(out_shape);
+                }
+            )*
+        }};
+    }
+    run!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+    Err(PyValueError::new_err(
+        "regrid_block takes a 3-D array of integers or floats",
+    ))
+}

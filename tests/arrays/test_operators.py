@@ -138,3 +138,29 @@ def test_overlay_later_arrays_win_and_nulls_do_not(db: tesseradb.Database) -> No
     with pytest.raises(OperatorError, match="different attributes"):
         db.overlay([a, c], into="bad")
     assert "bad" not in db.arrays()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.tuples(st.integers(1, 7), st.integers(1, 23), st.integers(1, 23)),
+    st.tuples(*[st.sampled_from(["1", "2", "10:3", "7:2", "3"])] * 3),
+    st.sampled_from(["int32", "uint8", "float32", "float64", "int64"]),
+    st.integers(0, 2**32 - 1),
+)
+def test_regrid_kernel_matches_the_weights_applied_in_numpy(
+    shape: tuple[int, int, int], factors: tuple[str, str, str], dtype: str, seed: int
+) -> None:
+    """The Rust regrid (arrays without NULL cells) against the plain weighted means."""
+    import numpy as np
+
+    from tesseradb import _core
+    from tesseradb.arrays._operators import _apply_weights, _csr, _weights, parse_factor
+
+    rng = np.random.default_rng(seed)
+    values = (rng.normal(0, 1000, shape)).astype(dtype)
+    weights = [_weights(n, parse_factor(f, "d")) for n, f in zip(shape, factors, strict=True)]
+    got = _core.regrid_block(np.ascontiguousarray(values), [_csr(w) for w in weights])
+    as_float = values.astype(np.float64)
+    want = _apply_weights(as_float, weights) / _apply_weights(np.ones_like(as_float), weights)
+    scale = float(np.abs(as_float).max()) or 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * scale)

@@ -760,7 +760,12 @@ class Array(_ArrayBase):
                 "name": d.name,
                 "start": 0,
                 "end": result.sizes[d.name],
-                "chunk": max(1, int(-(-d.chunk // f))),
+                # the input's chunking scaled down, but no smaller than 256 cells a
+                # side (or the whole axis): small chunks make many small writes
+                "chunk": min(
+                    max(1, int(result.sizes[d.name])),
+                    max(int(-(-d.chunk // f)), 1 if d.chunk == 1 else 256),
+                ),
                 "overlap": 0,
             }
             for d, f in zip(self.schema.dims, fr, strict=True)

@@ -65,10 +65,9 @@ def _answers(name: str, value: Any) -> Any:
         cols = [value.column(k).to_pylist() for k in ("x", "y", "pixelsum")]
         return list(zip(*cols, strict=True))
     if name == "q3":
-        if isinstance(value, dict):
-            return [float(np.sum(value[a])) for a in sorted(value)]
-        data = value.read()
-        return [float(np.sum(data[a])) for a in sorted(data)]
+        # sums of magnitudes: a plain sum of a zero-mean attribute is all rounding
+        data = value if isinstance(value, dict) else value.read()
+        return [float(np.sum(np.abs(data[a]))) for a in sorted(data)]
     if name == "q5":
         return value if isinstance(value, list) else value.column("obs_id").to_pylist()
     if name == "q6":
@@ -146,6 +145,11 @@ def _queries(ctx: BenchContext, system: str, call: Any, points: list[Any]) -> di
 
 
 def run(ctx: BenchContext) -> None:
+    # imports both systems pay once, outside the timed phases
+    import pandas  # noqa: F401  (pyarrow's numpy conversions load it)
+    import scipy.ndimage
+    import scipy.spatial  # noqa: F401
+
     import tesseradb
     from tesseradb import ssdb
     from tesseradb.bench.ssdb_numpy import FilesRun

@@ -9,6 +9,7 @@ makes it the benchmark's correctness reference as well as a peer.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -433,6 +434,7 @@ class FilesRun:
         return self.tiles(self.q9_groups(x2, y2), x2, y2)
 
 
+@functools.lru_cache(maxsize=16)
 def _weights(n: int) -> Any:
     """Sparse area weights of a 10:3 regrid along one axis: output k covers input [10k/3, 10(k+1)/3)."""
     from fractions import Fraction
