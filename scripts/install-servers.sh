@@ -7,10 +7,13 @@ set -euo pipefail
 
 have_postgres() { compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; }
 have_mariadb() { command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ]; }
+# PostGIS for the SS-DB benchmark's PostgreSQL peer (spatial indexes, as the paper's MySQL)
+have_postgis() { compgen -G "/usr/share/postgresql/*/extension/postgis.control" >/dev/null; }
 
 missing=()
 have_postgres || missing+=(postgresql)
 have_mariadb || missing+=(mariadb-server)
+have_postgis || missing+=(postgresql-15-postgis-3)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

@@ -11,6 +11,7 @@ so the two give the same numbers bit for bit (tested).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -176,35 +177,37 @@ def cook_image(
 ) -> dict[str, np.ndarray]:
     """F1 over image ``image`` of a raw array (image, y, x), chunk by chunk in parallel.
 
-    Each chunk is cooked with a halo of ``d1`` and keeps the observations
-    centred in its core (module doc). ``box`` (row0, row1, col0, col1,
-    half-open) cooks only that part of the image, as if it were the whole
-    image (Q2's slab): halos stop at its edges.
+    The image's ``pix`` is read once (its chunks decoded in parallel), then
+    each chunk is cooked with a halo of ``d1`` in its own thread and keeps the
+    observations centred in its core (module doc). Reading each chunk with
+    its halo separately would decode every chunk up to nine times. ``box``
+    (row0, row1, col0, col1, half-open) cooks only that part of the image, as
+    if it were the whole image (Q2's slab): halos stop at its edges.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     _, height, width = array.shape
     r0, r1, c0, c1 = box if box is not None else (0, height, 0, width)
+    pix = array.read((slice(image, image + 1), slice(r0, r1), slice(c0, c1)), "pix")["pix"][0]
+    side_y, side_x = array.schema.chunk_shape[1:]
+    windows = []
+    for top in range(r0 - r0 % side_y, r1, side_y):
+        for left in range(c0 - c0 % side_x, c1, side_x):
+            core = (max(top, r0), min(top + side_y, r1), max(left, c0), min(left + side_x, c1))
+            windows.append(core)
 
-    def one(chunk: Any) -> dict[str, np.ndarray]:
-        rows, cols = chunk.outer[1], chunk.outer[2]
-        top, left = max(rows.start, r0), max(cols.start, c0)
-        bottom, right = min(rows.stop, r1), min(cols.stop, c1)
-        pix = chunk.data["pix"][
-            0, top - rows.start : bottom - rows.start, left - cols.start : right - cols.start
-        ]
-        cy, cx = chunk.core[1], chunk.core[2]
-        core = (
-            origin[0] + cx.start,
-            origin[1] + cy.start,
-            origin[0] + cx.stop,
-            origin[1] + cy.stop,
+    def one(core: tuple[int, int, int, int]) -> dict[str, np.ndarray]:
+        top, bottom = max(r0, core[0] - d1), min(r1, core[1] + d1)
+        left, right = max(c0, core[2] - d1), min(c1, core[3] + d1)
+        part = pix[top - r0 : bottom - r0, left - c0 : right - c0]
+        world_core = (
+            origin[0] + core[2],
+            origin[1] + core[0],
+            origin[0] + core[3],
+            origin[1] + core[1],
         )
-        return _kernel(pix, threshold, d1, d2, (origin[0] + left, origin[1] + top), core)
+        return _kernel(part, threshold, d1, d2, (origin[0] + left, origin[1] + top), world_core)
 
-    parts = array.map_chunks(
-        one,
-        box=(slice(image, image + 1), slice(r0, r1), slice(c0, c1)),
-        overlap=(0, d1, d1),
-        attrs="pix",
-        workers=workers,
-    )
+    with ThreadPoolExecutor(workers or min(len(windows), os.cpu_count() or 1)) as pool:
+        parts = list(pool.map(one, windows))
     return _concat(parts)
