@@ -300,8 +300,17 @@ class _ArrayBase:
             box = parse_key(key, self.schema, extent, self.name, growing=True)
             blocks = self._blocks(values, box.shape, f"write to {self.name!r}")
             self._grow(session, extent, box.hi)
-            for attr, data in blocks.items():
-                self._zarr(session, attr)[box.slices] = data
+            targets = [(self._zarr(session, attr), data) for attr, data in blocks.items()]
+            if len(targets) == 1:
+                targets[0][0][box.slices] = targets[0][1]
+            else:
+                # attributes in parallel threads: each write compresses its chunks, and
+                # one attribute at a time left all but one core idle
+                def put(target: tuple[Any, np.ndarray]) -> None:
+                    target[0][box.slices] = target[1]
+
+                with ThreadPoolExecutor(min(len(targets), _threads())) as pool:
+                    list(pool.map(put, targets))
         except BaseException:
             if own:
                 session.discard_changes()

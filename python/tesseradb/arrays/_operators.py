@@ -8,6 +8,7 @@ array with ``into=``.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from collections import abc
 from fractions import Fraction
@@ -136,6 +137,7 @@ def parse_factor(value: Any, dim: str) -> Fraction:
     return factor
 
 
+@functools.lru_cache(maxsize=32)  # exact Fraction arithmetic per cell: worth keeping
 def _weights(n: int, factor: Fraction) -> Any:
     """Sparse (out x n) matrix: how much of input cell i the output cell k covers."""
     import numpy as np
@@ -194,7 +196,7 @@ def regrid(
     have), others (SS-DB's 10:3) weigh each input cell by the fraction of it
     the output cell covers. NULL cells (nullable attributes) carry no
     weight. The box is read in slabs along the first dimension, so memory
-    holds one slab, not the box.
+    holds a slab per attribute being worked on (up to four at once), not the box.
     """
     import numpy as np
     import xarray as xr
@@ -220,8 +222,8 @@ def regrid(
     session = array._read_session()
     cells_per_row = max(1, math.prod(shape[1:]))
     step = rows_per_slab or max(1, math.ceil(fr[0]) * max(1, (1 << 24) // cells_per_row))
-    data = {}
-    for attr in array._attrs(attrs):
+
+    def one(attr: Any) -> Any:
         result = np.full(out_shape, np.nan, dtype=np.float64)
         k = 0
         while k < out_shape[0]:
@@ -250,7 +252,15 @@ def regrid(
             with np.errstate(all="ignore"):
                 result[k:k2] = np.where(den > 0, num / den, np.nan)
             k = k2
-        data[attr.name] = (schema.dim_names, result)
+        return result
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    chosen = array._attrs(attrs)
+    # attributes in parallel threads: decoding and the kernel release the GIL
+    with ThreadPoolExecutor(max(1, min(len(chosen), 4))) as pool:
+        results = list(pool.map(one, chosen))
+    data = {a.name: (schema.dim_names, r) for a, r in zip(chosen, results, strict=True)}
     coords = {}
     for axis, dim in enumerate(schema.dims):
         first = math.floor((box.lo[axis] + schema.world_shift(axis)) / fr[axis])
