@@ -14,7 +14,6 @@ import itertools
 import json
 import math
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -197,25 +196,20 @@ class FilesRun:
             cooked = []
             for image in self.config.images_of(cycle):
                 at = placement(self.config, image, self.seed)
-                t = time.perf_counter()
-                data = raw_image(self.config.size, at, self.seed)
-                times.generate += time.perf_counter() - t
-                t = time.perf_counter()
-                for attr in ATTRS:
-                    np.save(self._path(image, attr), data[attr])
-                meta[image] = [at.x0, at.y0]
-                times.load += time.perf_counter() - t
-                t = time.perf_counter()
-                pix = np.load(self._path(image, "pix"))
-                p = self.params
-                cooked.append((image, cook_numpy(pix, 1000, p.d1, p.d2, (at.x0, at.y0))))
-                times.cook += time.perf_counter() - t
-            t = time.perf_counter()
-            self._keep(cycle, cooked)
-            times.cook += time.perf_counter() - t
-            t = time.perf_counter()
-            self._group(cycle)
-            times.group += time.perf_counter() - t
+                with times.phase("generate"):
+                    data = raw_image(self.config.size, at, self.seed)
+                with times.phase("load"):
+                    for attr in ATTRS:
+                        np.save(self._path(image, attr), data[attr])
+                    meta[image] = [at.x0, at.y0]
+                with times.phase("cook"):
+                    pix = np.load(self._path(image, "pix"))
+                    p = self.params
+                    cooked.append((image, cook_numpy(pix, 1000, p.d1, p.d2, (at.x0, at.y0))))
+            with times.phase("cook"):
+                self._keep(cycle, cooked)
+            with times.phase("group"):
+                self._group(cycle)
             times.cycles.append(cycle)
         (self.root / "images.json").write_text(json.dumps(meta))
         return times
@@ -434,6 +428,8 @@ class FilesRun:
         return self.tiles(self.q9_groups(x2, y2), x2, y2)
 
 
+# written out again rather than imported from tesseradb.arrays: the reference
+# shares nothing with the system it checks but the generator and the parameters
 @functools.lru_cache(maxsize=16)
 def _weights(n: int) -> Any:
     """Sparse area weights of a 10:3 regrid along one axis: output k covers input [10k/3, 10(k+1)/3)."""

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import struct
-import time
 from typing import Any
 
 import numpy as np
@@ -135,32 +134,25 @@ class PostgisRun:
 
     # --- load, cook, group --------------------------------------------------------------
     def load(self) -> LoadTimes:
-        from tesseradb import _core
+        from tesseradb.ssdb._run import new_grouper
 
         times = LoadTimes()
         self.create()
-        d3 = self.params.d3
-        cell = max(16, int(np.ceil(np.sqrt(float(d3) * self.config.images))) + 1)
-        self._grouper = _core.Grouper(d3.numerator, d3.denominator, cell)
+        self._grouper = new_grouper(self.config, self.params)
         for cycle in range(self.config.cycles):
             cooked = []
             for image in self.config.images_of(cycle):
                 at = placement(self.config, image, self.seed)
-                t = time.perf_counter()
-                data = raw_image(self.config.size, at, self.seed)
-                times.generate += time.perf_counter() - t
-                t = time.perf_counter()
-                self._copy_image(image, cycle, at, data)
-                times.load += time.perf_counter() - t
-                t = time.perf_counter()
-                cooked.append((image, self._cook(image, 1000)))
-                times.cook += time.perf_counter() - t
-            t = time.perf_counter()
-            self._store_observations(cycle, cooked)
-            times.cook += time.perf_counter() - t
-            t = time.perf_counter()
-            self._group(cooked)
-            times.group += time.perf_counter() - t
+                with times.phase("generate"):
+                    data = raw_image(self.config.size, at, self.seed)
+                with times.phase("load"):
+                    self._copy_image(image, cycle, at, data)
+                with times.phase("cook"):
+                    cooked.append((image, self._cook(image, 1000)))
+            with times.phase("cook"):
+                self._store_observations(cycle, cooked)
+            with times.phase("group"):
+                self._group(cooked)
             times.cycles.append(cycle)
         return times
 

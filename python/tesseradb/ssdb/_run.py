@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tesseradb.arrays import Array
     from tesseradb.database import Database
 
-__all__ = ["OBS_PER_IMAGE", "LoadTimes", "Run"]
+__all__ = ["OBS_PER_IMAGE", "LoadTimes", "Run", "new_grouper"]
 
 # observation ids are image * OBS_PER_IMAGE + position in the image
 OBS_PER_IMAGE = 1_000_000
@@ -74,14 +74,26 @@ class LoadTimes:
     def load_cook_group(self) -> float:
         return self.load + self.cook + self.group
 
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Adds the time the block takes to phase ``name`` (generate, load, cook, group)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            setattr(self, name, getattr(self, name) + time.perf_counter() - start)
 
-@contextmanager
-def _timed(times: LoadTimes, phase: str) -> Iterator[None]:
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        setattr(times, phase, getattr(times, phase) + time.perf_counter() - start)
+
+def new_grouper(cfg: Config, prm: Params) -> Any:
+    """An empty F2 state for a run: D3 as its exact fraction, a grid cell wider
+    than the farthest an observation may move over the whole run."""
+    import math
+
+    from tesseradb import _core
+
+    d3 = prm.d3
+    cell = max(16, math.isqrt(math.ceil(d3 * cfg.images)) + 2)
+    return _core.Grouper(d3.numerator, d3.denominator, cell)
 
 
 class Run:
@@ -228,15 +240,15 @@ class Run:
         cooked = []
         for image in self.config.images_of(cycle):
             at = self.placement(image)
-            with _timed(times, "generate"):
+            with times.phase("generate"):
                 data = raw_image(self.config.size, at, self.seed)
-            with _timed(times, "load"):
+            with times.phase("load"):
                 self.ingest(image, data)
-            with _timed(times, "cook"):
+            with times.phase("cook"):
                 cooked.append((at, self.cook(image)))
-        with _timed(times, "cook"):
+        with times.phase("cook"):
             self._store_observations(cycle, cooked)
-        with _timed(times, "group"):
+        with times.phase("group"):
             self._group(cycle, cooked)
         self.db.sql(f"UPDATE {self.name}_run SET cycles_done = ?", [cycle + 1])
         times.cycles.append(cycle)
@@ -324,13 +336,9 @@ class Run:
         """The grouping state after every cycle before ``cycle`` (rebuilt if need be)."""
         import numpy as np
 
-        from tesseradb import _core
-
         if self._grouper is not None and self._grouped_cycles == cycle:
             return self._grouper
-        d3 = self.params.d3
-        cell = max(16, int(np.ceil(np.sqrt(float(d3) * self.config.images))) + 1)
-        grouper = _core.Grouper(d3.numerator, d3.denominator, cell)
+        grouper = new_grouper(self.config, self.params)
         for earlier in range(cycle):
             obs = self.db.sql(
                 f"SELECT image, x, y FROM {self.name}_obs{earlier} ORDER BY obs_id"
