@@ -148,6 +148,15 @@ def test_reopened_run_and_bad_input(loaded: tuple[Any, FilesRun]) -> None:
         run.ingest(0, {k: v for k, v in good.items() if k != "v6"})
     with pytest.raises(InvalidArgumentError, match="image 99 is outside"):
         run.ingest(99, good)
+    with pytest.raises(InvalidArgumentError, match="an image number is an integer"):
+        run.ingest("0", good)
+    with pytest.raises(InvalidArgumentError, match="dict of attribute arrays"):
+        run.ingest(0, [good])
+    empty = db.ssdb("empty", config="test")
+    with pytest.raises(InvalidArgumentError, match="no loaded cycle"):
+        ssdb.query_points(empty)
+    empty.drop()
+    assert "empty_run" not in db.tables() and "empty_raw" not in db.arrays()
     assert db.sql("SELECT count(*) FROM sky_images").scalar() == before
 
 

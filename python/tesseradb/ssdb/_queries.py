@@ -82,6 +82,10 @@ def query_points(run: Run, count: int = 5, seed: int = 42) -> list[QueryPoint]:
     import numpy as np
 
     cfg, prm = run.config, run.params
+    if run.cycles_done == 0:
+        raise InvalidArgumentError(
+            f"SS-DB run {run.name!r} has no loaded cycle to query yet; run.load() first"
+        )
     rng = np.random.default_rng([seed, 7])
     points = []
     for _ in range(count):
@@ -321,8 +325,7 @@ def _tiles(run: Run, groups: np.ndarray, box: tuple[int, int, int, int]) -> pa.T
     import pyarrow as pa
 
     n, d6, size = run.name, run.params.d6, run.config.size
-    members = run.db.register(f"{n}_chosen", pa.table({"group_id": groups}))
-    del members
+    run.db.register(f"{n}_chosen", pa.table({"group_id": groups}))
     try:
         rows = run.db.sql(
             f"SELECT m.group_id, m.obs_id, m.image, m.x, m.y, i.x0, i.y0 FROM {n}_members m "

@@ -255,9 +255,20 @@ class Run:
 
     def ingest(self, image: int, data: dict[str, np.ndarray]) -> None:
         """Store raw image number ``image`` (its 11 attributes) and its placement."""
+        import numbers
+
         import numpy as np
 
         size = self.config.size
+        if not isinstance(image, numbers.Integral) or isinstance(image, bool):
+            raise InvalidArgumentError(
+                f"SS-DB run {self.name!r}: an image number is an integer, not {image!r}"
+            )
+        if not isinstance(data, dict):
+            raise InvalidArgumentError(
+                f"SS-DB run {self.name!r}, image {image}: data is a dict of attribute arrays, "
+                f"not {type(data).__name__}"
+            )
         missing = [a for a in ATTRS if a not in data]
         extra = [a for a in data if a not in ATTRS]
         if missing or extra:
