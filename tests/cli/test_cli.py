@@ -332,3 +332,12 @@ def test_the_cli_never_prints_a_traceback(tmp_path: Path) -> None:
         )
         assert run.returncode != 0, argv
         assert "Traceback" not in run.stderr + run.stdout, (argv, run.stderr)
+
+
+def test_bench_refuses_ssdb_options_for_other_benchmarks() -> None:
+    out = runner.invoke(app, ["bench", "pushdown", "--params", "hard"])
+    assert out.exit_code != 0
+    assert "belong to `tessera bench ssdb`" in out.output
+    assert "Traceback" not in out.output
+    out = runner.invoke(app, ["bench", "ssdb", "--config", "test", "--scale", "tiny"])
+    assert out.exit_code != 0 and "disagree" in out.output

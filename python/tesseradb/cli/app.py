@@ -407,6 +407,8 @@ def bench(
         if scale is not None and scale != config:
             _fail(f"--config {config} and --scale {scale} disagree; give one")
         scale = config
+    if name != "ssdb" and (config or params or workdir or restart):
+        _fail("--config, --params, --workdir and --restart belong to `tessera bench ssdb`")
     options = {"params": params, "workdir": workdir, "restart": restart}
     peer_list = (
         [p.strip() for p in peers.split(",") if p.strip() and p.strip() != "tessera"]
