@@ -1,4 +1,5 @@
-//! Decoding an array attribute's stored Zarr chunks straight into a box.
+//! Decoding an array attribute's stored Zarr chunks straight into a box, and
+//! encoding a box's whole chunks for storing.
 //!
 //! zarr-python decodes every chunk a read touches into a fresh buffer of the
 //! whole chunk, then copies the wanted part out. Here each chunk is decoded
@@ -7,6 +8,11 @@
 //! of the box are copied from it into the caller's array, chunks in parallel.
 //! The stored bytes are plain Zarr v3: little-endian `bytes`, then optionally
 //! `zstd`, then optionally `crc32c` (the checksum of the bytes before it).
+//!
+//! Writing is the mirror image: zarr-python encodes one chunk per task of its
+//! event loop, with a copy of the chunk at each step; [`encode_chunks`]
+//! gathers each chunk from the box and compresses it in parallel, so a
+//! write is bound by zstd, not by the loop.
 
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -124,6 +130,117 @@ pub fn decode_chunks(
             .collect()
     });
     results.into_iter().collect()
+}
+
+/// A gather buffer and a zstd compressor with its level.
+type Encoder = (Vec<u8>, Option<(i32, zstd::bulk::Compressor<'static>)>);
+
+thread_local! {
+    /// Each thread's gather buffer and zstd compressor (at its level), kept
+    /// between chunks for the same reason as [`SCRATCH`].
+    static ENCODER: RefCell<Encoder> =
+        const { RefCell::new((Vec::new(), None)) };
+}
+
+/// Encodes the chunks at `coords` from `values`, the box of `layout` in C
+/// order: each chunk is gathered whole (its cells outside the box take
+/// `fill`, the bytes of one cell), compressed at zstd `level` when the codec
+/// is zstd, and followed by its CRC-32C when the layout has a checksum.
+/// The payloads come back in the order of `coords`; chunks run in parallel.
+pub fn encode_chunks(
+    layout: &Layout,
+    level: i32,
+    fill: &[u8],
+    values: &[u8],
+    coords: &[&[usize]],
+) -> Result<Vec<Vec<u8>>, Failure> {
+    layout.check(values.len())?;
+    if fill.len() != layout.itemsize {
+        return Err(Failure::Input(format!(
+            "the fill value has {} bytes, a cell {}",
+            fill.len(),
+            layout.itemsize
+        )));
+    }
+    let mut seen = HashSet::with_capacity(coords.len());
+    for c in coords {
+        if c.len() != layout.ndim() {
+            return Err(Failure::Input(format!(
+                "chunk coordinates {c:?} do not have {} dimensions",
+                layout.ndim()
+            )));
+        }
+        if chunk_part(layout, c).is_none() {
+            return Err(Failure::Input(format!("chunk {c:?} does not meet the box")));
+        }
+        if !seen.insert(*c) {
+            return Err(Failure::Input(format!("chunk {c:?} is listed twice")));
+        }
+    }
+    crate::pool::install(|| {
+        coords
+            .par_iter()
+            .enumerate()
+            .map(|(index, c)| {
+                encode_one(layout, level, fill, values, c)
+                    .map_err(|message| Failure::Chunk(index, message))
+            })
+            .collect()
+    })
+}
+
+fn encode_one(
+    layout: &Layout,
+    level: i32,
+    fill: &[u8],
+    values: &[u8],
+    coords: &[usize],
+) -> Result<Vec<u8>, String> {
+    let (lo, hi) = chunk_part(layout, coords).expect("checked by encode_chunks");
+    let full = layout.chunk.iter().product::<usize>() * layout.itemsize;
+    let out_shape = layout.out_shape();
+    let width = (hi[lo.len() - 1] - lo[lo.len() - 1]) * layout.itemsize;
+    let whole = lo.iter().all(|&l| l == 0) && hi == layout.chunk;
+    ENCODER.with(|cell| {
+        let (chunk, compressor) = &mut *cell.borrow_mut();
+        chunk.clear();
+        if whole {
+            chunk.resize(full, 0);
+        } else {
+            // cells the box does not cover (past the array's end) hold the fill value
+            chunk.reserve(full);
+            for _ in 0..full / layout.itemsize {
+                chunk.extend_from_slice(fill);
+            }
+        }
+        let mut source = vec![0; lo.len()];
+        for_each_row(layout, &lo, &hi, |index, to| {
+            for d in 0..index.len() {
+                source[d] = coords[d] * layout.chunk[d] + index[d] - layout.lo[d];
+            }
+            let from = linear(&source, &out_shape) * layout.itemsize;
+            chunk[to..to + width].copy_from_slice(&values[from..from + width]);
+        });
+        let mut payload = match layout.codec {
+            Codec::Raw => chunk.clone(),
+            Codec::Zstd => {
+                if compressor.as_ref().is_none_or(|(l, _)| *l != level) {
+                    let made = zstd::bulk::Compressor::new(level)
+                        .map_err(|e| format!("zstd level {level}: {e}"))?;
+                    *compressor = Some((level, made));
+                }
+                let (_, compressor) = compressor.as_mut().expect("made above");
+                compressor
+                    .compress(chunk)
+                    .map_err(|e| format!("zstd: {e}"))?
+            }
+        };
+        if layout.checksum {
+            let crc = crc32c::crc32c(&payload);
+            payload.extend_from_slice(&crc.to_le_bytes());
+        }
+        Ok(payload)
+    })
 }
 
 /// How an attribute's cells are read for [`reduce_chunks`]; the width is the layout's itemsize.
@@ -354,7 +471,7 @@ impl<'a> Fold<'a> {
 
 /// The part of chunk `coords` inside the box, in the chunk's own cells, or
 /// None when the chunk misses the box.
-fn chunk_part(layout: &Layout, coords: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
+pub(crate) fn chunk_part(layout: &Layout, coords: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
     let mut lo = Vec::with_capacity(coords.len());
     let mut hi = Vec::with_capacity(coords.len());
     for (d, &at) in coords.iter().enumerate() {
@@ -403,7 +520,7 @@ fn decode_one(
 /// Checks and decodes chunk `coords` as far as its part of the box, then
 /// hands `consume` the part (`lo..hi` in the chunk's cells) and the decoded
 /// bytes (the chunk in C order, at least up to the part's last cell).
-fn with_decoded<R>(
+pub(crate) fn with_decoded<R>(
     layout: &Layout,
     payload: &[u8],
     coords: &[usize],
@@ -589,6 +706,90 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn encoded_chunks_decode_to_the_box_with_fill_outside_it() {
+        let mut rng = Rng(11);
+        for _ in 0..100 {
+            // a 2-d array of 5x7 cells in 2x3 chunks; the box covers some of it
+            let (a, b) = ((rng.next() % 6) as usize, (rng.next() % 6) as usize);
+            let (c, d) = ((rng.next() % 8) as usize, (rng.next() % 8) as usize);
+            let (y0, y1, x0, x1) = (a.min(b), a.max(b).min(5), c.min(d), c.max(d).min(7));
+            if y0 == y1 || x0 == x1 {
+                continue;
+            }
+            let (h, w) = (y1 - y0, x1 - x0);
+            let values: Vec<u16> = (0..h * w).map(|_| rng.next() as u16).collect();
+            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            for codec in [Codec::Zstd, Codec::Raw] {
+                let checksum = rng.next().is_multiple_of(2);
+                let layout = Layout {
+                    chunk: vec![2, 3],
+                    lo: vec![y0, x0],
+                    hi: vec![y1, x1],
+                    itemsize: 2,
+                    codec,
+                    checksum,
+                };
+                let grid: Vec<Vec<usize>> = (y0 / 2..y1.div_ceil(2))
+                    .flat_map(|gy| (x0 / 3..x1.div_ceil(3)).map(move |gx| vec![gy, gx]))
+                    .collect();
+                let coords: Vec<&[usize]> = grid.iter().map(Vec::as_slice).collect();
+                let fill = 0xBEEFu16.to_le_bytes();
+                let payloads = encode_chunks(&layout, 3, &fill, &bytes, &coords).unwrap();
+                for (g, payload) in grid.iter().zip(&payloads) {
+                    // decode the whole chunk and compare each cell
+                    let whole = Layout {
+                        chunk: vec![2, 3],
+                        lo: vec![g[0] * 2, g[1] * 3],
+                        hi: vec![g[0] * 2 + 2, g[1] * 3 + 3],
+                        itemsize: 2,
+                        codec,
+                        checksum,
+                    };
+                    let mut out = vec![0u8; 12];
+                    decode_chunks(&whole, &[(payload.as_slice(), g.as_slice())], &mut out).unwrap();
+                    for i in 0..6 {
+                        let (y, x) = (g[0] * 2 + i / 3, g[1] * 3 + i % 3);
+                        let inside = (y0..y1).contains(&y) && (x0..x1).contains(&x);
+                        let expect = if inside {
+                            values[(y - y0) * w + (x - x0)]
+                        } else {
+                            0xBEEF
+                        };
+                        assert_eq!(u16::from_le_bytes([out[2 * i], out[2 * i + 1]]), expect);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn encoding_refuses_chunks_off_the_box_or_listed_twice() {
+        let layout = Layout {
+            chunk: vec![2],
+            lo: vec![0],
+            hi: vec![4],
+            itemsize: 1,
+            codec: Codec::Raw,
+            checksum: false,
+        };
+        let values = [1u8, 2, 3, 4];
+        let off: Vec<&[usize]> = vec![&[2]];
+        assert!(matches!(
+            encode_chunks(&layout, 3, &[0], &values, &off),
+            Err(Failure::Input(_))
+        ));
+        let twice: Vec<&[usize]> = vec![&[1], &[1]];
+        assert!(matches!(
+            encode_chunks(&layout, 3, &[0], &values, &twice),
+            Err(Failure::Input(_))
+        ));
+        assert!(matches!(
+            encode_chunks(&layout, 3, &[0, 0], &values, &[&[0]]),
+            Err(Failure::Input(_))
+        ));
     }
 
     #[test]

@@ -58,8 +58,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::records::unpack_records, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::gather, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::arrays::decode_chunks, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::arrays::encode_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::arrays::reduce_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::arrays::regrid_block, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::arrays::regrid_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::pad_strings, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::encode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::decode_column, m)?)?;

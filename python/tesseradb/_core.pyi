@@ -15,6 +15,7 @@ __all__ = [
     "build_segments",
     "decode_chunks",
     "decode_column",
+    "encode_chunks",
     "encode_columns",
     "flatten_documents",
     "gather",
@@ -24,6 +25,7 @@ __all__ = [
     "rebuild_packed_documents",
     "reduce_chunks",
     "regrid_block",
+    "regrid_chunks",
     "search_segments",
     "ssdb_cook",
     "ssdb_density_counts",
@@ -247,8 +249,27 @@ class SegmentTree:
     def query(self, lo: list[float], hi: list[float]) -> npt.NDArray[np.uint64]:
         """Ids of the segments whose boxes may meet ``[lo, hi]``, ascending."""
 
+def encode_chunks(
+    values: npt.NDArray[np.uint8],
+    chunk_shape: list[int],
+    lo: list[int],
+    hi: list[int],
+    itemsize: int,
+    codec: str,
+    checksum: bool,
+    level: int,
+    fill: bytes,
+    coords: list[list[int]],
+) -> list[bytes]:
+    """Encode the chunks at ``coords`` of box ``lo..hi``, whose cells' bytes are ``values``.
+
+    Each chunk is encoded whole, its cells outside the box set to ``fill`` (one
+    cell's bytes); ``codec`` is "zstd" (at ``level``) or "raw", ``checksum``
+    whether a CRC-32C ends each payload. Returns the payloads in order.
+    """
+
 def decode_chunks(
-    chunks: list[tuple[bytes, list[int]]],
+    chunks: list[tuple[npt.NDArray[np.uint8], list[int]]],
     chunk_shape: list[int],
     lo: list[int],
     hi: list[int],
@@ -276,8 +297,26 @@ def regrid_block(
     a cell whose weights sum to zero is NaN. Blocks without NULL cells only.
     """
 
+def regrid_chunks(
+    chunks: list[tuple[npt.NDArray[np.uint8], list[int]]],
+    chunk_shape: list[int],
+    lo: list[int],
+    hi: list[int],
+    itemsize: int,
+    codec: str,
+    checksum: bool,
+    kind: str,
+    weights: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]],
+) -> tuple[npt.NDArray[np.float64] | None, tuple[int, str] | None]:
+    """Area-weighted regrid of box ``lo..hi`` of one attribute from its stored chunks.
+
+    The chunks must cover the box; each is decoded and contracted in its thread, the
+    box never materialised. ``kind`` is numpy's dtype kind, ``weights`` one CSR matrix
+    per axis. Returns (result, None), or (None, (index, reason)) for a damaged chunk.
+    """
+
 def reduce_chunks(
-    chunks: list[tuple[bytes, list[int]]],
+    chunks: list[tuple[npt.NDArray[np.uint8], list[int]]],
     chunk_shape: list[int],
     lo: list[int],
     hi: list[int],

@@ -32,13 +32,21 @@ fn chunk_layout(
     })
 }
 
-type StoredChunks = Vec<(pyo3::pybacked::PyBackedBytes, Vec<usize>)>;
+/// Stored chunks as (payload, grid coordinates). Payloads are uint8 arrays, not
+/// bytes: a view of the store's buffer costs nothing, a bytes copy of a
+/// 700 MB read took as long as fetching it.
+type StoredChunks<'py> = Vec<(numpy::PyReadonlyArray1<'py, u8>, Vec<usize>)>;
 
 /// (payload, grid coordinates) of each stored chunk, as slices the kernels borrow.
-fn chunk_parts(chunks: &StoredChunks) -> Vec<(&[u8], &[usize])> {
+fn chunk_parts<'a>(chunks: &'a StoredChunks<'_>) -> PyResult<Vec<(&'a [u8], &'a [usize])>> {
     chunks
         .iter()
-        .map(|(payload, coords)| (&payload[..], coords.as_slice()))
+        .map(|(payload, coords)| {
+            let bytes = payload.as_slice().map_err(|_| {
+                PyValueError::new_err("a chunk payload must be a contiguous uint8 array")
+            })?;
+            Ok((bytes, coords.as_slice()))
+        })
         .collect()
 }
 
@@ -48,9 +56,9 @@ fn chunk_parts(chunks: &StoredChunks) -> Vec<(&[u8], &[usize])> {
 /// Returns None, or (index, reason) for the first chunk that cannot be decoded.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn decode_chunks(
+pub fn decode_chunks<'py>(
     py: Python<'_>,
-    chunks: StoredChunks,
+    chunks: StoredChunks<'py>,
     chunk_shape: Vec<usize>,
     lo: Vec<usize>,
     hi: Vec<usize>,
@@ -64,11 +72,64 @@ pub fn decode_chunks(
     let out = out
         .as_slice_mut()
         .map_err(|_| PyValueError::new_err("out must be a contiguous uint8 array"))?;
-    let parts = chunk_parts(&chunks);
+    let parts = chunk_parts(&chunks)?;
     match py.detach(|| chunks::decode_chunks(&layout, &parts, out)) {
         Ok(()) => Ok(None),
         Err(Failure::Chunk(index, reason)) => Ok(Some((index, reason))),
         Err(Failure::Input(reason)) => Err(PyValueError::new_err(reason)),
+    }
+}
+
+/// Encodes the chunks at `coords` (grid coordinates) of the box `lo..hi`
+/// whose cells are `values` (its bytes in C order): each chunk whole, cells
+/// outside the box set to `fill` (one cell's bytes), compressed with `codec`
+/// ("zstd" at `level`, or "raw") and followed by a CRC-32C when `checksum`.
+/// Returns the payloads in the order of `coords`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn encode_chunks<'py>(
+    py: Python<'py>,
+    values: numpy::PyReadonlyArray1<'py, u8>,
+    chunk_shape: Vec<usize>,
+    lo: Vec<usize>,
+    hi: Vec<usize>,
+    itemsize: usize,
+    codec: &str,
+    checksum: bool,
+    level: i32,
+    fill: Vec<u8>,
+    coords: Vec<Vec<usize>>,
+) -> PyResult<Vec<Bound<'py, pyo3::types::PyBytes>>> {
+    use crate::chunks::{self, Failure};
+    let layout = chunk_layout(chunk_shape, lo, hi, itemsize, codec, checksum)?;
+    let values = values
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("values must be a contiguous uint8 array"))?;
+    let wanted: Vec<&[usize]> = coords.iter().map(Vec::as_slice).collect();
+    let payloads = py
+        .detach(|| chunks::encode_chunks(&layout, level, &fill, values, &wanted))
+        .map_err(|failure| match failure {
+            Failure::Input(reason) => PyValueError::new_err(reason),
+            Failure::Chunk(index, reason) => {
+                PyValueError::new_err(format!("chunk {:?}: {reason}", coords[index]))
+            }
+        })?;
+    Ok(payloads
+        .iter()
+        .map(|p| pyo3::types::PyBytes::new(py, p))
+        .collect())
+}
+
+/// numpy's dtype kind as the kernels' cell kind.
+fn cell_kind(kind: &str) -> PyResult<crate::chunks::Kind> {
+    use crate::chunks::Kind;
+    match kind {
+        "i" => Ok(Kind::Signed),
+        "u" | "b" => Ok(Kind::Unsigned),
+        "f" => Ok(Kind::Float),
+        other => Err(PyValueError::new_err(format!(
+            "unknown cell kind {other:?}; one of i, u, b, f"
+        ))),
     }
 }
 
@@ -84,7 +145,7 @@ type ChunkPartials<'py> = (Vec<Bound<'py, PyAny>>, Option<(usize, String)>);
 #[allow(clippy::too_many_arguments)]
 pub fn reduce_chunks<'py>(
     py: Python<'py>,
-    chunks: StoredChunks,
+    chunks: StoredChunks<'py>,
     chunk_shape: Vec<usize>,
     lo: Vec<usize>,
     hi: Vec<usize>,
@@ -95,19 +156,10 @@ pub fn reduce_chunks<'py>(
     null: Option<Vec<u8>>,
     extremes: bool,
 ) -> PyResult<ChunkPartials<'py>> {
-    use crate::chunks::{self, Failure, Kind, Partial};
+    use crate::chunks::{self, Failure, Partial};
     let layout = chunk_layout(chunk_shape, lo, hi, itemsize, codec, checksum)?;
-    let kind = match kind {
-        "i" => Kind::Signed,
-        "u" | "b" => Kind::Unsigned,
-        "f" => Kind::Float,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown cell kind {other:?}; one of i, u, b, f"
-            )))
-        }
-    };
-    let parts = chunk_parts(&chunks);
+    let kind = cell_kind(kind)?;
+    let parts = chunk_parts(&chunks)?;
     let partials = match py
         .detach(|| chunks::reduce_chunks(&layout, kind, null.as_deref(), extremes, &parts))
     {
@@ -139,24 +191,15 @@ type Csr<'py> = (
     numpy::PyReadonlyArray1<'py, f64>,
 );
 
-/// Area-weighted regrid of a C-contiguous 3-D block (any integer or float
-/// dtype) by one CSR weight matrix per axis (indptr, indices, weights):
-/// float64 result of the matrices' output shape. Without NULL cells only.
-#[pyfunction]
-pub fn regrid_block<'py>(
-    py: Python<'py>,
-    input: &Bound<'py, PyAny>,
-    weights: Vec<Csr<'py>>,
-) -> PyResult<Bound<'py, numpy::PyArray3<f64>>> {
-    use crate::regrid::{regrid3, AxisWeights};
-    use numpy::{PyArrayMethods, PyUntypedArrayMethods};
+/// The (indptr, indices, weights) slices of three axes' CSR weights.
+/// One axis's CSR weights as (indptr, indices, weights) slices.
+type CsrSlices<'a> = (&'a [i64], &'a [i64], &'a [f64]);
 
+fn weight_slices<'a>(weights: &'a [Csr<'_>]) -> PyResult<Vec<CsrSlices<'a>>> {
     if weights.len() != 3 {
-        return Err(PyValueError::new_err(
-            "regrid_block needs weights for 3 axes",
-        ));
+        return Err(PyValueError::new_err("a regrid needs weights for 3 axes"));
     }
-    let parts: Vec<(&[i64], &[i64], &[f64])> = weights
+    weights
         .iter()
         .map(|(p, i, w)| {
             Ok((
@@ -168,15 +211,78 @@ pub fn regrid_block<'py>(
                     .map_err(|_| PyValueError::new_err("weights must be contiguous"))?,
             ))
         })
-        .collect::<PyResult<_>>()?;
-    let axes: Vec<AxisWeights<'_>> = parts
+        .collect()
+}
+
+fn axis_weights<'a>(parts: &[CsrSlices<'a>]) -> Vec<crate::regrid::AxisWeights<'a>> {
+    parts
         .iter()
-        .map(|&(indptr, indices, weights)| AxisWeights {
+        .map(|&(indptr, indices, weights)| crate::regrid::AxisWeights {
             indptr,
             indices,
             weights,
         })
-        .collect();
+        .collect()
+}
+
+type Regridded<'py> = (
+    Option<Bound<'py, numpy::PyArray3<f64>>>,
+    Option<(usize, String)>,
+);
+
+/// Area-weighted regrid (as `regrid_block`) of the box `lo..hi` of one
+/// attribute read from its stored chunks, which must cover the box: each
+/// chunk decoded and contracted in its thread, the box never materialised.
+/// `kind` is numpy's dtype kind. Returns (result, None), or (None, (index,
+/// reason)) for the first chunk that cannot be decoded.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn regrid_chunks<'py>(
+    py: Python<'py>,
+    chunks: StoredChunks<'py>,
+    chunk_shape: Vec<usize>,
+    lo: Vec<usize>,
+    hi: Vec<usize>,
+    itemsize: usize,
+    codec: &str,
+    checksum: bool,
+    kind: &str,
+    weights: Vec<Csr<'py>>,
+) -> PyResult<Regridded<'py>> {
+    use crate::chunks::Failure;
+    use numpy::PyArrayMethods;
+    let layout = chunk_layout(chunk_shape, lo, hi, itemsize, codec, checksum)?;
+    let kind = cell_kind(kind)?;
+    let parts = weight_slices(&weights)?;
+    let axes = axis_weights(&parts);
+    let out_shape = [axes[0].outputs(), axes[1].outputs(), axes[2].outputs()];
+    let mut out = vec![0.0f64; out_shape.iter().product()];
+    let stored = chunk_parts(&chunks)?;
+    let axes_ref = [&axes[0], &axes[1], &axes[2]];
+    match py.detach(|| crate::regrid::regrid_chunks(&layout, kind, &stored, axes_ref, &mut out)) {
+        Ok(()) => {
+            let result = numpy::PyArray1::from_vec(py, out).reshape(out_shape)?;
+            Ok((Some(result), None))
+        }
+        Err(Failure::Chunk(index, reason)) => Ok((None, Some((index, reason)))),
+        Err(Failure::Input(reason)) => Err(PyValueError::new_err(reason)),
+    }
+}
+
+/// Area-weighted regrid of a C-contiguous 3-D block (any integer or float
+/// dtype) by one CSR weight matrix per axis (indptr, indices, weights):
+/// float64 result of the matrices' output shape. Without NULL cells only.
+#[pyfunction]
+pub fn regrid_block<'py>(
+    py: Python<'py>,
+    input: &Bound<'py, PyAny>,
+    weights: Vec<Csr<'py>>,
+) -> PyResult<Bound<'py, numpy::PyArray3<f64>>> {
+    use crate::regrid::regrid3;
+    use numpy::{PyArrayMethods, PyUntypedArrayMethods};
+
+    let parts = weight_slices(&weights)?;
+    let axes = axis_weights(&parts);
     let out_shape = [axes[0].outputs(), axes[1].outputs(), axes[2].outputs()];
     let mut out = vec![0.0f64; out_shape.iter().product()];
     macro_rules! run {

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import ArrayBoundsError, Box, chunk_box, chunk_grid, parse_key
-from tesseradb.arrays._decode import read_box
+from tesseradb.arrays._decode import read_box, regrid_box
+from tesseradb.arrays._encode import write_box
 from tesseradb.arrays._repository import ArrayConflictError, ArrayRepository, chunk_error
 from tesseradb.errors import (
     ArrayCorruptError,
@@ -230,6 +231,22 @@ class _ArrayBase:
             self._locate_damage(array, attr, box, err)
             raise
 
+    def _regrid_box(
+        self, session: icechunk.Session, attr: Any, box: Box, weights: Any
+    ) -> np.ndarray | None:
+        """The regrid of ``box`` of a non-nullable ``attr`` straight from its stored chunks;
+        None where only the plain path (read, then regrid) can do it."""
+        array = self._zarr(session, attr.name)
+        where = str(self._repo.directory)
+        chunks = self.schema.chunk_shape
+        done = regrid_box(session, where, array, attr.numpy_dtype, box, chunks, weights)
+        if done is None:
+            return None
+        result, failed = done
+        if failed is not None:
+            raise self._corrupt(attr, *failed)
+        return result
+
     def _corrupt(self, attr: Any, coords: tuple[int, ...], reason: str) -> ArrayCorruptError:
         return ArrayCorruptError(
             f"array {self.name!r}, attribute {attr.name!r}, chunk {coords}: the stored "
@@ -301,14 +318,15 @@ class _ArrayBase:
             blocks = self._blocks(values, box.shape, f"write to {self.name!r}")
             self._grow(session, extent, box.hi)
             targets = [(self._zarr(session, attr), data) for attr, data in blocks.items()]
-            if len(targets) == 1:
-                targets[0][0][box.slices] = targets[0][1]
-            else:
-                # attributes in parallel threads: each write compresses its chunks, and
-                # one attribute at a time left all but one core idle
-                def put(target: tuple[Any, np.ndarray]) -> None:
-                    target[0][box.slices] = target[1]
 
+            def put(target: tuple[Any, np.ndarray]) -> None:
+                write_box(session, target[0], target[1], box, self.schema.chunk_shape)
+
+            if len(targets) == 1:
+                put(targets[0])
+            else:
+                # attributes in parallel threads: one stores its chunks while another
+                # encodes, and zarr's partial chunks keep a core each
                 with ThreadPoolExecutor(min(len(targets), _threads())) as pool:
                     list(pool.map(put, targets))
         except BaseException:

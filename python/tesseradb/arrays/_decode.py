@@ -61,16 +61,16 @@ class PayloadCache:
         self.budget = budget
         self._held = 0
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
 
-    def get(self, key: tuple[str, str, str]) -> bytes | None:
+    def get(self, key: tuple[str, str, str]) -> np.ndarray | None:
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
             return found
 
-    def put(self, key: tuple[str, str, str], payload: bytes) -> None:
+    def put(self, key: tuple[str, str, str], payload: np.ndarray) -> None:
         if len(payload) > self.budget // 8:
             return  # one huge chunk would push out everything else
         with self._lock:
@@ -96,16 +96,17 @@ def clear_chunk_cache() -> None:
     PAYLOADS.clear()
 
 
-def fetch_chunks(session: Any, where: str, keys: Sequence[str]) -> list[bytes | None]:
-    """The stored bytes of each key in ``session`` of the repository at ``where`` (None for a
-    chunk never written), from :data:`PAYLOADS` or fetched concurrently."""
+def fetch_chunks(session: Any, where: str, keys: Sequence[str]) -> list[np.ndarray | None]:
+    """The stored bytes of each key in ``session`` of the repository at ``where`` as a uint8
+    array (None for a chunk never written), from :data:`PAYLOADS` or fetched concurrently.
+    Arrays, not bytes: they view the store's buffers, where bytes would copy them."""
     import asyncio
 
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
     snapshot = str(session.snapshot_id) if session.read_only else None
-    found: list[bytes | None] = [None] * len(keys)
+    found: list[np.ndarray | None] = [None] * len(keys)
     missing = list(range(len(keys)))
     if snapshot is not None:
         for i, key in enumerate(keys):
@@ -120,7 +121,7 @@ def fetch_chunks(session: Any, where: str, keys: Sequence[str]) -> list[bytes | 
 
     for i, buffer in zip(missing, sync(fetch()), strict=True):
         if buffer is not None:
-            found[i] = buffer.to_bytes()
+            found[i] = buffer.as_numpy_array()
             if snapshot is not None:
                 PAYLOADS.put((where, snapshot, keys[i]), found[i])
     return found
@@ -128,7 +129,7 @@ def fetch_chunks(session: Any, where: str, keys: Sequence[str]) -> list[bytes | 
 
 def stored_chunks(
     session: Any, where: str, array: Any, chunks: Sequence[tuple[int, ...]]
-) -> tuple[list[bytes | None], tuple[tuple[int, ...], str] | None]:
+) -> tuple[list[np.ndarray | None], tuple[tuple[int, ...], str] | None]:
     """The stored bytes of each of ``chunks`` (grid coordinates) of the Zarr ``array``, and
     None, or ([], (chunk, reason)) for a chunk whose file is missing or cut short."""
     import icechunk
@@ -171,7 +172,7 @@ def read_box(
     payloads, unreadable = stored_chunks(session, where, array, [c for c, _ in parts])
     if unreadable is not None:
         return out, unreadable
-    stored: list[tuple[bytes, list[int]]] = []
+    stored: list[tuple[np.ndarray, list[int]]] = []
     for (coords, part), payload in zip(parts, payloads, strict=True):
         if payload is None:  # never written: the fill value
             out[part.relative_to(box)] = fill
@@ -228,9 +229,42 @@ def reduce_box(
         index, reason = failed
         return [], (tuple(stored[index][1]), reason)
     if unwritten:
-        fill = np.full(tuple(chunk_shape), attr.fill, dtype=dtype).tobytes()
+        fill = np.full(tuple(chunk_shape), attr.fill, dtype=dtype).reshape(-1).view(np.uint8)
         filled, _ = _core.reduce_chunks(
             [(fill, c) for c in unwritten], *geometry, "raw", False, dtype.kind, null, extremes
         )
         partials += filled
     return partials, None
+
+
+def regrid_box(
+    session: Any,
+    where: str,
+    array: Any,
+    dtype: np.dtype[Any],
+    box: Box,
+    chunk_shape: Sequence[int],
+    weights: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray | None, tuple[tuple[int, ...], str] | None] | None:
+    """The area-weighted regrid of a 3-D ``box`` of a non-nullable attribute by the three
+    axes' CSR ``weights``, each stored chunk decoded and contracted in Rust without
+    materialising the box: (result, None), or (None, (chunk, reason)) for a chunk that
+    cannot be decoded; None when this path cannot (another encoding, an unwritten chunk)."""
+    from tesseradb import _core
+
+    codec = chunk_codec(array)
+    if codec is None or dtype.kind not in "biuf" or len(chunk_shape) != 3:
+        return None
+    coords = [c for c, _ in chunk_grid(box, chunk_shape)]
+    payloads, unreadable = stored_chunks(session, where, array, coords)
+    if unreadable is not None:
+        return None, unreadable
+    if any(p is None for p in payloads):
+        return None  # an unwritten chunk holds the fill value: the plain path makes it
+    stored = [(p, list(c)) for p, c in zip(payloads, coords, strict=True)]
+    geometry = (list(chunk_shape), list(box.lo), list(box.hi), dtype.itemsize)
+    result, failed = _core.regrid_chunks(stored, *geometry, *codec, dtype.kind, list(weights))
+    if failed is not None:
+        index, reason = failed
+        return None, (tuple(stored[index][1]), reason)
+    return result, None
