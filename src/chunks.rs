@@ -132,14 +132,59 @@ pub fn decode_chunks(
     results.into_iter().collect()
 }
 
-/// A gather buffer and a zstd compressor with its level.
-type Encoder = (Vec<u8>, Option<(i32, zstd::bulk::Compressor<'static>)>);
-
 thread_local! {
     /// Each thread's gather buffer and zstd compressor (at its level), kept
     /// between chunks for the same reason as [`SCRATCH`].
-    static ENCODER: RefCell<Encoder> =
-        const { RefCell::new((Vec::new(), None)) };
+    static GATHER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { RefCell::new(None) };
+}
+
+/// The stored payload of one whole chunk's bytes: compressed at zstd
+/// `level` when the layout's codec is zstd, then its CRC-32C when the
+/// layout has a checksum.
+pub(crate) fn chunk_payload(layout: &Layout, level: i32, chunk: &[u8]) -> Result<Vec<u8>, String> {
+    let mut payload = match layout.codec {
+        Codec::Raw => chunk.to_vec(),
+        Codec::Zstd => COMPRESSOR.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+                let made = zstd::bulk::Compressor::new(level)
+                    .map_err(|e| format!("zstd level {level}: {e}"))?;
+                *slot = Some((level, made));
+            }
+            let (_, compressor) = slot.as_mut().expect("made above");
+            compressor.compress(chunk).map_err(|e| format!("zstd: {e}"))
+        })?,
+    };
+    if layout.checksum {
+        let crc = crc32c::crc32c(&payload);
+        payload.extend_from_slice(&crc.to_le_bytes());
+    }
+    Ok(payload)
+}
+
+/// The whole chunk at `coords` decoded from its stored `payload` (the
+/// layout's codec, checksum and cell size; its box is not used).
+pub(crate) fn decode_whole(
+    layout: &Layout,
+    payload: &[u8],
+    coords: &[usize],
+) -> Result<Vec<u8>, String> {
+    let chunk = Layout {
+        lo: coords
+            .iter()
+            .zip(&layout.chunk)
+            .map(|(c, n)| c * n)
+            .collect(),
+        hi: coords
+            .iter()
+            .zip(&layout.chunk)
+            .map(|(c, n)| (c + 1) * n)
+            .collect(),
+        ..layout.clone()
+    };
+    with_decoded(&chunk, payload, coords, |_, _, src| src.to_vec())
 }
 
 /// Encodes the chunks at `coords` from `values`, the box of `layout` in C
@@ -201,8 +246,8 @@ fn encode_one(
     let out_shape = layout.out_shape();
     let width = (hi[lo.len() - 1] - lo[lo.len() - 1]) * layout.itemsize;
     let whole = lo.iter().all(|&l| l == 0) && hi == layout.chunk;
-    ENCODER.with(|cell| {
-        let (chunk, compressor) = &mut *cell.borrow_mut();
+    GATHER.with(|cell| {
+        let chunk = &mut *cell.borrow_mut();
         chunk.clear();
         if whole {
             chunk.resize(full, 0);
@@ -221,25 +266,7 @@ fn encode_one(
             let from = linear(&source, &out_shape) * layout.itemsize;
             chunk[to..to + width].copy_from_slice(&values[from..from + width]);
         });
-        let mut payload = match layout.codec {
-            Codec::Raw => chunk.clone(),
-            Codec::Zstd => {
-                if compressor.as_ref().is_none_or(|(l, _)| *l != level) {
-                    let made = zstd::bulk::Compressor::new(level)
-                        .map_err(|e| format!("zstd level {level}: {e}"))?;
-                    *compressor = Some((level, made));
-                }
-                let (_, compressor) = compressor.as_mut().expect("made above");
-                compressor
-                    .compress(chunk)
-                    .map_err(|e| format!("zstd: {e}"))?
-            }
-        };
-        if layout.checksum {
-            let crc = crc32c::crc32c(&payload);
-            payload.extend_from_slice(&crc.to_le_bytes());
-        }
-        Ok(payload)
+        chunk_payload(layout, level, chunk)
     })
 }
 

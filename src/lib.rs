@@ -17,6 +17,7 @@ pub mod pool;
 pub mod regrid;
 pub mod rtree;
 pub mod ssdb;
+pub mod triples;
 
 /// Test helpers shared by the kernels' tests.
 #[cfg(test)]
@@ -62,6 +63,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::arrays::reduce_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::arrays::regrid_block, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::arrays::regrid_chunks, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::arrays::triple_chunks, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::arrays::scatter_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::pad_strings, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::encode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::decode_column, m)?)?;

@@ -26,10 +26,12 @@ __all__ = [
     "reduce_chunks",
     "regrid_block",
     "regrid_chunks",
+    "scatter_chunks",
     "search_segments",
     "ssdb_cook",
     "ssdb_density_counts",
     "ssdb_polygons_overlap_box",
+    "triple_chunks",
     "unpack_records",
 ]
 
@@ -266,6 +268,30 @@ def encode_chunks(
     Each chunk is encoded whole, its cells outside the box set to ``fill`` (one
     cell's bytes); ``codec`` is "zstd" (at ``level``) or "raw", ``checksum``
     whether a CRC-32C ends each payload. Returns the payloads in order.
+    """
+
+def triple_chunks(
+    positions: npt.NDArray[np.int64], chunk_shape: list[int], extent: list[int]
+) -> list[list[int]]:
+    """Grid coordinates (ascending) of the chunks the cells at ``positions`` (n x ndim) touch."""
+
+def scatter_chunks(
+    positions: npt.NDArray[np.int64],
+    values: npt.NDArray[np.uint8],
+    chunk_shape: list[int],
+    extent: list[int],
+    itemsize: int,
+    codec: str,
+    checksum: bool,
+    level: int,
+    fill: bytes,
+    existing: list[tuple[npt.NDArray[np.uint8], list[int]]],
+) -> tuple[list[list[int]], list[bytes], tuple[int, str] | None]:
+    """Write cells into the chunks they touch and encode each whole.
+
+    A chunk in ``existing`` (payload, grid coordinates) starts from its stored cells, any
+    other from ``fill``; the last of repeated positions wins. Returns (coordinates,
+    payloads, None) ascending, or ([], [], (index, reason)) for a damaged stored chunk.
     """
 
 def decode_chunks(

@@ -120,6 +120,97 @@ pub fn encode_chunks<'py>(
         .collect())
 }
 
+/// The layout of a whole array for triple ingest: chunked by `chunk_shape`, `extent` cells.
+fn array_layout(
+    chunk_shape: Vec<usize>,
+    extent: Vec<usize>,
+    itemsize: usize,
+    codec: &str,
+    checksum: bool,
+) -> PyResult<crate::chunks::Layout> {
+    let zeros = vec![0; extent.len()];
+    chunk_layout(chunk_shape, zeros, extent, itemsize, codec, checksum)
+}
+
+fn input_error(failure: crate::chunks::Failure) -> PyErr {
+    match failure {
+        crate::chunks::Failure::Input(reason) => PyValueError::new_err(reason),
+        crate::chunks::Failure::Chunk(index, reason) => {
+            PyValueError::new_err(format!("stored chunk {index}: {reason}"))
+        }
+    }
+}
+
+/// Grid coordinates (ascending, C order) of the chunks that the cells at
+/// `positions` (n x ndim, 0-based) touch in an array of `extent` cells.
+#[pyfunction]
+pub fn triple_chunks(
+    py: Python<'_>,
+    positions: numpy::PyReadonlyArray2<'_, i64>,
+    chunk_shape: Vec<usize>,
+    extent: Vec<usize>,
+) -> PyResult<Vec<Vec<usize>>> {
+    let layout = array_layout(chunk_shape, extent, 1, "raw", false)?;
+    let positions = positions
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("positions must be C-contiguous"))?;
+    let buckets = py
+        .detach(|| crate::pool::install(|| crate::triples::bucket(&layout, positions)))
+        .map_err(input_error)?;
+    Ok(buckets.chunks)
+}
+
+type Scattered<'py> = (
+    Vec<Vec<usize>>,
+    Vec<Bound<'py, pyo3::types::PyBytes>>,
+    Option<(usize, String)>,
+);
+
+/// Writes cells (`positions` n x ndim, `values` their bytes) into the chunks
+/// they touch and encodes each whole: one in `existing` (payload, grid
+/// coordinates) starts from its stored cells, any other from `fill`.
+/// Returns (coordinates, payloads, None), ascending, or ([], [], (index,
+/// reason)) for the first stored chunk that cannot be decoded.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn scatter_chunks<'py>(
+    py: Python<'py>,
+    positions: numpy::PyReadonlyArray2<'py, i64>,
+    values: numpy::PyReadonlyArray1<'py, u8>,
+    chunk_shape: Vec<usize>,
+    extent: Vec<usize>,
+    itemsize: usize,
+    codec: &str,
+    checksum: bool,
+    level: i32,
+    fill: Vec<u8>,
+    existing: StoredChunks<'py>,
+) -> PyResult<Scattered<'py>> {
+    use crate::chunks::Failure;
+    let layout = array_layout(chunk_shape, extent, itemsize, codec, checksum)?;
+    let positions = positions
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("positions must be C-contiguous"))?;
+    let values = values
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("values must be a contiguous uint8 array"))?;
+    let stored = chunk_parts(&existing)?;
+    let written = py.detach(|| {
+        crate::triples::scatter_chunks(&layout, level, &fill, positions, values, &stored)
+    });
+    match written {
+        Ok(chunks) => {
+            let (coords, payloads): (Vec<_>, Vec<_>) = chunks
+                .into_iter()
+                .map(|(c, p)| (c, pyo3::types::PyBytes::new(py, &p)))
+                .unzip();
+            Ok((coords, payloads, None))
+        }
+        Err(Failure::Chunk(index, reason)) => Ok((vec![], vec![], Some((index, reason)))),
+        Err(failure) => Err(input_error(failure)),
+    }
+}
+
 /// numpy's dtype kind as the kernels' cell kind.
 fn cell_kind(kind: &str) -> PyResult<crate::chunks::Kind> {
     use crate::chunks::Kind;

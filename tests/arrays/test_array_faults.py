@@ -252,6 +252,11 @@ def test_a_damaged_chunk_file_is_named_by_every_reader(db: tesseradb.Database, d
     for sql in ("SELECT sum(v) FROM c", "SELECT * FROM c"):
         with pytest.raises(ArrayCorruptError, match=where):
             db.sql(sql).fetchall()
+    # a triple ingest patching the damaged chunk names it and writes nothing
+    versions = len(arr.versions())
+    with pytest.raises(ArrayCorruptError, match=where):
+        arr.put_triples(np.array([[5], [15000]]), {"v": np.array([1.0, 2.0])})
+    assert len(arr.versions()) == versions
 
 
 @pytest.mark.parametrize(

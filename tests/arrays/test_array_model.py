@@ -313,11 +313,12 @@ def test_reads_survive_reopening_read_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("codec", ["zstd", "none", "blosc"])
-def test_whole_chunks_are_encoded_in_rust(
+def test_whole_chunks_and_triples_are_encoded_in_rust(
     db: tesseradb.Database, monkeypatch: pytest.MonkeyPatch, codec: str
 ) -> None:
     """A write's whole chunks go through the Rust encoder (zstd and none), a partial chunk
-    through zarr-python's read-patch-write; blosc is zarr-python's alone."""
+    through zarr-python's read-patch-write, triples through the Rust scatter kernel; blosc
+    is zarr-python's alone."""
     from tesseradb import _core
 
     encoded: list[int] = []
@@ -335,3 +336,13 @@ def test_whole_chunks_are_encoded_in_rust(
     values[1:3, 1:3] = 0
     np.testing.assert_array_equal(arr[...]["v"], values)
     assert encoded == ([] if codec == "blosc" else [9])  # 3 x 3 chunks, edges included
+    # triples: bucketed, patched and encoded by the Rust kernel (zstd and none)
+    scattered: list[int] = []
+    scatter = _core.scatter_chunks
+    monkeypatch.setattr(
+        _core, "scatter_chunks", lambda *a: scattered.append(len(a[0])) or scatter(*a)
+    )
+    arr.put_triples(np.array([[0, 0], [9, 8], [0, 0]]), {"v": np.array([5, 6, 7])})
+    values[0, 0], values[9, 8] = 7, 6  # the last of a repeated cell wins
+    np.testing.assert_array_equal(arr[...]["v"], values)
+    assert scattered == ([] if codec == "blosc" else [3])

@@ -191,3 +191,29 @@ def test_interrupted_load_resumes_to_the_same_run(tmp_path: Path, monkeypatch: A
             for t in ("images", "members", "groups", "polygons", "obs1")
         }
     assert got == want
+
+
+def test_a_failed_create_leaves_nothing_and_leftovers_are_named(
+    db: tesseradb.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create interrupted midway removes what it made; objects left by one killed midway
+    (no ``_run`` table) are named instead of half-adopted."""
+    from tesseradb.ssdb._run import Run
+
+    before = set(db.tables()) | set(db.arrays())
+    made = Run._create_objects
+
+    def interrupted(db_: Any, name: str, cfg: Any) -> None:
+        made(db_, name, cfg)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Run, "_create_objects", staticmethod(interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        db.ssdb("cut", config="test")
+    assert set(db.tables()) | set(db.arrays()) == before
+    monkeypatch.setattr(Run, "_create_objects", staticmethod(made))
+    db.sql("CREATE TABLE cut_images (image INTEGER)")  # as a killed create leaves it
+    with pytest.raises(ObjectExistsError, match="cut_images already exist without cut_run"):
+        db.ssdb("cut", config="test")
+    db.drop("cut_images")
+    assert db.ssdb("cut", config="test").cycles_done == 0

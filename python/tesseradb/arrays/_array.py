@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import ArrayBoundsError, Box, chunk_box, chunk_grid, parse_key
 from tesseradb.arrays._decode import read_box, regrid_box
-from tesseradb.arrays._encode import write_box
+from tesseradb.arrays._encode import scatter_cells, write_box
 from tesseradb.arrays._repository import ArrayConflictError, ArrayRepository, chunk_error
 from tesseradb.errors import (
     ArrayCorruptError,
@@ -373,63 +373,42 @@ class _ArrayBase:
     def put_triples(self, coords: Any, values: Any, workers: int | None = None) -> int:
         """Write scattered cells: ``coords`` (n x ndim indexes, or ndim arrays) and their values.
 
-        Cells are sorted into chunks; each touched chunk is read (if it was
-        written before), updated with numpy fancy indexing and written back,
-        chunks in parallel threads. For repeated coordinates the last value
-        wins. One commit. Returns the number of cells written.
+        A Rust kernel buckets the cells by chunk (a counting sort), patches
+        each touched chunk (its stored cells, or the fill value) and encodes
+        it, chunks in parallel. For repeated coordinates the last value wins,
+        as in numpy. One commit. Returns the number of cells written.
+        ``workers`` bounds the threads of the zarr-python path (blosc arrays).
         """
-        import numpy as np
-
         where = f"put_triples into {self.name!r}"
         pos = self._positions(coords, where)
         n = pos.shape[0]
         session, own = self._write_session()
         try:
             extent = list(self.extent(session))
+            # per column: numpy's min(axis=0) over rows of ndim crawls
+            lo = [int(pos[:, d].min()) for d in range(pos.shape[1])] if n else []
+            hi = [int(pos[:, d].max()) for d in range(pos.shape[1])] if n else []
             if n:
-                self._check_triple_bounds(pos, extent, where)
+                self._check_triple_bounds(lo, hi, extent, where)
             blocks = self._blocks(values, (n,), where)
             if n == 0:
                 if own:
                     session.discard_changes()
                 return 0
-            self._grow(session, extent, tuple(int(x) + 1 for x in pos.max(axis=0)))
+            self._grow(session, extent, tuple(h + 1 for h in hi))
             extent = list(self.extent(session))
-            chunks = np.asarray(self.schema.chunk_shape)
-            grid = [-(-e // c) for e, c in zip(extent, chunks, strict=True)]
-            cid = np.ravel_multi_index(tuple((pos // chunks).T), grid)
-            order = np.argsort(cid, kind="stable")
-            cid = cid[order]
-            starts = np.flatnonzero(np.r_[True, cid[1:] != cid[:-1]])
-            ends = np.r_[starts[1:], n]
+            repo_dir = str(self._repo.directory)
             for attr_name, vals in blocks.items():
                 attr = self.schema.attribute(attr_name)
                 array = self._zarr(session, attr.name)
                 written = self._repo.written_chunks(session, attr.name)
-                sorted_vals = vals[order]
-                sorted_pos = pos[order]
-
-                def update(
-                    k: int,
-                    array: Any = array,
-                    attr: Any = attr,
-                    written: Any = written,
-                    sorted_vals: Any = sorted_vals,
-                    sorted_pos: Any = sorted_pos,
-                ) -> None:
-                    s, e = starts[k], ends[k]
-                    coords_k = tuple(int(c) for c in np.unravel_index(cid[s], grid))
-                    box = chunk_box(coords_k, self.schema.chunk_shape, extent)
-                    if coords_k in written:
-                        block = np.asarray(array[box.slices])
-                    else:
-                        block = np.full(box.shape, attr.fill, dtype=attr.numpy_dtype)
-                    local = sorted_pos[s:e] - np.asarray(box.lo)
-                    block[tuple(local.T)] = sorted_vals[s:e]
-                    array[box.slices] = block
-
-                with ThreadPoolExecutor(workers or _threads()) as pool:
-                    list(pool.map(update, range(len(starts))))
+                chunk_shape = self.schema.chunk_shape
+                done = scatter_cells(session, repo_dir, array, pos, vals, chunk_shape, written)
+                if done is None:
+                    continue
+                if done is not False:
+                    raise self._corrupt(attr, *done)
+                self._put_cells_through_zarr(session, attr, array, pos, vals, extent, workers)
         except BaseException:
             if own:
                 session.discard_changes()
@@ -437,6 +416,45 @@ class _ArrayBase:
         if own:
             self._commit(session, f"put_triples: {n} cells")
         return n
+
+    def _put_cells_through_zarr(
+        self,
+        session: icechunk.Session,
+        attr: Any,
+        array: Any,
+        pos: np.ndarray,
+        vals: np.ndarray,
+        extent: Sequence[int],
+        workers: int | None,
+    ) -> None:
+        """put_triples for encodings the Rust kernel does not write: cells sorted into
+        chunks, each chunk read, patched with numpy and written back in parallel threads."""
+        import numpy as np
+
+        chunks = np.asarray(self.schema.chunk_shape)
+        grid = [-(-e // c) for e, c in zip(extent, chunks, strict=True)]
+        cid = np.ravel_multi_index(tuple((pos // chunks).T), grid)
+        order = np.argsort(cid, kind="stable")
+        cid = cid[order]
+        starts = np.flatnonzero(np.r_[True, cid[1:] != cid[:-1]])
+        ends = np.r_[starts[1:], len(cid)]
+        written = self._repo.written_chunks(session, attr.name)
+        sorted_vals, sorted_pos = vals[order], pos[order]
+
+        def update(k: int) -> None:
+            s, e = starts[k], ends[k]
+            coords_k = tuple(int(c) for c in np.unravel_index(cid[s], grid))
+            box = chunk_box(coords_k, self.schema.chunk_shape, extent)
+            if coords_k in written:
+                block = np.asarray(array[box.slices])
+            else:
+                block = np.full(box.shape, attr.fill, dtype=attr.numpy_dtype)
+            local = sorted_pos[s:e] - np.asarray(box.lo)
+            block[tuple(local.T)] = sorted_vals[s:e]
+            array[box.slices] = block
+
+        with ThreadPoolExecutor(workers or _threads()) as pool:
+            list(pool.map(update, range(len(starts))))
 
     def _positions(self, coords: Any, where: str) -> np.ndarray:
         import numpy as np
@@ -462,11 +480,15 @@ class _ArrayBase:
             )
         if arr.size and arr.dtype.kind not in "iu":
             raise ArrayBoundsError(f"{where}: coordinates must be integers, not {arr.dtype}")
-        starts = np.asarray([d.start for d in self.schema.dims], dtype=np.int64)
-        return arr.astype(np.int64, copy=False) - starts
+        pos = arr.astype(np.int64)  # a copy: the caller's array is not changed
+        for axis, dim in enumerate(self.schema.dims):
+            if dim.start:  # a column at a time: numpy broadcasting over rows of ndim crawls
+                pos[:, axis] -= dim.start
+        return pos
 
-    def _check_triple_bounds(self, pos: np.ndarray, extent: Sequence[int], where: str) -> None:
-        lo, hi = pos.min(axis=0), pos.max(axis=0)
+    def _check_triple_bounds(
+        self, lo: Sequence[int], hi: Sequence[int], extent: Sequence[int], where: str
+    ) -> None:
         for axis, dim in enumerate(self.schema.dims):
             limit = (dim.end - dim.start) if dim.end is not None else None
             if lo[axis] < 0 or (limit is not None and hi[axis] >= limit):

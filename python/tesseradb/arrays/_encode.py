@@ -18,7 +18,7 @@ from tesseradb.arrays._boxes import Box, chunk_grid
 from tesseradb.arrays._decode import chunk_codec
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     import numpy as np
 
@@ -62,11 +62,10 @@ def _core_encode(
     dtype: np.dtype[Any],
 ) -> list[bytes]:
     import numpy as np
-    from zarr.codecs import ZstdCodec
 
     from tesseradb import _core
 
-    level = next((c.level for c in array.metadata.codecs if isinstance(c, ZstdCodec)), 0)
+    level = _zstd_level(array)
     fill = np.asarray(array.metadata.fill_value, dtype=cells.dtype).tobytes()
     return _core.encode_chunks(
         cells.reshape(-1).view(np.uint8),
@@ -99,3 +98,58 @@ def _store_all(session: Any, keys: list[str], payloads: list[bytes]) -> None:
         )
 
     sync(store())
+
+
+def scatter_cells(
+    session: Any,
+    where: str,
+    array: Any,
+    positions: np.ndarray,
+    values: np.ndarray,
+    chunk_shape: Sequence[int],
+    written: Collection[tuple[int, ...]],
+) -> tuple[tuple[int, ...], str] | bool | None:
+    """Write cells at ``positions`` (n x ndim, 0-based, inside the array) of the Zarr
+    ``array``, whose chunks ``written`` are stored: the Rust kernel buckets the cells by
+    chunk (a counting sort), patches each touched chunk (its stored cells decoded, or the
+    fill value) and encodes it; the payloads are stored in one batch. False when this
+    path cannot (another encoding or dtype); (chunk, reason) for a stored chunk that
+    cannot be decoded; None when done."""
+    import numpy as np
+
+    from tesseradb import _core
+    from tesseradb.arrays._decode import stored_chunks
+
+    codec = chunk_codec(array)
+    dtype = np.dtype(array.dtype)
+    if codec is None or dtype.kind not in "biuf":
+        return False
+    extent = list(array.shape)
+    pos = np.ascontiguousarray(positions, dtype=np.int64)
+    existing: list[tuple[np.ndarray, list[int]]] = []
+    if written:  # else every touched chunk starts from the fill value: nothing to fetch
+        touched = [tuple(c) for c in _core.triple_chunks(pos, list(chunk_shape), extent)]
+        stored = [c for c in touched if c in written]
+        payloads, unreadable = stored_chunks(session, where, array, stored)
+        if unreadable is not None:
+            return unreadable
+        existing = [(p, list(c)) for p, c in zip(payloads, stored, strict=True) if p is not None]
+    cells = np.ascontiguousarray(values, dtype=dtype.newbyteorder("<"))
+    level = _zstd_level(array)
+    fill = np.asarray(array.metadata.fill_value, dtype=cells.dtype).tobytes()
+    coords, out, failed = _core.scatter_chunks(
+        pos, cells.reshape(-1).view(np.uint8), list(chunk_shape), extent,
+        dtype.itemsize, codec[0], codec[1], level, fill, existing,
+    )  # fmt: skip
+    if failed is not None:
+        index, reason = failed
+        return tuple(existing[index][1]), reason
+    prefix = f"{array.path}/" if array.path else ""
+    _store_all(session, [prefix + array.metadata.encode_chunk_key(tuple(c)) for c in coords], out)
+    return None
+
+
+def _zstd_level(array: Any) -> int:
+    from zarr.codecs import ZstdCodec
+
+    return next((c.level for c in array.metadata.codecs if isinstance(c, ZstdCodec)), 0)

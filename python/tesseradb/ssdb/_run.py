@@ -96,6 +96,13 @@ def new_grouper(cfg: Config, prm: Params) -> Any:
     return _core.Grouper(d3.numerator, d3.denominator, cell)
 
 
+def _object_names(name: str, cfg: Config) -> list[str]:
+    """Every object a run called ``name`` keeps; its ``_run`` table last."""
+    names = [f"{name}_{s}" for s in ("raw", "images", "polygons", "members", "groups", "q3")]
+    names += [f"{name}_obs{c}" for c in range(cfg.cycles)]
+    return [*names, f"{name}_run"]
+
+
 class Run:
     """An SS-DB run: its configuration, its objects in the database, its queries."""
 
@@ -124,10 +131,30 @@ class Run:
             raise InvalidArgumentError(f"SS-DB run {name!r}: seed must be a non-negative integer")
         if db.catalog.get(f"{name}_run") is not None:
             raise ObjectExistsError(f"SS-DB run {name!r} already exists; open it with db.ssdb()")
-        db.sql(
-            f"CREATE TABLE {name}_run (config TEXT, params TEXT, seed BIGINT, cycles_done INTEGER)"
-        )
-        db.sql(f"INSERT INTO {name}_run VALUES (?, ?, ?, 0)", [cfg.name, prm.name, seed])
+        leftovers = [o for o in _object_names(name, cfg) if db.catalog.get(o) is not None]
+        if leftovers:
+            raise ObjectExistsError(
+                f"SS-DB run {name!r}: {', '.join(leftovers)} already exist without "
+                f"{name}_run (left by an interrupted create, or another object's); drop them "
+                "or choose another run name"
+            )
+        # {name}_run, made last, says the run exists: a create that fails midway
+        # removes what it made, and one killed midway is named by the check above
+        try:
+            cls._create_objects(db, name, cfg)
+            db.sql(
+                f"CREATE TABLE {name}_run (config TEXT, params TEXT, seed BIGINT, "
+                "cycles_done INTEGER)"
+            )
+            db.sql(f"INSERT INTO {name}_run VALUES (?, ?, ?, 0)", [cfg.name, prm.name, seed])
+        except BaseException:
+            for obj in _object_names(name, cfg):
+                db.drop(obj, missing_ok=True)
+            raise
+        return cls(db, name, cfg, prm, seed)
+
+    @staticmethod
+    def _create_objects(db: Database, name: str, cfg: Config) -> None:
         side = cfg.chunk_side
         db.create_array(
             f"{name}_raw",
@@ -158,7 +185,6 @@ class Run:
             "xmin BIGINT, ymin BIGINT, xmax BIGINT, ymax BIGINT, "
             "pxmin BIGINT, pymin BIGINT, pxmax BIGINT, pymax BIGINT)"
         )
-        return cls(db, name, cfg, prm, seed)
 
     @classmethod
     def open(cls, db: Database, name: str) -> Run:
@@ -177,10 +203,7 @@ class Run:
             self.db.drop(obj, missing_ok=True)
 
     def _objects(self) -> list[str]:
-        n = self.name
-        names = [f"{n}_{s}" for s in ("raw", "images", "polygons", "members", "groups", "q3")]
-        names += [f"{n}_obs{c}" for c in range(self.config.cycles)]
-        return [*names, f"{n}_run"]
+        return _object_names(self.name, self.config)
 
     # --- what is there ------------------------------------------------------------------
     @property
