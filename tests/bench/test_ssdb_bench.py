@@ -54,3 +54,29 @@ def test_unknown_names_and_a_short_disk_are_refused(
     with pytest.raises(BenchmarkError, match="GB of disk needed"):
         run_benchmark("ssdb", "test", [], options={"workdir": tmp_path})
     assert not (tmp_path / "ssdb-test-medium" / "tessera.tdb").exists()
+
+
+def test_the_small_configuration_asks_disk_for_tessera_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At ``small`` the peers do not run, so their copies are not counted: half the raw
+    size is enough (the check once asked for all three systems' 247 GB)."""
+    import shutil
+    from collections import namedtuple
+
+    import tesseradb
+    from tesseradb.ssdb import config
+
+    raw = config("small").raw_bytes
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: usage(raw, 0, int(raw * 0.51)))
+
+    class Started(Exception):
+        pass
+
+    def connect(*_args: object, **_kwargs: object) -> None:
+        raise Started  # past the disk check: stop before 99 GB are generated
+
+    monkeypatch.setattr(tesseradb, "connect", connect)
+    with pytest.raises(Started):
+        run_benchmark("ssdb", "small", options={"workdir": tmp_path})

@@ -188,7 +188,8 @@ def run(ctx: BenchContext) -> None:
     if ctx.options.get("restart"):
         shutil.rmtree(workdir / f"ssdb-{cfg.name}-{prm.name}", ignore_errors=True)
     home = workdir / f"ssdb-{cfg.name}-{prm.name}"
-    _check_disk(home, cfg, len(ctx.systems))
+    peers_here = cfg.name != "small"  # the paper's own size runs tessera alone
+    _check_disk(home, cfg, len(ctx.systems) if peers_here else 1)
     pixels = cfg.images * cfg.size * cfg.size
     answers: dict[str, dict[str, list[Any]]] = {}
 
@@ -214,7 +215,6 @@ def run(ctx: BenchContext) -> None:
             ctx, "tessera", lambda name, p: _tessera_call(run_, name, p), points
         )
 
-    peers_here = cfg.name != "small"  # the paper's own size runs tessera alone
     if ctx.wants("postgresql") and peers_here:
         answers["postgresql"] = _postgresql(ctx, cfg, prm, pixels, points)
     if ctx.wants("numpy") and peers_here:
