@@ -150,11 +150,21 @@ struct ChunkPartial {
     sums: Vec<f64>,
 }
 
-/// The outputs of `axis` whose inputs meet `lo..hi`.
-fn touching(axis: &AxisWeights<'_>, lo: usize, hi: usize) -> Vec<usize> {
+/// The outputs of `axis` whose inputs meet `lo..hi`, and each one's weights
+/// restricted to those inputs, as (offset from `lo`, weight).
+type Restricted = (Vec<usize>, Vec<Vec<(usize, f64)>>);
+
+fn restricted(axis: &AxisWeights<'_>, lo: usize, hi: usize) -> Restricted {
     (0..axis.outputs())
-        .filter(|&k| axis.row(k).any(|(i, _)| (lo..hi).contains(&i)))
-        .collect()
+        .filter_map(|k| {
+            let weights: Vec<(usize, f64)> = axis
+                .row(k)
+                .filter(|(i, _)| (lo..hi).contains(i))
+                .map(|(i, w)| (i - lo, w))
+                .collect();
+            (!weights.is_empty()).then_some((k, weights))
+        })
+        .unzip()
 }
 
 /// Reads `width`-byte little-endian cells of `kind` as f64 into `line`.
@@ -278,29 +288,8 @@ fn contract_chunk(
     let at = |d: usize, i: usize| coords[d] * layout.chunk[d] + i - layout.lo[d];
     let (p0, r0, c0) = (at(0, lo[0]), at(1, lo[1]), at(2, lo[2]));
     let (p1, r1, c1) = (at(0, hi[0]), at(1, hi[1]), at(2, hi[2]));
-    let rows = touching(axes[1], r0, r1);
-    let cols = touching(axes[2], c0, c1);
-    // each output column's weights restricted to this part, as (offset in the row, weight)
-    let col_weights: Vec<Vec<(usize, f64)>> = cols
-        .iter()
-        .map(|&k| {
-            axes[2]
-                .row(k)
-                .filter(|(i, _)| (c0..c1).contains(i))
-                .map(|(i, w)| (i - c0, w))
-                .collect()
-        })
-        .collect();
-    let row_weights: Vec<Vec<(usize, f64)>> = rows
-        .iter()
-        .map(|&k| {
-            axes[1]
-                .row(k)
-                .filter(|(i, _)| (r0..r1).contains(i))
-                .map(|(i, w)| (i - r0, w))
-                .collect()
-        })
-        .collect();
+    let (rows, row_weights) = restricted(axes[1], r0, r1);
+    let (cols, col_weights) = restricted(axes[2], c0, c1);
     let (nr, nc) = (r1 - r0, cols.len());
     let mut line = Vec::with_capacity(c1 - c0);
     let mut contracted = vec![0.0f64; nr * nc];
