@@ -106,18 +106,7 @@ pub fn decode_chunks(
     out: &mut [u8],
 ) -> Result<(), Failure> {
     layout.check(out.len())?;
-    let n = layout.ndim();
-    let mut seen = HashSet::with_capacity(chunks.len());
-    for (_, coords) in chunks {
-        if coords.len() != n {
-            return Err(Failure::Input(format!(
-                "chunk coordinates {coords:?} do not have {n} dimensions"
-            )));
-        }
-        if !seen.insert(*coords) {
-            return Err(Failure::Input(format!("chunk {coords:?} is listed twice")));
-        }
-    }
+    check_chunks(layout, chunks.iter().map(|(_, c)| *c), false)?;
     let base = OutPtr(out.as_mut_ptr());
     let results: Vec<Result<(), Failure>> = crate::pool::install(|| {
         chunks
@@ -207,21 +196,7 @@ pub fn encode_chunks(
             layout.itemsize
         )));
     }
-    let mut seen = HashSet::with_capacity(coords.len());
-    for c in coords {
-        if c.len() != layout.ndim() {
-            return Err(Failure::Input(format!(
-                "chunk coordinates {c:?} do not have {} dimensions",
-                layout.ndim()
-            )));
-        }
-        if chunk_part(layout, c).is_none() {
-            return Err(Failure::Input(format!("chunk {c:?} does not meet the box")));
-        }
-        if !seen.insert(*c) {
-            return Err(Failure::Input(format!("chunk {c:?} is listed twice")));
-        }
-    }
+    check_chunks(layout, coords.iter().copied(), true)?;
     crate::pool::install(|| {
         coords
             .par_iter()
@@ -268,6 +243,35 @@ fn encode_one(
         });
         chunk_payload(layout, level, chunk)
     })
+}
+
+/// Checks that each chunk's coordinates have the layout's dimensions and that
+/// no chunk is listed twice; with `meeting`, also that each chunk meets the
+/// box. Returns how many cells of the box the chunks hold (when `meeting`).
+pub(crate) fn check_chunks<'a>(
+    layout: &Layout,
+    coords: impl Iterator<Item = &'a [usize]>,
+    meeting: bool,
+) -> Result<usize, Failure> {
+    let mut seen = HashSet::new();
+    let mut covered = 0usize;
+    for c in coords {
+        if c.len() != layout.ndim() {
+            return Err(Failure::Input(format!(
+                "chunk coordinates {c:?} do not have {} dimensions",
+                layout.ndim()
+            )));
+        }
+        if !seen.insert(c) {
+            return Err(Failure::Input(format!("chunk {c:?} is listed twice")));
+        }
+        if meeting {
+            let (lo, hi) = chunk_part(layout, c)
+                .ok_or_else(|| Failure::Input(format!("chunk {c:?} does not meet the box")))?;
+            covered += lo.iter().zip(&hi).map(|(l, h)| h - l).product::<usize>();
+        }
+    }
+    Ok(covered)
 }
 
 /// How an attribute's cells are read for [`reduce_chunks`]; the width is the layout's itemsize.
@@ -498,7 +502,7 @@ impl<'a> Fold<'a> {
 
 /// The part of chunk `coords` inside the box, in the chunk's own cells, or
 /// None when the chunk misses the box.
-pub(crate) fn chunk_part(layout: &Layout, coords: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
+fn chunk_part(layout: &Layout, coords: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
     let mut lo = Vec::with_capacity(coords.len());
     let mut hi = Vec::with_capacity(coords.len());
     for (d, &at) in coords.iter().enumerate() {

@@ -13,7 +13,7 @@
 //! The decoded box never exists: no memory for it, no page faults making it,
 //! no second pass over it.
 
-use crate::chunks::{chunk_part, with_decoded, Failure, Kind, Layout};
+use crate::chunks::{check_chunks, with_decoded, Failure, Kind, Layout};
 use rayon::prelude::*;
 
 /// One axis's weights: output cell `k` takes `indices[indptr[k]..indptr[k+1]]`
@@ -225,19 +225,8 @@ pub fn regrid_chunks(
             "output size does not match the weights".into(),
         ));
     }
-    // the chunks must tile the box: distinct, inside it, and as many cells
-    let mut seen = std::collections::HashSet::with_capacity(chunks.len());
-    let mut covered = 0usize;
-    for (_, coords) in chunks {
-        if coords.len() != 3 || !seen.insert(*coords) {
-            return Err(Failure::Input(format!(
-                "chunk {coords:?} is listed twice or is not 3-D"
-            )));
-        }
-        let (lo, hi) = chunk_part(layout, coords)
-            .ok_or_else(|| Failure::Input(format!("chunk {coords:?} does not meet the box")))?;
-        covered += (0..3).map(|d| hi[d] - lo[d]).product::<usize>();
-    }
+    // the chunks must tile the box: distinct, meeting it, and as many cells
+    let covered = check_chunks(layout, chunks.iter().map(|(_, c)| *c), true)?;
     if covered != shape.iter().product::<usize>() {
         return Err(Failure::Input(
             "the chunks do not cover the box (an unwritten chunk?)".into(),

@@ -257,8 +257,7 @@ pub fn scatter_chunks(
             fill.len()
         )));
     }
-    let ndim = layout.chunk.len();
-    let buckets = crate::pool::install(|| bucket(layout, positions))?;
+    let ndim = layout.chunk.len().max(1);
     let n = positions.len() / ndim;
     if values.len() != n * width {
         return Err(Failure::Input(format!(
@@ -266,6 +265,7 @@ pub fn scatter_chunks(
             values.len()
         )));
     }
+    let buckets = crate::pool::install(|| bucket(layout, positions))?;
     let stored: HashMap<&[usize], (usize, &[u8])> = existing
         .iter()
         .enumerate()

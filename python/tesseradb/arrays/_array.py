@@ -31,7 +31,7 @@ from tesseradb.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Collection, Iterator, Sequence
     from datetime import datetime
 
     import icechunk
@@ -408,7 +408,7 @@ class _ArrayBase:
                     continue
                 if done is not False:
                     raise self._corrupt(attr, *done)
-                self._put_cells_through_zarr(session, attr, array, pos, vals, extent, workers)
+                self._put_cells_through_zarr(attr, array, pos, vals, extent, written, workers)
         except BaseException:
             if own:
                 session.discard_changes()
@@ -419,12 +419,12 @@ class _ArrayBase:
 
     def _put_cells_through_zarr(
         self,
-        session: icechunk.Session,
         attr: Any,
         array: Any,
         pos: np.ndarray,
         vals: np.ndarray,
         extent: Sequence[int],
+        written: Collection[tuple[int, ...]],
         workers: int | None,
     ) -> None:
         """put_triples for encodings the Rust kernel does not write: cells sorted into
@@ -438,7 +438,6 @@ class _ArrayBase:
         cid = cid[order]
         starts = np.flatnonzero(np.r_[True, cid[1:] != cid[:-1]])
         ends = np.r_[starts[1:], len(cid)]
-        written = self._repo.written_chunks(session, attr.name)
         sorted_vals, sorted_pos = vals[order], pos[order]
 
         def update(k: int) -> None:

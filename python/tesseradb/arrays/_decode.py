@@ -127,6 +127,12 @@ def fetch_chunks(session: Any, where: str, keys: Sequence[str]) -> list[np.ndarr
     return found
 
 
+def chunk_keys(array: Any, chunks: Sequence[Sequence[int]]) -> list[str]:
+    """The store keys of ``chunks`` (grid coordinates) of the Zarr ``array``."""
+    prefix = f"{array.path}/" if array.path else ""
+    return [prefix + array.metadata.encode_chunk_key(tuple(c)) for c in chunks]
+
+
 def stored_chunks(
     session: Any, where: str, array: Any, chunks: Sequence[tuple[int, ...]]
 ) -> tuple[list[np.ndarray | None], tuple[tuple[int, ...], str] | None]:
@@ -134,8 +140,7 @@ def stored_chunks(
     None, or ([], (chunk, reason)) for a chunk whose file is missing or cut short."""
     import icechunk
 
-    prefix = f"{array.path}/" if array.path else ""
-    keys = [prefix + array.metadata.encode_chunk_key(c) for c in chunks]
+    keys = chunk_keys(array, chunks)
     try:
         return fetch_chunks(session, where, keys), None
     except icechunk.IcechunkError:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.arrays._boxes import Box, chunk_grid
-from tesseradb.arrays._decode import chunk_codec
+from tesseradb.arrays._boxes import Box, chunk_box, chunk_grid
+from tesseradb.arrays._decode import chunk_codec, chunk_keys, stored_chunks
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -29,56 +29,42 @@ def write_box(
     """Write ``values`` (shaped like ``box``) into the Zarr ``array`` of a writable ``session``."""
     import numpy as np
 
+    from tesseradb import _core
+
     codec = chunk_codec(array)
-    dtype = np.dtype(array.dtype)
-    if codec is None or dtype.kind not in "biuf" or box.empty:
+    if codec is None or np.dtype(array.dtype).kind not in "biuf" or box.empty:
         array[box.slices] = values
         return
-    extent = array.shape
     whole: list[list[int]] = []
     for coords, part in chunk_grid(box, chunk_shape):
-        start = [c * n for c, n in zip(coords, chunk_shape, strict=True)]
-        end = [min(s + n, e) for s, n, e in zip(start, chunk_shape, extent, strict=True)]
-        if list(part.lo) == start and list(part.hi) == end:
+        cells_of_chunk = chunk_box(coords, chunk_shape, array.shape)
+        if (part.lo, part.hi) == (cells_of_chunk.lo, cells_of_chunk.hi):
             whole.append(list(coords))
         else:  # the chunk's other cells are kept: zarr reads, patches and rewrites it
             array[part.slices] = values[part.relative_to(box)]
     if not whole:
         return
-    cells = np.ascontiguousarray(values, dtype=dtype.newbyteorder("<"))
-    payloads = _core_encode(array, codec, cells, box, chunk_shape, whole, dtype)
-    prefix = f"{array.path}/" if array.path else ""
-    keys = [prefix + array.metadata.encode_chunk_key(tuple(c)) for c in whole]
-    _store_all(session, keys, payloads)
-
-
-def _core_encode(
-    array: Any,
-    codec: tuple[str, bool],
-    cells: np.ndarray,
-    box: Box,
-    chunk_shape: Sequence[int],
-    whole: list[list[int]],
-    dtype: np.dtype[Any],
-) -> list[bytes]:
-    import numpy as np
-
-    from tesseradb import _core
-
-    level = _zstd_level(array)
-    fill = np.asarray(array.metadata.fill_value, dtype=cells.dtype).tobytes()
-    return _core.encode_chunks(
-        cells.reshape(-1).view(np.uint8),
-        list(chunk_shape),
-        list(box.lo),
-        list(box.hi),
-        dtype.itemsize,
-        codec[0],
-        codec[1],
-        level,
-        fill,
-        whole,
+    cells, encoding = _cells_and_encoding(array, values, codec)
+    payloads = _core.encode_chunks(
+        cells, list(chunk_shape), list(box.lo), list(box.hi), *encoding, whole
     )
+    _store_all(session, chunk_keys(array, whole), payloads)
+
+
+def _cells_and_encoding(
+    array: Any, values: np.ndarray, codec: tuple[str, bool]
+) -> tuple[np.ndarray, tuple[int, str, bool, int, bytes]]:
+    """``values`` as little-endian bytes of the array's dtype, and how its chunks are
+    encoded: (itemsize, codec, checksum, zstd level, the fill value's bytes)."""
+    import numpy as np
+    from zarr.codecs import ZstdCodec
+
+    dtype = np.dtype(array.dtype).newbyteorder("<")
+    cells = np.ascontiguousarray(values, dtype=dtype)
+    level = next((c.level for c in array.metadata.codecs if isinstance(c, ZstdCodec)), 0)
+    fill = np.asarray(array.metadata.fill_value, dtype=dtype).tobytes()
+    encoding = (dtype.itemsize, codec[0], codec[1], level, fill)
+    return cells.reshape(-1).view(np.uint8), encoding
 
 
 def _store_all(session: Any, keys: list[str], payloads: list[bytes]) -> None:
@@ -118,11 +104,9 @@ def scatter_cells(
     import numpy as np
 
     from tesseradb import _core
-    from tesseradb.arrays._decode import stored_chunks
 
     codec = chunk_codec(array)
-    dtype = np.dtype(array.dtype)
-    if codec is None or dtype.kind not in "biuf":
+    if codec is None or np.dtype(array.dtype).kind not in "biuf":
         return False
     extent = list(array.shape)
     pos = np.ascontiguousarray(positions, dtype=np.int64)
@@ -134,22 +118,12 @@ def scatter_cells(
         if unreadable is not None:
             return unreadable
         existing = [(p, list(c)) for p, c in zip(payloads, stored, strict=True) if p is not None]
-    cells = np.ascontiguousarray(values, dtype=dtype.newbyteorder("<"))
-    level = _zstd_level(array)
-    fill = np.asarray(array.metadata.fill_value, dtype=cells.dtype).tobytes()
+    cells, encoding = _cells_and_encoding(array, values, codec)
     coords, out, failed = _core.scatter_chunks(
-        pos, cells.reshape(-1).view(np.uint8), list(chunk_shape), extent,
-        dtype.itemsize, codec[0], codec[1], level, fill, existing,
-    )  # fmt: skip
+        pos, cells, list(chunk_shape), extent, *encoding, existing
+    )
     if failed is not None:
         index, reason = failed
         return tuple(existing[index][1]), reason
-    prefix = f"{array.path}/" if array.path else ""
-    _store_all(session, [prefix + array.metadata.encode_chunk_key(tuple(c)) for c in coords], out)
+    _store_all(session, chunk_keys(array, coords), out)
     return None
-
-
-def _zstd_level(array: Any) -> int:
-    from zarr.codecs import ZstdCodec
-
-    return next((c.level for c in array.metadata.codecs if isinstance(c, ZstdCodec)), 0)

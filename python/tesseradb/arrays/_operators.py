@@ -233,22 +233,19 @@ def regrid(
             last = min(shape[0], math.ceil(k2 * fr[0]))
             slab = Box((box.lo[0] + first, *box.lo[1:]), (box.lo[0] + last, *box.hi[1:]))
             w0 = weights[0][k:k2, first:last]
-            if not attr.nullable and len(shape) == 3:
+            csr = [_csr(w) for w in (w0, *weights[1:])] if len(shape) == 3 else []
+            if not attr.nullable and csr:
                 # no NULL cells: the weights separate, and Rust contracts each stored
                 # chunk as it decodes it, never making the slab
-                fused = array._regrid_box(
-                    session, attr, slab, [_csr(w) for w in (w0, *weights[1:])]
-                )
+                fused = array._regrid_box(session, attr, slab, csr)
                 if fused is not None:
                     result[k:k2] = fused
                     k = k2
                     continue
             values = array._read_box(session, attr, slab)
             null = attr.null_mask(values)
-            if null is None and values.ndim == 3 and values.dtype.kind in "iuf":
-                result[k:k2] = _core.regrid_block(
-                    np.ascontiguousarray(values), [_csr(w) for w in (w0, *weights[1:])]
-                )
+            if null is None and csr and values.dtype.kind in "iuf":
+                result[k:k2] = _core.regrid_block(np.ascontiguousarray(values), csr)
                 k = k2
                 continue
             values = values.astype(np.float64)
