@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+pub mod assoc;
 pub mod bindings;
 pub mod chunks;
 pub mod columns;
@@ -54,6 +55,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::kdtree_partition, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::assoc::intern_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::assoc::triples_csr, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::assoc::merge_keys, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::search_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::build_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::unpack_records, m)?)?;

@@ -15,7 +15,7 @@ from pathlib import Path
 import tesseradb
 
 PACKAGE = Path(tesseradb.__file__).parent
-ROOMS = ("arrays", "records", "documents", "attached")
+ROOMS = ("arrays", "records", "documents", "attached", "assoc")
 
 
 def _imports(path: Path) -> list[str]:

@@ -22,11 +22,13 @@ from tesseradb._core import __version__
 from tesseradb.errors import TesseraError
 
 if TYPE_CHECKING:
+    from tesseradb.assoc import Assoc
     from tesseradb.database import Database, connect
     from tesseradb.sql import ArrowRelation, Predicate, Relation, Result
 
 __all__ = [
     "ArrowRelation",
+    "Assoc",
     "Database",
     "Predicate",
     "Relation",
@@ -38,6 +40,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Assoc": "tesseradb.assoc",
     "connect": "tesseradb.database",
     "Database": "tesseradb.database",
     "ArrowRelation": "tesseradb.sql",

@@ -19,7 +19,9 @@ __all__ = [
     "encode_columns",
     "flatten_documents",
     "gather",
+    "intern_keys",
     "kdtree_partition",
+    "merge_keys",
     "pad_strings",
     "rebuild_documents",
     "rebuild_packed_documents",
@@ -32,6 +34,7 @@ __all__ = [
     "ssdb_density_counts",
     "ssdb_polygons_overlap_box",
     "triple_chunks",
+    "triples_csr",
     "unpack_records",
 ]
 
@@ -180,6 +183,49 @@ def decode_column(stored: bytes, encoding: int, width: int, raw_len: int) -> byt
     """The ``raw_len`` raw bytes of a column stored with ``encoding`` (0 raw, 1 zstd, 2 shuffled zstd).
 
     Raises ``ValueError`` when the stored bytes do not decode to exactly that.
+    """
+
+def intern_keys(
+    sources: list[object],
+) -> list[tuple[list[str] | npt.NDArray[np.float64], npt.NDArray[np.int64]]]:
+    """Sorted unique keys of each source and each input key's place among them.
+
+    A source is a D4M string (its last character the delimiter), a list of
+    ``str``, a float64 array (no NaN; -0.0 is 0.0) or an ``(n, width)``
+    uint32 view of a numpy fixed-width ``str`` array. Keys are hashed once,
+    radix-partitioned by hash and interned per partition; only the unique
+    keys are sorted (UTF-8 byte order, which is code point order). Sources
+    are interned in parallel, each as soon as it is read, without the GIL.
+
+    Returns, per source, (unique keys: a list of ``str`` or a float64 array,
+    ids: int64 array). Raises ``TypeError``/``ValueError`` naming the source
+    and the item ("source 1: item 5 is int, not str").
+    """
+
+def triples_csr(
+    rows: npt.NDArray[np.int64],
+    cols: npt.NDArray[np.int64],
+    vals: npt.NDArray[np.float64],
+    nrows: int,
+    ncols: int,
+    aggregate: str,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """(indptr, indices, data) of the ``nrows`` x ``ncols`` matrix of the triples.
+
+    Colliding triples are combined by ``aggregate`` (``min``, ``max``,
+    ``sum``, ``first``, ``last``) in input order; entries that come to zero
+    are dropped; columns ascend within a row. Raises ``ValueError`` for
+    triples of unequal lengths, an id outside its axis or an unknown
+    aggregate.
+    """
+
+def merge_keys(
+    a: list[str] | npt.NDArray[np.float64], b: list[str] | npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """Places of two sorted unique key lists in their sorted union.
+
+    Both are lists of ``str`` or both float64 arrays. Returns (places of
+    ``a``, places of ``b``, length of the union): a linear merge.
     """
 
 def pad_strings(

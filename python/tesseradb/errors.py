@@ -24,6 +24,8 @@ __all__ = [
     "ArrayCorruptError",
     "ArrayDtypeError",
     "ArraySchemaError",
+    "AssocError",
+    "AssocIndexError",
     "AttachError",
     "AttachedFileError",
     "BenchmarkError",
@@ -254,6 +256,15 @@ class SegmentFileError(DamagedStorageError):
 
 
 # --- arrays ----------------------------------------------------------------------------
+
+
+class AssocError(TesseraError, ValueError):
+    """An associative array cannot be built or used as asked: the message names
+    the keys, values or operand and what is wrong with them."""
+
+
+class AssocIndexError(AssocError, IndexError):
+    """A position given to ``A[rows, cols]`` is outside the associative array."""
 
 
 class ArraySchemaError(TesseraError, ValueError):

@@ -2,6 +2,7 @@
 //! package: numpy in, numpy out, the GIL released for the work.
 
 pub mod arrays;
+pub mod assoc;
 pub mod documents;
 pub mod records;
 pub mod ssdb;
