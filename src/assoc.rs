@@ -411,6 +411,31 @@ pub fn merge_sorted<T: ?Sized + PartialOrd>(a: &[&T], b: &[&T]) -> (Vec<i64>, Ve
     (a_at, b_at, n as usize)
 }
 
+/// Where `probe` goes in sorted strings (key `i` is
+/// `data[offsets[i]..offsets[i + 1]]`): the first place whose key is not
+/// below it (`right`: not at or below it), as numpy's `searchsorted`.
+/// None if an offset the search reads does not describe a string of `data`
+/// (only the offsets on the search's path are read, not all of them).
+pub fn search_sorted(offsets: &[i64], data: &[u8], probe: &[u8], right: bool) -> Option<usize> {
+    let n = offsets.len().saturating_sub(1);
+    let (mut lo, mut hi) = (0usize, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let (a, b) = (
+            usize::try_from(offsets[mid]).ok()?,
+            usize::try_from(offsets[mid + 1]).ok()?,
+        );
+        let key = data.get(a..b)?;
+        let before = if right { key <= probe } else { key < probe };
+        if before {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
+
 /// How colliding triples (same row and column) are combined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Aggregate {
@@ -738,6 +763,21 @@ mod tests {
         assert_eq!((a_at, b_at, n), (vec![0, 2, 3], vec![1, 2, 4, 5], 6));
         let (a_at, b_at, n) = merge_sorted::<str>(&[], &["x"]);
         assert_eq!((a_at, b_at, n), (vec![], vec![0], 1));
+    }
+
+    #[test]
+    fn search_sorted_is_numpy_searchsorted() {
+        let keys = ["a", "b", "b", "c"];
+        let mut data = Vec::new();
+        let mut offsets = vec![0i64];
+        for k in keys {
+            data.extend_from_slice(k.as_bytes());
+            offsets.push(data.len() as i64);
+        }
+        let at = |p: &str, right| search_sorted(&offsets, &data, p.as_bytes(), right).unwrap();
+        assert_eq!((at("b", false), at("b", true)), (1, 3));
+        assert_eq!((at("", false), at("z", false), at("bb", false)), (0, 4, 3));
+        assert_eq!(search_sorted(&[0, 9], &data, b"a", false), None);
     }
 
     #[test]

@@ -58,6 +58,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::assoc::intern_keys, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::assoc::triples_csr, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::assoc::merge_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::assoc::search_text, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::search_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::build_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::unpack_records, m)?)?;

@@ -18,6 +18,9 @@ def test_quickstart_runs(capsys: pytest.CaptureFixture[str]) -> None:
         "bright pixels",
         "image(s) then",
         "{'left': {'name': 'George Bluth'}, 'right': {'kids': ['Sally']}}",
+        "ann and bob: [('ann', 'bob', 2.0)]",
+        "to ann: [('cat', 'ann', 5.0), ('dan', 'ann', 4.0), ('eve', 'ann', 7.0)]; "
+        "degree [('ann', 'degree', 3.0)]",
         "Done.",
     ):
         assert expected in out

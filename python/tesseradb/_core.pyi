@@ -30,6 +30,7 @@ __all__ = [
     "regrid_chunks",
     "scatter_chunks",
     "search_segments",
+    "search_text",
     "ssdb_cook",
     "ssdb_density_counts",
     "ssdb_polygons_overlap_box",
@@ -186,8 +187,13 @@ def decode_column(stored: bytes, encoding: int, width: int, raw_len: int) -> byt
     """
 
 def intern_keys(
-    sources: list[object],
-) -> list[tuple[list[str] | npt.NDArray[np.float64], npt.NDArray[np.int64]]]:
+    sources: list[object], arrow: bool = False
+) -> list[
+    tuple[
+        list[str] | npt.NDArray[np.float64] | tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]],
+        npt.NDArray[np.int64],
+    ]
+]:
     """Sorted unique keys of each source and each input key's place among them.
 
     A source is a D4M string (its last character the delimiter), a list of
@@ -198,7 +204,9 @@ def intern_keys(
     are interned in parallel, each as soon as it is read, without the GIL.
 
     Returns, per source, (unique keys: a list of ``str`` or a float64 array,
-    ids: int64 array). Raises ``TypeError``/``ValueError`` naming the source
+    ids: int64 array); with ``arrow``, string keys come as (offsets, data),
+    the buffers of an Arrow large string array, and no Python string is
+    made. Raises ``TypeError``/``ValueError`` naming the source
     and the item ("source 1: item 5 is int, not str").
     """
 
@@ -226,6 +234,16 @@ def merge_keys(
 
     Both are lists of ``str`` or both float64 arrays. Returns (places of
     ``a``, places of ``b``, length of the union): a linear merge.
+    """
+
+def search_text(
+    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], probes: list[str], right: bool
+) -> npt.NDArray[np.int64]:
+    """Where each probe goes among sorted strings held as an Arrow large string
+    array (``offsets``, ``data``), as numpy's ``searchsorted`` (left, or
+    ``right``): a binary search over the bytes, so a memory-mapped key file
+    is searched without being read. Raises ``ValueError`` for offsets that
+    do not describe strings of the data.
     """
 
 def pad_strings(

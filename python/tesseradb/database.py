@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tesseradb.arrays import Array
+    from tesseradb.assoc import AssocTable
     from tesseradb.attached import Attachment
     from tesseradb.checks import CheckReport
     from tesseradb.documents import Collection
@@ -70,6 +71,7 @@ KINDS: dict[str, str] = {
     "stream": "tesseradb.records:StreamKind",
     "collection": "tesseradb.documents:CollectionKind",
     "attached": "tesseradb.attached:AttachedKind",
+    "assoc": "tesseradb.assoc:AssocTableKind",
 }
 
 
@@ -445,6 +447,37 @@ class Database:
         specs = attachment.create_index(relation.layout.name, names, binning, encoding, threads)
         self._registry.update_spec(attachment.name, {**attachment.spec, "indexes": specs})
         attachment.spec["indexes"] = specs
+
+    # --- associative tables (D4M) ----------------------------------------------------------
+    def create_assoc_table(
+        self, name: str, transpose: bool = True, degrees: bool = True, text: bool = False
+    ) -> AssocTable:
+        """Create a persistent associative table in D4M 2.0's schema.
+
+        It keeps its triples in row order (``Tedge``) and, with ``transpose``,
+        in column order (``TedgeT``); with ``degrees`` the column degrees
+        summed on insert (``TedgeDeg``); with ``text`` raw texts by row key
+        (``TedgeTxt``). See docs/assoc.md.
+        """
+        _require_str(name, "name", "db.create_assoc_table")
+        from tesseradb.assoc import table_options
+
+        self._check_open()
+        self._registry.check_writable("create an associative table")
+        validate_name(name, "associative table")
+        spec = {"options": table_options(transpose, degrees, text)}
+        table: AssocTable = self._registry.create("assoc", name, spec)
+        return table
+
+    def assoc_table(self, name: str) -> AssocTable:
+        """The associative table called ``name``: put, T[rows, cols], T.T, T.deg, T.txt."""
+        _require_str(name, "name", "db.assoc_table")
+        table: AssocTable = self._registry.get(name, "assoc")
+        return table
+
+    def assoc_tables(self) -> list[str]:
+        """Names of the associative tables."""
+        return [o.name for o in self.catalog.objects("assoc")]
 
     # --- record streams ---------------------------------------------------------------
     def create_stream(self, name: str, descriptor: Any, **options: Any) -> Stream:

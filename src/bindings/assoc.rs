@@ -60,10 +60,14 @@ type InternedKeys<'py> = (Bound<'py, PyAny>, Bound<'py, PyArray1<i64>>);
 /// str, a float64 array (no NaN) or an (n, width) uint32 view of a numpy
 /// fixed-width str array. Returns, per source, (unique keys: a list of str or
 /// a float64 array, ids: int64 array). Sources are interned in parallel.
+/// With `arrow`, string keys come back as (offsets int64, data uint8): the
+/// buffers of an Arrow large string array, and no Python string is made.
 #[pyfunction]
+#[pyo3(signature = (sources, arrow=false))]
 pub fn intern_keys<'py>(
     py: Python<'py>,
     sources: Vec<Bound<'py, PyAny>>,
+    arrow: bool,
 ) -> PyResult<Vec<InternedKeys<'py>>> {
     // each source is interned on its own thread as soon as it is read, so
     // reading the next one (which needs the GIL) overlaps the work
@@ -94,6 +98,12 @@ pub fn intern_keys<'py>(
     done.into_iter()
         .map(|(unique, ids)| {
             let unique = match unique {
+                Keys::Text { data, offsets } if arrow => {
+                    let offsets: Vec<i64> = offsets.into_iter().map(|o| o as i64).collect();
+                    (offsets.into_pyarray(py), data.into_pyarray(py))
+                        .into_pyobject(py)?
+                        .into_any()
+                }
                 Keys::Text { data, offsets } => {
                     let text = std::str::from_utf8(&data)
                         .map_err(|_| PyValueError::new_err("keys are not UTF-8"))?;
@@ -193,4 +203,26 @@ pub fn merge_keys<'py>(
         crate::assoc::merge_sorted::<f64>(&a, &b)
     };
     Ok((a_at.into_pyarray(py), b_at.into_pyarray(py), n))
+}
+
+/// For each probe, where it goes among sorted strings held as an Arrow large
+/// string array (`offsets`, `data`): numpy's `searchsorted` (left, or
+/// `right`), by binary search over the bytes, so a memory-mapped key file
+/// is searched without being read.
+#[pyfunction]
+pub fn search_text<'py>(
+    py: Python<'py>,
+    offsets: PyReadonlyArray1<'py, i64>,
+    data: PyReadonlyArray1<'py, u8>,
+    probes: Vec<String>,
+    right: bool,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let (offsets, data) = (offsets.as_slice()?, data.as_slice()?);
+    let found: Option<Vec<i64>> = probes
+        .iter()
+        .map(|p| crate::assoc::search_sorted(offsets, data, p.as_bytes(), right).map(|i| i as i64))
+        .collect();
+    let found = found
+        .ok_or_else(|| PyValueError::new_err("the offsets do not describe strings of the data"))?;
+    Ok(found.into_pyarray(py))
 }

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tesseradb.assoc import _keys
-from tesseradb.assoc._keys import KeyArray, is_text
+from tesseradb.assoc._keys import KeyArray
 from tesseradb.errors import AssocError
 
 __all__ = ["Assoc", "Col", "Row", "Val"]
@@ -122,6 +122,55 @@ def _broadcast(ids: np.ndarray, n: int) -> np.ndarray:
     return np.full(n, ids[0], dtype=ids.dtype) if len(ids) == 1 and n != 1 else ids
 
 
+def interned_triples(
+    rows: Any, cols: Any, vals: Any, aggregate: str | None, arrow: bool = False
+) -> tuple[Any, Any, Any, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Triples read and interned: (row keys, column keys, string values or None,
+    row ids, column ids, values), or None when there are none.
+
+    Values are float64; string values are 1-based ids into the sorted string
+    values, and triples whose value is the empty string are dropped. With
+    ``arrow``, string keys and values are pyarrow large string arrays.
+    """
+    row_source = _keys.key_source(rows, "row keys")
+    col_source = _keys.key_source(cols, "column keys")
+    val_source, numbers, nvals = _values_source(vals)
+    lengths = (row_source.length, col_source.length, nvals)
+    n = max(lengths)
+    if any(length not in (1, n) for length in lengths):
+        raise AssocError(
+            f"{lengths[0]} row keys, {lengths[1]} column keys and {lengths[2]} values: "
+            "triples need as many of each (or one, which is repeated)"
+        )
+    if n == 0 or 0 in lengths:
+        return None
+    if val_source is not None and aggregate == "sum":
+        raise AssocError("aggregate sum needs numeric values; these values are strings")
+    if numbers is not None and np.isnan(numbers).any():
+        raise AssocError(f"values: item {int(np.flatnonzero(np.isnan(numbers))[0])} is NaN")
+    sources = [row_source, col_source] + ([val_source] if val_source is not None else [])
+    interned = _keys.intern(sources, ["row keys", "column keys", "values"], arrow)
+    (row_keys, row_ids), (col_keys, col_ids) = interned[0], interned[1]
+    row_ids, col_ids = _broadcast(row_ids, n), _broadcast(col_ids, n)
+    val_keys: Any = None
+    if val_source is not None:
+        val_keys, val_ids = interned[2]
+        val_ids = _broadcast(val_ids, n)
+        first = (val_keys[0].as_py() if arrow else val_keys[0]) if len(val_keys) else None
+        if first == "":
+            # the empty string is no value: its triples are not entries
+            keep = val_ids != 0
+            row_ids, col_ids, val_ids = row_ids[keep], col_ids[keep], val_ids[keep]
+            val_keys = val_keys[1:]
+            values = val_ids.astype(np.float64)
+        else:
+            values = (val_ids + 1).astype(np.float64)
+    else:
+        assert numbers is not None
+        values = _broadcast(numbers, n)
+    return row_keys, col_keys, val_keys, row_ids, col_ids, values
+
+
 class Assoc:
     """A D4M associative array: ``Assoc(rows, cols, vals, aggregate=min)``.
 
@@ -144,51 +193,17 @@ class Assoc:
 
     def __init__(self, rows: Any, cols: Any, vals: Any = 1.0, aggregate: Any = min) -> None:
         name = _aggregate_name(aggregate)
-        row_source = _keys.key_source(rows, "row keys")
-        col_source = _keys.key_source(cols, "column keys")
-        val_source, numbers, nvals = _values_source(vals)
-        lengths = (row_source.length, col_source.length, nvals)
-        n = max(lengths)
-        if any(length not in (1, n) for length in lengths):
-            raise AssocError(
-                f"{lengths[0]} row keys, {lengths[1]} column keys and {lengths[2]} values: "
-                "triples need as many of each (or one, which is repeated)"
-            )
-        if n == 0 or 0 in lengths:
+        triples = interned_triples(rows, cols, vals, name)
+        if triples is None:
             self._set(_EMPTY_KEYS, _EMPTY_KEYS, None, sp.csr_array((0, 0)))
             return
-        sources = [row_source, col_source] + ([val_source] if val_source is not None else [])
-        whats = ["row keys", "column keys", "values"]
-        interned = _keys.intern(sources, whats)
-        (row_keys, row_ids), (col_keys, col_ids) = interned[0], interned[1]
-        row_ids, col_ids = _broadcast(row_ids, n), _broadcast(col_ids, n)
-        val_keys: np.ndarray | None = None
-        if val_source is not None:
-            val_keys, val_ids = interned[2]
-            if not is_text(val_keys):
-                raise AssocError("values given as a D4M string must be strings")
-            val_ids = _broadcast(val_ids, n)
-            if len(val_keys) and val_keys[0] == "":
-                # the empty string is no value: its triples are not entries
-                keep = val_ids != 0
-                row_ids, col_ids, val_ids = row_ids[keep], col_ids[keep], val_ids[keep]
-                val_keys = val_keys[1:]
-                values = val_ids.astype(np.float64)
-            else:
-                values = (val_ids + 1).astype(np.float64)
-            if name == "sum":
-                raise AssocError("aggregate sum needs numeric values; these values are strings")
-        else:
-            assert numbers is not None
-            if np.isnan(numbers).any():
-                raise AssocError(f"values: item {int(np.flatnonzero(np.isnan(numbers))[0])} is NaN")
-            values = _broadcast(numbers, n)
+        row_keys, col_keys, val_keys, row_ids, col_ids, values = triples
         if name is None:
             self._set_from_callable(
                 row_keys, col_keys, val_keys, row_ids, col_ids, values, aggregate
             )
             return
-        adj = _csr(row_ids, col_ids, values, (len(row_keys), len(col_keys)), name)
+        adj = triples_matrix(row_ids, col_ids, values, (len(row_keys), len(col_keys)), name)
         self._set(*_canonical(row_keys, col_keys, val_keys, adj))
 
     def _set(self, row: KeyArray, col: KeyArray, val: np.ndarray | None, adj: sp.csr_array) -> None:
@@ -669,7 +684,7 @@ def _graphblas() -> Any:
     return graphblas
 
 
-def _csr(
+def triples_matrix(
     rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int], aggregate: str
 ) -> sp.csr_array:
     from tesseradb import _core

@@ -21,7 +21,9 @@ from tesseradb.errors import AssocError, AssocIndexError
 
 __all__ = ["StartsWith"]
 
-# The sorted keys of one axis: object array of str, or float64.
+# The sorted keys of one axis: object array of str, or float64 (or, for a
+# stored table, an object with the same len / searchsorted / [positions] /
+# dtype: a memory-mapped key file).
 KeyArray = np.ndarray
 
 
@@ -126,10 +128,17 @@ def _numbers(values: np.ndarray, what: str) -> Source:
     return Source(np.ascontiguousarray(values), len(values), False)
 
 
-def intern(sources: list[Source], whats: list[str]) -> list[tuple[KeyArray, np.ndarray]]:
-    """Sorted unique keys and ids of each source, interned in parallel in Rust."""
+def intern(
+    sources: list[Source], whats: list[str], arrow: bool = False
+) -> list[tuple[Any, np.ndarray]]:
+    """Sorted unique keys and ids of each source, interned in parallel in Rust.
+
+    String keys come as an object array of ``str``, or with ``arrow`` as a
+    pyarrow large string array made from the kernel's buffers (no Python
+    string is made: a table's put writes them as they are).
+    """
     try:
-        out = _core.intern_keys([s.kernel_input for s in sources])
+        out = _core.intern_keys([s.kernel_input for s in sources], arrow)
     except (TypeError, ValueError) as exc:
         # the kernel names the source by position and the item by index
         message = str(exc)
@@ -138,9 +147,17 @@ def intern(sources: list[Source], whats: list[str]) -> list[tuple[KeyArray, np.n
         raise AssocError(message) from None
     result = []
     for unique, ids in out:
+        keys: Any
         if isinstance(unique, list):
             keys = np.empty(len(unique), dtype=object)
             keys[:] = unique
+        elif isinstance(unique, tuple):
+            import pyarrow as pa
+
+            offsets, data = unique
+            keys = pa.LargeStringArray.from_buffers(
+                len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data)
+            )
         else:
             keys = unique
         result.append((keys, ids))
@@ -207,17 +224,17 @@ def _key_value(item: str, keys: KeyArray, what: str) -> Any:
 
 def _span(keys: KeyArray, lo: Any, hi: Any) -> np.ndarray:
     """Positions of keys in [lo, hi] (None: open end)."""
-    start = 0 if lo is None else int(np.searchsorted(keys, lo, side="left"))
-    stop = len(keys) if hi is None else int(np.searchsorted(keys, hi, side="right"))
+    start = 0 if lo is None else int(keys.searchsorted(lo, side="left"))
+    stop = len(keys) if hi is None else int(keys.searchsorted(hi, side="right"))
     return np.arange(start, max(start, stop), dtype=np.int64)
 
 
 def _prefix_span(keys: KeyArray, prefix: str, what: str) -> np.ndarray:
     if not is_text(keys):
         raise AssocError(f"{what}: a prefix selects string keys; this axis has numeric keys")
-    start = int(np.searchsorted(keys, prefix, side="left"))
+    start = int(keys.searchsorted(prefix, side="left"))
     after = _successor(prefix)
-    stop = len(keys) if after is None else int(np.searchsorted(keys, after, side="left"))
+    stop = len(keys) if after is None else int(keys.searchsorted(after, side="left"))
     return np.arange(start, max(start, stop), dtype=np.int64)
 
 
@@ -225,7 +242,7 @@ def _exact(keys: KeyArray, wanted: np.ndarray) -> np.ndarray:
     """Positions of the wanted keys that exist (missing keys select nothing, as in D4M)."""
     if len(keys) == 0 or len(wanted) == 0:
         return np.empty(0, np.int64)
-    at = np.searchsorted(keys, wanted)
+    at = np.asarray(keys.searchsorted(wanted), dtype=np.int64)
     inside = at < len(keys)
     at, wanted = at[inside], wanted[inside]
     return np.unique(at[keys[at] == wanted].astype(np.int64))

@@ -76,6 +76,12 @@ PEERS: dict[str, Peer] = {
         Peer("tiledb", "TileDB-Py dense arrays (the 'bench' extra)", _module("tiledb")),
         Peer("h5py", "plain h5py and numpy scripts", _module("h5py")),
         Peer("numpy", "files (.npy) with numpy and scipy scripts", _module("scipy")),
+        Peer("scipy", "scipy.sparse matrices, keys interned with np.unique", _module("scipy")),
+        Peer(
+            "graphblas",
+            "python-graphblas (SuiteSparse:GraphBLAS), keys by np.unique; where installed",
+            _module("graphblas"),
+        ),
         Peer("postgresql-jsonb", "PostgreSQL jsonb with GIN and expression indexes", _postgres),
         Peer("sqlite-json", "SQLite's JSON functions with expression indexes", _module("sqlite3")),
         Peer("duckdb-json", "DuckDB's JSON type", _module("duckdb")),

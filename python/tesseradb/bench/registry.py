@@ -37,6 +37,7 @@ _MODULES = {
     "nobench": "tesseradb.bench.nobench",
     "latency": "tesseradb.bench.latency",
     "ssdb": "tesseradb.bench.ssdb",
+    "d4m": "tesseradb.bench.d4m",
 }
 
 

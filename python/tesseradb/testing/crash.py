@@ -29,7 +29,7 @@ from typing import Any
 
 __all__ = ["MODELS", "Round", "Tally", "run_matrix"]
 
-MODELS = ("stream", "array", "collection", "table")
+MODELS = ("stream", "array", "collection", "table", "assoc")
 ARRAY_SIDE = 64  # the array is ARRAY_SIDE x ARRAY_SIDE cells, chunks of 16 x 16
 
 
@@ -66,6 +66,8 @@ def writer(model: str, path: str, seed: int, first_call: int) -> None:
         array = db.array("a")
     elif model == "collection":
         collection = db.collection("c")
+    elif model == "assoc":
+        table = db.assoc_table("a")
     _say("ready")
     call = first_call
     while True:
@@ -85,6 +87,9 @@ def writer(model: str, path: str, seed: int, first_call: int) -> None:
             durable = " durable"
         elif model == "collection":
             collection.insert_many([{"batch": call, "j": j} for j in range(n)])
+            durable = " durable"
+        elif model == "assoc":  # row key: the call; column keys: 0 .. n-1
+            table.put_triples(np.full(n, float(call)), np.arange(n, dtype=np.float64), 1.0)
             durable = " durable"
         else:  # two statements in one call: both or neither
             half = n // 2
@@ -109,6 +114,8 @@ def reader(model: str, path: str, seed: int) -> None:
         elif model == "collection":  # Argo/SQL counts on the backend, rebuilding nothing
             found = db.argo("SELECT batch, COUNT(*) FROM c GROUP BY batch")
             rows = [(d["batch"], d["count(*)"]) for d in found]
+        elif model == "assoc":
+            rows = db.sql("SELECT row::BIGINT, count(*) FROM a GROUP BY row").fetchall()
         else:
             rows = db.sql("SELECT batch, count(*) FROM t GROUP BY batch").fetchall()
         for batch, seen in rows:
@@ -169,6 +176,8 @@ def create(model: str, path: Path) -> None:
             db.create_array("a", dims, {"v": "int64"})
         elif model == "collection":
             db.create_collection("c")
+        elif model == "assoc":
+            db.create_assoc_table("a")
         else:
             db.sql("CREATE TABLE t (batch BIGINT, j BIGINT)")
 
@@ -310,6 +319,10 @@ def verify(
                     )
                 base = total
                 durable = set(rounds[-1].durable)
+            elif model == "assoc":
+                rows = db.sql(
+                    "SELECT row::BIGINT, count(*), count(DISTINCT col) FROM a GROUP BY row"
+                ).fetchall()
             else:
                 rows = db.sql(
                     "SELECT batch, count(*), count(DISTINCT j) FROM t GROUP BY batch"

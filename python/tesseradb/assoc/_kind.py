@@ -1,0 +1,88 @@
+"""Associative tables as a data model of the database (the :class:`~tesseradb.kinds.Kind` contract).
+
+A table's catalog spec holds its options (``transpose``, ``degrees``,
+``text``); its storage is the runs and manifest under ``assoc/<name>/``.
+The table is the relation ``<name>`` (``row, col, val``), with
+``<name>.deg`` and ``<name>.txt`` where it keeps degrees and texts.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.assoc._table import AssocTable
+from tesseradb.kinds import KindBase, ObjectInfo
+
+if TYPE_CHECKING:
+    from tesseradb.catalog import CatalogObject
+    from tesseradb.checks import Finding, Verified
+    from tesseradb.sql.relation import Relation
+
+__all__ = ["AssocTableKind"]
+
+
+class AssocTableKind(KindBase):
+    name = "assoc"
+    label = "associative table"
+    directory = "assoc"
+
+    def open(self, name: str, spec: dict[str, Any]) -> AssocTable:
+        return AssocTable(
+            name, self.folder(name), spec["options"], self.context.read_only, self.context.on_write
+        )
+
+    def relations(self, opened: AssocTable) -> Mapping[str, Relation]:
+        found: Mapping[str, Relation] = opened.relations()
+        return found
+
+    def relation_names(self, name: str, spec: dict[str, Any]) -> list[str]:
+        options = spec.get("options", {})
+        extra = [
+            f"{name}.{part}"
+            for part in ("deg", "txt")
+            if options.get("degrees" if part == "deg" else "text")
+        ]
+        return [name, *extra]
+
+    def close(self, opened: AssocTable) -> None:
+        opened.close()
+
+    def drop(self, name: str, spec: dict[str, Any], opened: AssocTable | None) -> None:
+        if opened is not None:
+            opened.close()
+        shutil.rmtree(self.folder(name), ignore_errors=True)
+
+    def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
+        table: AssocTable = self.context.objects.get(obj.name)
+        return [
+            ObjectInfo(
+                obj.name,
+                self.name,
+                table.triples_written,
+                table.bytes_on_disk(),
+                obj.created,
+                obj.modified,
+            )
+        ]
+
+    def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified]:
+        from tesseradb.checks import Finding, Verified
+
+        table: AssocTable = self.context.objects.get(obj.name)
+        findings: list[Finding] = []
+        triples = 0
+        for problem_run, problem in table.verify():
+            findings.append(
+                Finding(
+                    obj.name,
+                    f"assoc/{obj.name}/{problem_run}",
+                    problem,
+                    action="restore it from a backup, or drop the table",
+                )
+            )
+        if not findings:
+            triples = table.triples_written
+        what = f"{table.runs} runs, {triples:,} triples" if not findings else "runs unreadable"
+        return findings, Verified(obj.name, self.label, what)
