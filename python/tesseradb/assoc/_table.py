@@ -642,76 +642,75 @@ class TriplesRelation:
         return [f"{self.table.runs} runs searched in {order}"]
 
 
-class DegreesRelation:
+class _KeyedRelation:
+    """A relation of one key column and one value column, read by key: a
+    table's degrees (``col, degree``) or texts (``row, text``)."""
+
+    suffix: str
+    key: str  # the key column, and the manifest's kind of its keys
+    kind: str
+    value: str
+
+    def __init__(self, table: AssocTable) -> None:
+        self.table = table
+        self.name = f"{table.name}.{self.suffix}"
+
+    def _value_type(self) -> Any:
+        raise NotImplementedError
+
+    def _read(self, runs: list[Run], pick: Picker | None) -> Assoc:
+        raise NotImplementedError
+
+    def schema(self) -> Any:
+        import pyarrow as pa
+
+        key_type = _arrow_type(self.table.kinds.get(self.kind) or "text")
+        return pa.schema([(self.key, key_type), (self.value, self._value_type())])
+
+    def scan(self, columns: Sequence[str] | None, predicate: Predicate | None) -> Any:
+        import pyarrow as pa
+
+        domain = None if predicate is None else predicate.domain(self.key)
+        pick = None if domain is None else (lambda keys, d=domain: _domain_positions(keys, d))
+        keys, _, values = self.table._read(lambda runs: self._read(runs, pick)).find()
+        schema = self.schema()
+        table = pa.table(
+            {
+                self.key: pa.array(keys, type=schema.field(self.key).type),
+                self.value: pa.array(values, type=schema.field(self.value).type),
+            }
+        )
+        if columns is not None:
+            table = table.select(list(columns))
+        return table.to_reader()
+
+    def estimate(self, predicate: Predicate | None = None) -> Estimate:
+        return Estimate()
+
+
+class DegreesRelation(_KeyedRelation):
     """A table's column degrees as the relation ``col, degree``."""
 
-    def __init__(self, table: AssocTable) -> None:
-        self.table = table
-        self.name = f"{table.name}.deg"
+    suffix, key, kind, value = "deg", "col", "col", "degree"
 
-    def schema(self) -> Any:
+    def _value_type(self) -> Any:
         import pyarrow as pa
 
-        return pa.schema(
-            [("col", _arrow_type(self.table.kinds.get("col") or "text")), ("degree", pa.float64())]
-        )
+        return pa.float64()
 
-    def scan(self, columns: Sequence[str] | None, predicate: Predicate | None) -> Any:
-        import pyarrow as pa
-
-        domain = None if predicate is None else predicate.domain("col")
-        pick = None if domain is None else (lambda keys, d=domain: _domain_positions(keys, d))
-        found = self.table._read(lambda runs: _degrees(runs, pick))
-        keys, _, counts = found.find()
-        schema = self.schema()
-        table = pa.table(
-            {
-                "col": pa.array(keys, type=schema.field("col").type),
-                "degree": pa.array(counts, type=pa.float64()),
-            }
-        )
-        if columns is not None:
-            table = table.select(list(columns))
-        return table.to_reader()
-
-    def estimate(self, predicate: Predicate | None = None) -> Estimate:
-        return Estimate()
+    def _read(self, runs: list[Run], pick: Picker | None) -> Assoc:
+        return _degrees(runs, pick)
 
 
-class TextsRelation:
+class TextsRelation(_KeyedRelation):
     """A table's raw texts as the relation ``row, text``."""
 
-    def __init__(self, table: AssocTable) -> None:
-        self.table = table
-        self.name = f"{table.name}.txt"
+    suffix, key, kind, value = "txt", "row", "txt", "text"
 
-    def schema(self) -> Any:
+    def _value_type(self) -> Any:
         import pyarrow as pa
 
-        return pa.schema(
-            [
-                ("row", _arrow_type(self.table.kinds.get("txt") or "text")),
-                ("text", pa.large_string()),
-            ]
-        )
+        return pa.large_string()
 
-    def scan(self, columns: Sequence[str] | None, predicate: Predicate | None) -> Any:
-        import pyarrow as pa
-
-        domain = None if predicate is None else predicate.domain("row")
-        pick = None if domain is None else (lambda keys, d=domain: _domain_positions(keys, d))
-        found = self.table._read(lambda runs: _texts(runs, pick))
-        keys, _, texts = found.find()
-        schema = self.schema()
-        table = pa.table(
-            {
-                "row": pa.array(keys, type=schema.field("row").type),
-                "text": pa.array(texts, type=pa.large_string()),
-            }
-        )
-        if columns is not None:
-            table = table.select(list(columns))
-        return table.to_reader()
-
-    def estimate(self, predicate: Predicate | None = None) -> Estimate:
-        return Estimate()
+    def _read(self, runs: list[Run], pick: Picker | None) -> Assoc:
+        return _texts(runs, pick)
