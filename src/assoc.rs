@@ -8,6 +8,7 @@
 //! matrix is a counting sort of the triples by row, then a stable sort of each
 //! row's triples by column in which colliding triples are combined.
 
+use crate::pool::DisjointWrites;
 use rayon::prelude::*;
 
 /// A column of keys as the kernels see it.
@@ -202,18 +203,6 @@ struct Placed {
     len: u32,
 }
 
-/// A buffer being filled at disjoint places by the blocks of a scatter.
-struct Shared<T>(*mut T);
-// SAFETY: the blocks of the scatter write disjoint ranges (see the use).
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
-
-impl<T> Shared<T> {
-    fn base(&self) -> *mut T {
-        self.0
-    }
-}
-
 /// Distinct keys of `key(0..n)`.
 ///
 /// Keys are hashed, then copied with their hashes into partitions by hash,
@@ -227,11 +216,7 @@ fn distinct<'a>(n: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Distinct {
     let hashes: Vec<u64> = (0..n).into_par_iter().map(|i| hash_key(key(i))).collect();
     // input blocks scatter in parallel: each counts its keys and key bytes per
     // partition, and writes from its own offsets inside each partition
-    let block_len = n.div_ceil(crate::pool::threads().max(1) * 2).max(1);
-    let blocks: Vec<(usize, usize)> = (0..n)
-        .step_by(block_len)
-        .map(|b| (b, (b + block_len).min(n)))
-        .collect();
+    let blocks = crate::pool::input_blocks(n);
     let counts: Vec<Vec<(usize, usize)>> = blocks
         .par_iter()
         .map(|&(lo, hi)| {
@@ -264,7 +249,10 @@ fn distinct<'a>(n: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Distinct {
         .collect();
     let mut placed = vec![Placed::default(); n];
     let mut bytes = vec![0u8; at.1];
-    let (placed_out, bytes_out) = (Shared(placed.as_mut_ptr()), Shared(bytes.as_mut_ptr()));
+    let (placed_out, bytes_out) = (
+        DisjointWrites::new(&mut placed),
+        DisjointWrites::new(&mut bytes),
+    );
     blocks
         .par_iter()
         .zip(block_fill.into_par_iter())
@@ -504,11 +492,7 @@ pub fn build_csr(
     };
     let band_of = |r: i64| (r as usize) >> shift;
     // blocks of the input count their triples per band, then scatter them
-    let block_len = n.div_ceil(crate::pool::threads().max(1) * 2).max(1);
-    let blocks: Vec<(usize, usize)> = (0..n)
-        .step_by(block_len)
-        .map(|b| (b, (b + block_len).min(n)))
-        .collect();
+    let blocks = crate::pool::input_blocks(n);
     let counts: Vec<Vec<usize>> = blocks
         .par_iter()
         .map(|&(lo, hi)| {
@@ -531,7 +515,7 @@ pub fn build_csr(
     }
     band_starts[bands] = at;
     let mut banded = vec![(0i64, 0i64, 0f64); n];
-    let out = Shared(banded.as_mut_ptr());
+    let out = DisjointWrites::new(&mut banded);
     blocks
         .par_iter()
         .zip(block_fill.into_par_iter())
@@ -597,7 +581,10 @@ pub fn build_csr(
     let total = out_starts[bands];
     let mut indices = vec![0i64; total];
     let mut data = vec![0f64; total];
-    let (indices_out, data_out) = (Shared(indices.as_mut_ptr()), Shared(data.as_mut_ptr()));
+    let (indices_out, data_out) = (
+        DisjointWrites::new(&mut indices),
+        DisjointWrites::new(&mut data),
+    );
     (0..bands).into_par_iter().for_each(|b| {
         let from = &entries[band_starts[b]..band_starts[b] + band_totals[b]];
         for (k, &(c, v)) in from.iter().enumerate() {

@@ -54,6 +54,32 @@ pub fn threads() -> usize {
     pool().current_num_threads()
 }
 
+/// The `(start, end)` blocks `0..n` is cut into for a parallel scatter: two
+/// per thread, so that a slow block leaves the other thread work to do.
+pub fn input_blocks(n: usize) -> Vec<(usize, usize)> {
+    let len = n.div_ceil(threads().max(1) * 2).max(1);
+    (0..n).step_by(len).map(|b| (b, (b + len).min(n))).collect()
+}
+
+/// A buffer the blocks of a parallel scatter fill at disjoint places, through
+/// its base pointer. Each use says (in its SAFETY comment) why the places
+/// its blocks write do not overlap and lie inside the buffer.
+pub(crate) struct DisjointWrites<T>(*mut T);
+// SAFETY: the pointer is only written through at places no other block writes.
+unsafe impl<T> Send for DisjointWrites<T> {}
+unsafe impl<T> Sync for DisjointWrites<T> {}
+
+impl<T> DisjointWrites<T> {
+    pub(crate) fn new(buffer: &mut [T]) -> Self {
+        DisjointWrites(buffer.as_mut_ptr())
+    }
+
+    /// The base pointer (a method, so closures capture the whole Sync wrapper).
+    pub(crate) fn base(&self) -> *mut T {
+        self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 //! ingest is bound by compression, not by Python.
 
 use crate::chunks::{chunk_payload, decode_whole, Failure, Layout};
+use crate::pool::DisjointWrites;
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -35,19 +36,6 @@ impl Divider {
             q += 1;
         }
         q
-    }
-}
-
-/// The cell order being filled by the blocks of a counting sort.
-struct SharedSlice(*mut usize);
-// SAFETY: the blocks write disjoint positions (see the use).
-unsafe impl Send for SharedSlice {}
-unsafe impl Sync for SharedSlice {}
-
-impl SharedSlice {
-    /// The base pointer (a method, so closures capture the whole Sync wrapper).
-    fn base(&self) -> *mut usize {
-        self.0
     }
 }
 
@@ -194,8 +182,8 @@ pub fn bucket(layout: &Layout, positions: &[i64]) -> Result<Buckets, Failure> {
     let mut order = vec![0usize; n];
     let mut offsets = vec![0usize; n];
     let (to_order, to_offsets) = (
-        SharedSlice(order.as_mut_ptr()),
-        SharedSlice(offsets.as_mut_ptr()),
+        DisjointWrites::new(&mut order),
+        DisjointWrites::new(&mut offsets),
     );
     blocks
         .par_iter()

@@ -36,6 +36,12 @@ def test_numeric_keys_and_broadcast() -> None:
     assert b.triples() == [("a", "c", "v"), ("b", "c", "v")]
 
 
+def test_boolean_values_are_numbers_but_boolean_keys_are_refused() -> None:
+    assert Assoc("a,b,", "c,", [True, False]).triples() == [("a", "c", 1.0)]
+    with pytest.raises(AssocError, match="item 0 is bool"):
+        Assoc([True], "c,", 1)
+
+
 def test_zeros_and_empty_strings_are_not_entries() -> None:
     assert Assoc("a,b,", "c,d,", [0, 5]).triples() == [("b", "d", 5.0)]
     assert Assoc("a,b,", "c,d,", ",w,").triples() == [("b", "d", "w")]
@@ -125,6 +131,7 @@ def test_repr_is_a_table() -> None:
         (lambda: Assoc([1.0], "c,", 1)["x,", :], "not a number"),
         (lambda: Assoc([1.0], "c,", 1)["x*,", :], "numeric keys"),
         (lambda: Assoc("a,", "c,", 1).sum(2), "axis"),
+        (lambda: Assoc("a,", "c,", 1) * float("nan"), "NaN is no value"),
     ],
 )
 def test_bad_input_is_a_clear_error(call, message: str) -> None:  # type: ignore[no-untyped-def]

@@ -127,17 +127,29 @@ PREDICATES = [
 def test_sql_pushdown_answers_as_the_plain_table_and_narrows_the_scan(
     db: tesseradb.Database, where: str, predicate: Predicate, axis: str
 ) -> None:
+    import duckdb
+
     rng = np.random.default_rng(3)
     keys = np.array(["a", "ab", "b", "ba", "c", "d|1", "d|2", "é"])
     t = db.create_assoc_table("T")
+    model: dict[tuple[str, str], float] = {}
     for _ in range(4):
-        t.put_triples(
-            keys[rng.integers(0, 8, 40)], keys[rng.integers(0, 8, 40)], rng.integers(1, 5, 40)
-        )
-    plain = pa.table(dict(zip(["row", "col", "val"], t[:, :].find(), strict=True)))
-    db.register("plain", plain)
+        rows, cols = keys[rng.integers(0, 8, 40)], keys[rng.integers(0, 8, 40)]
+        vals = rng.integers(1, 5, 40).astype(float)
+        t.put_triples(rows, cols, vals)
+        model.update(zip(zip(rows.tolist(), cols.tolist(), strict=True), vals, strict=True))
+    # the plain answer: what was put (the latest write winning), as a DuckDB table
+    plain = pa.table(
+        {
+            "row": [r for r, _ in model],
+            "col": [c for _, c in model],
+            "val": list(model.values()),
+        }
+    )
+    peer = duckdb.connect()
+    peer.register("plain", plain)
     query = "SELECT row, col, val FROM {} WHERE " + where + " ORDER BY row, col"
-    assert db.sql(query.format("T")).fetchall() == db.sql(query.format("plain")).fetchall()
+    assert db.sql(query.format("T")).fetchall() == peer.sql(query.format("plain")).fetchall()
     # the shortcut answered: the scan searched one orientation and read only matching keys
     relation = db.relation("T")
     assert axis in relation.describe_scan(None, predicate)[0].replace("column", "col")
@@ -172,6 +184,18 @@ def test_a_failed_put_leaves_the_table_as_it_was(db: tesseradb.Database, monkeyp
     t._manifest.remove_leftovers()  # what reopening for writing does
     assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "run-000001"]
     assert db.check().ok
+
+
+def test_a_damaged_run_file_is_named(db: tesseradb.Database) -> None:
+    from tesseradb.errors import DamagedStorageError
+
+    t = db.create_assoc_table("D")
+    t.put_triples("a,b,", "c,d,", 1)
+    keys = Path(db.path) / "assoc" / "D" / "run-000001" / "row_keys.arrow"
+    keys.write_bytes(b"not an arrow file")
+    db.close()
+    with tesseradb.connect(db.path) as again, pytest.raises(DamagedStorageError, match="row_keys"):
+        again.assoc_table("D")["a,", :]
 
 
 def test_many_puts_are_merged_and_stay_exact(db: tesseradb.Database) -> None:

@@ -45,62 +45,11 @@ _EMPTY_KEYS = np.empty(0, dtype=object)
 
 
 def _values_source(vals: Any) -> tuple[_keys.Source | None, np.ndarray | None, int]:
-    """(source of string values, numeric values, length) of the values argument."""
-    if isinstance(vals, str):
-        if vals == "":
-            return _keys.Source([], 0, True), None, 0
-        source = _keys.key_source(vals, "values")
+    """(source of string values or None, numeric values or None, length)."""
+    source = _keys.key_source(vals, "values", values=True)
+    if source.text:
         return source, None, source.length
-    if isinstance(vals, (bool, np.bool_)):
-        return None, np.array([float(vals)]), 1
-    if isinstance(vals, (int, float, np.integer, np.floating)):
-        return None, np.array([float(vals)]), 1
-    if isinstance(vals, np.ndarray):
-        if vals.ndim != 1:
-            raise AssocError(f"values must be one-dimensional, not of shape {vals.shape}")
-        if vals.dtype.kind in "iufb":
-            return None, vals.astype(np.float64, copy=False), len(vals)
-        if vals.dtype.kind in "UO":
-            source = _keys.key_source(vals, "values")
-            if not source.text:
-                return None, np.asarray(source.kernel_input, dtype=np.float64), source.length
-            return source, None, source.length
-        raise AssocError(f"values of numpy dtype {vals.dtype} are neither numbers nor strings")
-    if isinstance(vals, (dict, set, frozenset)):
-        raise AssocError(
-            f"values must be in order (a sequence or an array), not a {type(vals).__name__}"
-        )
-    try:
-        items = list(vals)
-    except TypeError:
-        raise AssocError(
-            f"values must be numbers, strings, a D4M string or a sequence, not {type(vals).__name__}"
-        ) from None
-    if not items:
-        return None, np.empty(0), 0
-    if isinstance(items[0], str):
-        bad = next((i for i, x in enumerate(items) if not isinstance(x, str)), None)
-        if bad is not None:
-            raise AssocError(
-                f"values: item {bad} is {type(items[bad]).__name__}, but item 0 is str; "
-                "values are all numbers or all strings"
-            )
-        return _keys.Source(items, len(items), True), None, len(items)
-    try:
-        numbers = np.array(items, dtype=np.float64)
-    except (TypeError, ValueError):
-        bad = next(
-            i
-            for i, x in enumerate(items)
-            if not isinstance(x, (int, float, np.integer, np.floating, bool, np.bool_))
-        )
-        raise AssocError(
-            f"values: item {bad} is {type(items[bad]).__name__}; "
-            "values are all numbers or all strings"
-        ) from None
-    if numbers.ndim != 1:
-        raise AssocError("values must be a flat sequence")
-    return None, numbers, len(numbers)
+    return None, source.kernel_input, source.length
 
 
 def _aggregate_name(aggregate: Any) -> str | None:
@@ -116,6 +65,22 @@ def _aggregate_name(aggregate: Any) -> str | None:
             f"aggregate {aggregate!r} is not min, max, sum, 'first', 'last' or a callable"
         )
     return None
+
+
+def at_ids(items: Any, ids: np.ndarray) -> np.ndarray:
+    """The items at 1-based ids: a string Assoc's matrix holds its values so
+    (1-based, as MATLAB, so that no value is a stored zero)."""
+    return items[(ids - 1).astype(np.int64)]
+
+
+def expand_rows(indptr: np.ndarray, picked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Entries of the picked rows of a CSR: (entry numbers, each entry's place in ``picked``)."""
+    starts = np.asarray(indptr[picked], dtype=np.int64)
+    counts = np.asarray(indptr[picked + 1], dtype=np.int64) - starts
+    total = int(counts.sum())
+    owner = np.repeat(np.arange(len(picked)), counts)
+    step = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + step, owner
 
 
 def _broadcast(ids: np.ndarray, n: int) -> np.ndarray:
@@ -146,8 +111,6 @@ def interned_triples(
         return None
     if val_source is not None and aggregate == "sum":
         raise AssocError("aggregate sum needs numeric values; these values are strings")
-    if numbers is not None and np.isnan(numbers).any():
-        raise AssocError(f"values: item {int(np.flatnonzero(np.isnan(numbers))[0])} is NaN")
     sources = [row_source, col_source] + ([val_source] if val_source is not None else [])
     interned = _keys.intern(sources, ["row keys", "column keys", "values"], arrow)
     (row_keys, row_ids), (col_keys, col_ids) = interned[0], interned[1]
@@ -228,7 +191,7 @@ class Assoc:
         r, c, v = row_ids[order], col_ids[order], values[order]
         starts = np.flatnonzero(np.r_[True, (r[1:] != r[:-1]) | (c[1:] != c[:-1])])
         ends = np.r_[starts[1:], len(r)]
-        items = val_keys[(v - 1).astype(np.int64)].tolist() if val_keys is not None else v.tolist()
+        items = at_ids(val_keys, v).tolist() if val_keys is not None else v.tolist()
         out = [aggregate(items[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
         built = Assoc(row_keys[r[starts]], col_keys[c[starts]], out if out else 1.0, "first")
         self._set(built._row, built._col, built._val, built._adj)
@@ -298,7 +261,7 @@ class Assoc:
         """(rows, cols, vals) of every entry, in row-major order."""
         coo = self._adj.tocoo()  # canonical CSR: row-major, columns ascending
         r, c, v = coo.row, coo.col, coo.data
-        values = v if self._val is None else self._val[(v - 1).astype(np.int64)]
+        values = v if self._val is None else at_ids(self._val, v)
         return self._row[r], self._col[c], values
 
     def triples(self) -> list[tuple[Any, Any, Any]]:
@@ -409,7 +372,7 @@ class Assoc:
                 raise AssocError(
                     f"A {symbol} {other!r}: the values are strings; compare them with a string"
                 )
-            strings = self._val[(adj.data - 1).astype(np.int64)]
+            strings = at_ids(self._val, adj.data)
             keep = np.fromiter(
                 (bool(op(s, other)) for s in strings.tolist()), dtype=bool, count=len(strings)
             )
@@ -469,6 +432,8 @@ class Assoc:
     def __mul__(self, other: Any) -> Assoc:
         """Element-wise product on the intersection (strings count 1); or scaled by a number."""
         if isinstance(other, (int, float, np.integer, np.floating)) and not isinstance(other, bool):
+            if np.isnan(other):
+                raise AssocError("A * NaN: NaN is no value of an associative array")
             a = self._numeric()
             adj = a._adj.copy()
             adj.data = adj.data * float(other)
@@ -489,7 +454,8 @@ class Assoc:
         """Matrix product over Col(A) ∩ Row(B); string values count 1; numeric result."""
         if not isinstance(other, Assoc):
             raise AssocError(f"A @ B needs two Assocs, not Assoc @ {type(other).__name__}")
-        a, b, ja, ib = _inner(self._numeric(), other._numeric())
+        a, b = self._numeric(), other._numeric()
+        ja, ib = _inner(a, b)
         adj = sp.csr_array(a._adj[:, ja] @ b._adj[ib, :])
         adj.eliminate_zeros()
         return Assoc._make(a._row, b._col, None, adj)
@@ -519,7 +485,7 @@ class Assoc:
 
     def _values_of(self, entries: np.ndarray, adj: sp.csr_array) -> np.ndarray:
         data = adj.data[entries]
-        return data if self._val is None else self._val[(data - 1).astype(np.int64)]
+        return data if self._val is None else at_ids(self._val, data)
 
     # --- exchange with other libraries --------------------------------------------
 
@@ -755,8 +721,8 @@ class _Aligned:
         if a._val is not None and b._val is not None:
             # string ids renumbered into the union of both value lists
             self.val, a_at, b_at = _keys.merge(a._val, b._val, "value")
-            a_values = (a_at[(a_values - 1).astype(np.int64)] + 1).astype(np.float64)
-            b_values = (b_at[(b_values - 1).astype(np.int64)] + 1).astype(np.float64)
+            a_values = (at_ids(a_at, a_values) + 1).astype(np.float64)
+            b_values = (at_ids(b_at, b_values) + 1).astype(np.float64)
         self.a_values, self.b_values = a_values, b_values
         self.ncols = ncols
 
@@ -793,11 +759,11 @@ class _Aligned:
         )
 
 
-def _inner(a: Assoc, b: Assoc) -> tuple[Assoc, Assoc, np.ndarray, np.ndarray]:
+def _inner(a: Assoc, b: Assoc) -> tuple[np.ndarray, np.ndarray]:
     """For A @ B: the column places of A and row places of B of their common keys."""
     _, a_at, b_at = _keys.merge(a._col, b._row, "inner (A's column / B's row)")
     common = np.intersect1d(a_at, b_at, assume_unique=True)
-    return a, b, np.searchsorted(a_at, common), np.searchsorted(b_at, common)
+    return np.searchsorted(a_at, common), np.searchsorted(b_at, common)
 
 
 class _Pairs:
@@ -806,7 +772,7 @@ class _Pairs:
     def __init__(self, a: Assoc, b: Assoc) -> None:
         if not isinstance(b, Assoc):
             raise AssocError("catkeymul and catvalmul need two Assocs")
-        _, _, ja, ib = _inner(a, b)
+        ja, ib = _inner(a, b)
         self.a_row, self.b_col = a._row, b._col
         self.common = a._col[ja]
         self.a_adj = sp.csr_array(a._adj[:, ja])
@@ -814,13 +780,8 @@ class _Pairs:
         self.a_adj.sort_indices()
         self.b_adj.sort_indices()
         a_rows = np.repeat(np.arange(self.a_adj.shape[0]), np.diff(self.a_adj.indptr))
-        b_lengths = np.diff(self.b_adj.indptr)
-        counts = b_lengths[self.a_adj.indices]
-        total = int(counts.sum())
-        a_entries = np.repeat(np.arange(self.a_adj.nnz), counts)
-        first = np.repeat(self.b_adj.indptr[self.a_adj.indices], counts)
-        step = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        b_entries = first + step
+        # each entry (i, k) of A meets the entries of row k of B
+        b_entries, a_entries = expand_rows(self.b_adj.indptr, self.a_adj.indices)
         i, k, j = a_rows[a_entries], self.a_adj.indices[a_entries], self.b_adj.indices[b_entries]
         order = np.lexsort((k, j, i))
         self.i, self.j, self.k = i[order], j[order], k[order]

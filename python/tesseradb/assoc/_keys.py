@@ -66,14 +66,19 @@ class Source:
     text: bool
 
 
-def key_source(keys: Any, what: str) -> Source:
-    """Normalises row or column keys (or string values) for ``_core.intern_keys``."""
+def key_source(keys: Any, what: str, values: bool = False) -> Source:
+    """Normalises row or column keys, or with ``values`` an Assoc's values, for
+    ``_core.intern_keys`` (numbers are interned only as keys).
+
+    Values also take booleans (as 1 and 0); a NaN is refused in both.
+    """
+    number = _is_value if values else _is_number
     if isinstance(keys, str):
         if keys == "":
             return Source([], 0, True)
         return Source(keys, keys.count(d4m_delimiter(keys, what)), True)
-    if isinstance(keys, (int, float, np.integer, np.floating)) and not isinstance(keys, bool):
-        return _numbers(np.array([keys], dtype=np.float64), what)
+    if number(keys):
+        return _numbers(np.array([keys], dtype=np.float64), what, values)
     if isinstance(keys, np.ndarray):
         if keys.ndim != 1:
             raise AssocError(f"{what} must be one-dimensional, not of shape {keys.shape}")
@@ -84,12 +89,12 @@ def key_source(keys: Any, what: str) -> Source:
                 return Source(keys.astype(object).tolist(), len(keys), True)
             codes = np.ascontiguousarray(keys).view(np.uint32).reshape(len(keys), width)
             return Source(codes, len(keys), True)
-        if kind in "iuf":
-            return _numbers(keys.astype(np.float64, copy=False), what)
+        if kind in ("iufb" if values else "iuf"):
+            return _numbers(keys.astype(np.float64, copy=False), what, values)
         if kind == "O":
             keys = keys.tolist()
         else:
-            raise AssocError(f"{what} of numpy dtype {keys.dtype} are not keys; use str or numbers")
+            raise AssocError(f"{what} of numpy dtype {keys.dtype} are neither strings nor numbers")
     if isinstance(keys, (dict, set, frozenset)):
         raise AssocError(
             f"{what} must be in order (a sequence or an array), not a {type(keys).__name__}"
@@ -100,18 +105,18 @@ def key_source(keys: Any, what: str) -> Source:
             return Source([], 0, True)
         first = items[0]
         if isinstance(first, str):
-            return Source(items, len(items), True)
-        if isinstance(first, (int, float, np.integer, np.floating)) and not isinstance(first, bool):
-            try:
-                numbers = np.array(items, dtype=np.float64)
-            except (TypeError, ValueError):
-                bad = next(i for i, x in enumerate(items) if not _is_number(x))
-                raise AssocError(
-                    f"{what}: item {bad} is {type(items[bad]).__name__}, "
-                    f"but item 0 is a number; keys are all str or all numbers"
-                ) from None
-            return _numbers(numbers, what)
-        raise AssocError(f"{what}: item 0 is {type(first).__name__}; keys are str or numbers")
+            return Source(items, len(items), True)  # the kernel names an item not a str
+        if not number(first):
+            raise AssocError(f"{what}: item 0 is {type(first).__name__}; they are str or numbers")
+        try:
+            numbers = np.array(items, dtype=np.float64)
+        except (TypeError, ValueError):
+            bad = next(i for i, x in enumerate(items) if not number(x))
+            raise AssocError(
+                f"{what}: item {bad} is {type(items[bad]).__name__}, but item 0 is a number; "
+                "they are all str or all numbers"
+            ) from None
+        return _numbers(numbers, what, values)
     raise AssocError(
         f"{what} must be a D4M string, a sequence or an array, not {type(keys).__name__}"
     )
@@ -121,11 +126,16 @@ def _is_number(x: object) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
-def _numbers(values: np.ndarray, what: str) -> Source:
-    bad = np.flatnonzero(np.isnan(values))
+def _is_value(x: object) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating, np.bool_))
+
+
+def _numbers(numbers: np.ndarray, what: str, values: bool) -> Source:
+    bad = np.flatnonzero(np.isnan(numbers))
     if len(bad):
-        raise AssocError(f"{what}: item {int(bad[0])} is NaN, which cannot be a key")
-    return Source(np.ascontiguousarray(values), len(values), False)
+        what_it_is = "a value" if values else "a key"
+        raise AssocError(f"{what}: item {int(bad[0])} is NaN, which cannot be {what_it_is}")
+    return Source(np.ascontiguousarray(numbers), len(numbers), False)
 
 
 def intern(
@@ -238,7 +248,7 @@ def _prefix_span(keys: KeyArray, prefix: str, what: str) -> np.ndarray:
     return np.arange(start, max(start, stop), dtype=np.int64)
 
 
-def _exact(keys: KeyArray, wanted: np.ndarray) -> np.ndarray:
+def exact_positions(keys: KeyArray, wanted: np.ndarray) -> np.ndarray:
     """Positions of the wanted keys that exist (missing keys select nothing, as in D4M)."""
     if len(keys) == 0 or len(wanted) == 0:
         return np.empty(0, np.int64)
@@ -279,11 +289,11 @@ def _from_d4m(keys: KeyArray, text: str, what: str) -> np.ndarray:
         wanted = np.empty(len(exact), dtype=object) if is_text(keys) else np.array(exact)
         if is_text(keys):
             wanted[:] = exact
-        parts.append(_exact(keys, wanted))
-    return _union(parts)
+        parts.append(exact_positions(keys, wanted))
+    return union_positions(parts)
 
 
-def _union(parts: list[np.ndarray]) -> np.ndarray:
+def union_positions(parts: list[np.ndarray]) -> np.ndarray:
     if not parts:
         return np.empty(0, np.int64)
     if len(parts) == 1:
@@ -315,7 +325,9 @@ def positions(keys: KeyArray, selector: Any, what: str) -> np.ndarray | None:
             return None
         return _from_d4m(keys, selector, what)
     if isinstance(selector, StartsWith):
-        return _union([_prefix_span(keys, p, what) for p in d4m_items(selector.prefixes, what)])
+        return union_positions(
+            [_prefix_span(keys, p, what) for p in d4m_items(selector.prefixes, what)]
+        )
     if isinstance(selector, (int, np.integer)) and not isinstance(selector, bool):
         return _checked_positions(np.array([int(selector)]), n, what)
     if isinstance(selector, (np.ndarray, list, tuple)):
@@ -332,12 +344,12 @@ def positions(keys: KeyArray, selector: Any, what: str) -> np.ndarray | None:
             wanted = np.empty(len(array), dtype=object)
             wanted[:] = [str(x) if not isinstance(x, str) else x for x in array.tolist()]
             if not is_text(keys):
-                return _exact(keys, np.array([_key_value(w, keys, what) for w in wanted]))
-            return _exact(keys, wanted)
+                return exact_positions(keys, np.array([_key_value(w, keys, what) for w in wanted]))
+            return exact_positions(keys, wanted)
         if array.dtype.kind == "f":
             if is_text(keys):
                 raise AssocError(f"{what}: numbers select numeric keys; this axis has string keys")
-            return _exact(keys, array.astype(np.float64))
+            return exact_positions(keys, array.astype(np.float64))
     raise AssocError(
         f"{what} selector {selector!r} is not one of ':', a D4M key string, "
         "StartsWith, a position, a slice or a sequence of keys or positions"

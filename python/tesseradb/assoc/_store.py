@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from tesseradb import _core
+from tesseradb._durable import fsync_path
 from tesseradb.errors import DamagedStorageError
 
 MANIFEST = "manifest.json"
@@ -52,12 +54,13 @@ class TextKeys:
 
     dtype = np.dtype(object)
 
-    def __init__(self, array: Any) -> None:
+    def __init__(self, array: Any, path: Path) -> None:
         import pyarrow as pa
 
         if not pa.types.is_large_string(array.type):
             array = array.cast(pa.large_string())
         self.array = array
+        self.path = path
         buffers = array.buffers()
         self.offsets = np.frombuffer(buffers[1], dtype=np.int64)[
             array.offset : array.offset + len(array) + 1
@@ -72,9 +75,12 @@ class TextKeys:
         return len(self.array)
 
     def searchsorted(self, value: Any, side: str = "left") -> Any:
-        if isinstance(value, str):
-            return int(_core.search_text(self.offsets, self.data, [value], side == "right")[0])
-        return _core.search_text(self.offsets, self.data, list(value), side == "right")
+        probes = [value] if isinstance(value, str) else list(value)
+        try:
+            found = _core.search_text(self.offsets, self.data, probes, side == "right")
+        except ValueError as err:  # offsets that point outside the file's strings
+            raise DamagedStorageError(f"{self.path} cannot be read ({err})") from None
+        return int(found[0]) if isinstance(value, str) else found
 
     def __getitem__(self, at: Any) -> np.ndarray:
         import pyarrow as pa
@@ -84,27 +90,30 @@ class TextKeys:
         out[:] = taken.to_pylist()
         return out
 
-    def all(self) -> np.ndarray:
-        out = np.empty(len(self.array), dtype=object)
-        out[:] = self.array.to_pylist()
-        return out
 
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _opened(path: Path, load: Callable[[Path], Any]) -> Any:
+    """``load(path)``, with a damaged file named in a DamagedStorageError. A
+    missing file stays FileNotFoundError: a reader takes it as its run having
+    been merged away by another process, and reads the runs again."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return load(path)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError) as err:  # pyarrow's errors are ValueErrors
+        raise DamagedStorageError(f"{path} cannot be read ({err})") from None
+
+
+def _arrow_column(path: Path, column: str) -> Any:
+    import pyarrow.feather as feather
+
+    return feather.read_table(path, memory_map=True).column(column).combine_chunks()
 
 
 def _read_keys(folder: Path, stem: str, kind: str) -> Any:
     if kind == "text":
-        import pyarrow.feather as feather
-
-        table = feather.read_table(folder / f"{stem}.arrow", memory_map=True)
-        return TextKeys(table.column("key").combine_chunks())
-    return np.load(folder / f"{stem}.npy", mmap_mode="r")
+        path = folder / f"{stem}.arrow"
+        return TextKeys(_opened(path, lambda p: _arrow_column(p, "key")), path)
+    return _opened(folder / f"{stem}.npy", lambda p: np.load(p, mmap_mode="r"))
 
 
 @dataclass
@@ -119,17 +128,23 @@ class Run:
     def triples(self) -> int:
         return int(self.meta.get("triples", 0))
 
+    def has(self, stem: str) -> bool:
+        """Whether the run has the file ``stem`` (``deg``, ``txt``, ``col_indptr`` ...)."""
+        if "files" not in self._cache:
+            self._cache["files"] = {p.stem for p in self.folder.iterdir()}
+        return stem in self._cache["files"]
+
     def keys(self, axis: str) -> Any:
         """Sorted unique keys of ``row``, ``col`` or ``txt``."""
         name = f"{axis}_keys"
         if name not in self._cache:
-            kind = self.meta[f"{axis}_kind"]
-            self._cache[name] = _read_keys(self.folder, name, kind)
+            self._cache[name] = _read_keys(self.folder, name, self.meta[f"{axis}_kind"])
         return self._cache[name]
 
     def array(self, name: str) -> np.ndarray:
         if name not in self._cache:
-            self._cache[name] = np.load(self.folder / f"{name}.npy", mmap_mode="r")
+            path = self.folder / f"{name}.npy"
+            self._cache[name] = _opened(path, lambda p: np.load(p, mmap_mode="r"))
         return self._cache[name]
 
     def values(self) -> Any:
@@ -140,10 +155,8 @@ class Run:
 
     def texts(self) -> Any:
         if "txt" not in self._cache:
-            import pyarrow.feather as feather
-
-            table = feather.read_table(self.folder / "txt.arrow", memory_map=True)
-            self._cache["txt"] = table.column("text").combine_chunks()
+            path = self.folder / "txt.arrow"
+            self._cache["txt"] = _opened(path, lambda p: _arrow_column(p, "text"))
         return self._cache["txt"]
 
 
@@ -218,8 +231,8 @@ def write_run(
         for job in jobs:
             job.result()  # a failed write raises here, and the caller removes tmp
     (tmp / "meta.json").write_text(json.dumps(meta))
-    _fsync(tmp / "meta.json")
-    _fsync(tmp)
+    fsync_path(tmp / "meta.json")
+    fsync_path(tmp)
     return tmp
 
 
@@ -241,7 +254,7 @@ def _write_arrow_synced(path: Path, column: str, array: Any) -> None:
     import pyarrow.feather as feather
 
     feather.write_feather(pa.table({column: array}), path, compression="uncompressed")
-    _fsync(path)
+    fsync_path(path)
 
 
 def _write_keys_synced(folder: Path, stem: str, keys: Any) -> None:
@@ -320,7 +333,7 @@ class Manifest:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.folder / MANIFEST)
-        _fsync(self.folder)
+        fsync_path(self.folder)
         self.runs, self.kinds, self.next = runs, kinds, next_id
         self._seen = self._stamp()
 
@@ -331,7 +344,7 @@ class Manifest:
         after the others, or in place of the runs ``replacing`` (start, stop)."""
         name = f"run-{self.next:06d}"
         os.replace(tmp, self.folder / name)
-        _fsync(self.folder)
+        fsync_path(self.folder)
         if replacing is None:
             runs = [*self.runs, name]
         else:
@@ -344,6 +357,8 @@ class Manifest:
         folder = self.folder / name
         try:
             meta = json.loads((folder / "meta.json").read_text())
+        except FileNotFoundError:
+            raise  # merged away by another process: the reader reads the runs again
         except (OSError, ValueError) as err:
             raise DamagedStorageError(
                 f"associative table {self.folder.name!r}: run {name} cannot be read ({err})"

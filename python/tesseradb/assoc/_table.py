@@ -19,9 +19,15 @@ from typing import Any
 import numpy as np
 
 from tesseradb.assoc import _keys
-from tesseradb.assoc._assoc import Assoc, interned_triples, triples_matrix
+from tesseradb.assoc._assoc import (
+    Assoc,
+    at_ids,
+    expand_rows,
+    interned_triples,
+    triples_matrix,
+)
 from tesseradb.assoc._store import Manifest, Run, write_run
-from tesseradb.errors import AssocError, ReadOnlyError
+from tesseradb.errors import AssocError, DamagedStorageError, ReadOnlyError
 from tesseradb.sql.predicate import ColumnDomain, Predicate
 from tesseradb.sql.relation import Estimate
 
@@ -42,16 +48,6 @@ def table_options(transpose: Any, degrees: Any, text: Any) -> dict[str, bool]:
 
 def _kind_of(keys: Any) -> str:
     return "number" if isinstance(keys, np.ndarray) and keys.dtype != object else "text"
-
-
-def _expand(indptr: np.ndarray, picked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Entries of the picked rows of a CSR: (entry numbers, each entry's place in ``picked``)."""
-    starts = np.asarray(indptr[picked], dtype=np.int64)
-    counts = np.asarray(indptr[picked + 1], dtype=np.int64) - starts
-    total = int(counts.sum())
-    owner = np.repeat(np.arange(len(picked)), counts)
-    step = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(starts, counts) + step, owner
 
 
 class AssocTable:
@@ -106,7 +102,12 @@ class AssocTable:
             except FileNotFoundError:
                 with self._lock:
                     self._runs.clear()
-        return read(self._current())
+        try:
+            return read(self._current())
+        except FileNotFoundError as err:  # not a merge: a file of a listed run is gone
+            raise DamagedStorageError(
+                f"associative table {self.name!r}: {err.filename} is missing"
+            ) from None
 
     @property
     def runs(self) -> int:
@@ -270,11 +271,11 @@ class AssocTable:
     def _merge(self, start: int, stop: int) -> None:
         """Replaces runs start..stop by one run holding what they hold (latest winning)."""
         runs = self._current()[start:stop]
-        merged = _collect("row", runs, lambda _keys_: None, self.kinds)
-        texts = _texts(runs, None)
+        merged = _collect("row", runs, _every)
+        texts = _texts(runs)
         degrees: bool | np.ndarray = False
         if self.options["degrees"] and merged.nnz:
-            summed = _degrees(runs, None)
+            summed = _degrees(runs)
             degrees = np.zeros(len(merged.col))
             keys, _, counts = summed.find()
             degrees[np.searchsorted(merged.col, keys)] = counts
@@ -307,9 +308,9 @@ class AssocTable:
         rows, cols = _pair(selection, self.name)
         if _is_all(rows) and not _is_all(cols) and self.options["transpose"]:
             pick = _picker(cols, "column")
-            return self._read(lambda runs: _collect("col", runs, pick, self.kinds))
+            return self._read(lambda runs: _collect("col", runs, pick))
         pick = _picker(rows, "row")
-        found = self._read(lambda runs: _collect("row", runs, pick, self.kinds))
+        found = self._read(lambda runs: _collect("row", runs, pick))
         return found if _is_all(cols) else found[:, cols]
 
     @property
@@ -366,11 +367,10 @@ class AssocTable:
 
 def _verify_run(run: Run) -> None:
     """Reads every file of a run and checks that the parts agree; raises on the first fault."""
-    files = _files(run)
     if run.triples:
         rows, cols = len(run.keys("row")), len(run.keys("col"))
         for axis, count, other in (("row", rows, cols), ("col", cols, rows)):
-            if f"{axis}_indptr" not in files:
+            if not run.has(f"{axis}_indptr"):
                 continue
             indptr = np.asarray(run.array(f"{axis}_indptr"))
             index = np.asarray(run.array(f"{axis}_index"))
@@ -387,11 +387,11 @@ def _verify_run(run: Run) -> None:
                 raise ValueError(
                     f"{axis}_index.npy names keys outside the {other} of the other axis"
                 )
-        if "deg" in files and len(run.array("deg")) != cols:
+        if run.has("deg") and len(run.array("deg")) != cols:
             raise ValueError("deg.npy does not hold one count per column key")
         if run.meta.get("values") == "text":
             run.values()
-    if "txt" in files and len(run.texts()) != len(run.keys("txt")):
+    if run.has("txt") and len(run.texts()) != len(run.keys("txt")):
         raise ValueError("txt.arrow does not hold one text per key")
 
 
@@ -402,7 +402,7 @@ class _Transposed:
     def __getitem__(self, selection: Any) -> Assoc:
         cols, rows = _pair(selection, f"{self.table.name}.T")
         pick = _picker(cols, "column")
-        found = self.table._read(lambda runs: _collect("col", runs, pick, self.table.kinds))
+        found = self.table._read(lambda runs: _collect("col", runs, pick))
         return (found if _is_all(rows) else found[rows, :]).T
 
 
@@ -442,7 +442,7 @@ def _is_all(selector: Any) -> bool:
 
 def _picker(selector: Any, what: str) -> Picker:
     if _is_all(selector):
-        return lambda _keys_: None
+        return _every
     if isinstance(selector, (int, np.integer, slice)) or (
         isinstance(selector, (list, tuple, np.ndarray))
         and len(selector)
@@ -455,22 +455,20 @@ def _picker(selector: Any, what: str) -> Picker:
     return lambda keys: _keys.positions(keys, selector, what)
 
 
-def _collect(axis: str, runs: Sequence[Run], pick: Picker, kinds: dict[str, str | None]) -> Assoc:
+def _collect(axis: str, runs: Sequence[Run], pick: Picker) -> Assoc:
     """The entries of ``runs`` whose ``axis`` key ``pick`` selects, the latest winning."""
     other = "col" if axis == "row" else "row"
     majors: list[np.ndarray] = []
     minors: list[np.ndarray] = []
     values: list[np.ndarray] = []
     for run in runs:
-        if not run.triples or f"{axis}_indptr" not in _files(run):
+        if not run.triples or not run.has(f"{axis}_indptr"):
             continue
         keys = run.keys(axis)
-        picked = pick(keys)
-        if picked is None:
-            picked = np.arange(len(keys), dtype=np.int64)
+        picked = _picked(keys, pick)
         if len(picked) == 0:
             continue
-        entries, owner = _expand(run.array(f"{axis}_indptr"), picked)
+        entries, owner = expand_rows(run.array(f"{axis}_indptr"), picked)
         if len(entries) == 0:
             continue
         major = keys[picked]
@@ -479,7 +477,7 @@ def _collect(axis: str, runs: Sequence[Run], pick: Picker, kinds: dict[str, str 
         minors.append(np.asarray(run.keys(other)[minor_ids]))
         v = np.asarray(run.array(f"{axis}_vals")[entries])
         if run.meta.get("values") == "text":
-            v = np.asarray(run.values()[(v - 1).astype(np.int64)])
+            v = np.asarray(at_ids(run.values(), v))
         values.append(v)
     if not majors:
         return Assoc([], [], [])
@@ -491,23 +489,24 @@ def _collect(axis: str, runs: Sequence[Run], pick: Picker, kinds: dict[str, str 
     return Assoc(minor_all, major_all, value_all, "last")
 
 
-def _files(run: Run) -> set[str]:
-    cached = run._cache.get("files")
-    if cached is None:
-        cached = {p.stem for p in run.folder.iterdir()}
-        run._cache["files"] = cached
-    return cached
+def _every(_keys_: Any) -> None:
+    """The picker of every key."""
+    return None
 
 
-def _degrees(runs: Sequence[Run], pick: Picker | None) -> Assoc:
+def _picked(keys: Any, pick: Picker) -> np.ndarray:
+    """The positions ``pick`` selects among ``keys`` (all of them for None)."""
+    picked = pick(keys)
+    return np.arange(len(keys), dtype=np.int64) if picked is None else picked
+
+
+def _degrees(runs: Sequence[Run], pick: Picker = _every) -> Assoc:
     keys_all, counts_all = [], []
     for run in runs:
-        if "deg" not in _files(run):
+        if not run.has("deg"):
             continue
         keys = run.keys("col")
-        picked = None if pick is None else pick(keys)
-        if picked is None:
-            picked = np.arange(len(keys), dtype=np.int64)
+        picked = _picked(keys, pick)
         keys_all.append(np.asarray(keys[picked]))
         counts_all.append(np.asarray(run.array("deg")[picked]))
     if not keys_all:
@@ -515,15 +514,13 @@ def _degrees(runs: Sequence[Run], pick: Picker | None) -> Assoc:
     return Assoc(np.concatenate(keys_all), "degree,", np.concatenate(counts_all), sum)
 
 
-def _texts(runs: Sequence[Run], pick: Picker | None) -> Assoc:
+def _texts(runs: Sequence[Run], pick: Picker = _every) -> Assoc:
     keys_all, texts_all = [], []
     for run in runs:
-        if "txt" not in _files(run):
+        if not run.has("txt"):
             continue
         keys = run.keys("txt")
-        picked = None if pick is None else pick(keys)
-        if picked is None:
-            picked = np.arange(len(keys), dtype=np.int64)
+        picked = _picked(keys, pick)
         keys_all.append(np.asarray(keys[picked]))
         taken = run.texts().take(picked).to_pylist()
         texts_all.extend(taken)
@@ -550,7 +547,7 @@ def _domain_positions(keys: Any, domain: ColumnDomain) -> np.ndarray | None:
             objects = np.empty(len(wanted), dtype=object)
             objects[:] = wanted.tolist()
             wanted = objects
-        return _keys._exact(keys, wanted if text else wanted.astype(np.float64))
+        return _keys.exact_positions(keys, wanted if text else wanted.astype(np.float64))
     for interval in domain.ranges:
         bounds = [b for b in (interval.lo, interval.hi) if b is not None]
         if not all(isinstance(b, want) and not isinstance(b, bool) for b in bounds):
@@ -569,7 +566,7 @@ def _domain_positions(keys: Any, domain: ColumnDomain) -> np.ndarray | None:
             )
         if stop > start:
             parts.append(np.arange(start, stop, dtype=np.int64))
-    return _keys._union(parts)
+    return _keys.union_positions(parts)
 
 
 def _arrow_type(kind: str | None) -> Any:
@@ -606,7 +603,7 @@ class TriplesRelation:
             if axis == "col" and not self.table.options["transpose"]:
                 continue
             return axis, lambda keys, d=domain: _domain_positions(keys, d)
-        return "row", lambda _keys_: None
+        return "row", _every
 
     def scan(self, columns: Sequence[str] | None, predicate: Predicate | None) -> Any:
         import pyarrow as pa
@@ -615,7 +612,7 @@ class TriplesRelation:
             found = Assoc([], [], [])
         else:
             axis, pick = self._plan(predicate)
-            found = self.table._read(lambda runs: _collect(axis, runs, pick, self.table.kinds))
+            found = self.table._read(lambda runs: _collect(axis, runs, pick))
         schema = self.schema()
         rows, cols, vals = found.find()
         table = pa.table(
@@ -658,7 +655,7 @@ class _KeyedRelation:
     def _value_type(self) -> Any:
         raise NotImplementedError
 
-    def _read(self, runs: list[Run], pick: Picker | None) -> Assoc:
+    def _read(self, runs: list[Run], pick: Picker) -> Assoc:
         raise NotImplementedError
 
     def schema(self) -> Any:
@@ -671,7 +668,7 @@ class _KeyedRelation:
         import pyarrow as pa
 
         domain = None if predicate is None else predicate.domain(self.key)
-        pick = None if domain is None else (lambda keys, d=domain: _domain_positions(keys, d))
+        pick = _every if domain is None else (lambda keys, d=domain: _domain_positions(keys, d))
         keys, _, values = self.table._read(lambda runs: self._read(runs, pick)).find()
         schema = self.schema()
         table = pa.table(
@@ -698,7 +695,7 @@ class DegreesRelation(_KeyedRelation):
 
         return pa.float64()
 
-    def _read(self, runs: list[Run], pick: Picker | None) -> Assoc:
+    def _read(self, runs: list[Run], pick: Picker) -> Assoc:
         return _degrees(runs, pick)
 
 
@@ -712,5 +709,5 @@ class TextsRelation(_KeyedRelation):
 
         return pa.large_string()
 
-    def _read(self, runs: list[Run], pick: Picker | None) -> Assoc:
+    def _read(self, runs: list[Run], pick: Picker) -> Assoc:
         return _texts(runs, pick)

@@ -56,6 +56,8 @@ def _summary(rows: Any, cols: Any, total: float, nnz: int) -> tuple[int, int, in
 
 
 def run(ctx: BenchContext) -> None:
+    import time
+
     import numpy as np
     import scipy.sparse as sp
 
@@ -164,8 +166,6 @@ def run(ctx: BenchContext) -> None:
     try:
         table = db.create_assoc_table("Tedge")
         times = []
-        import time
-
         for k in range(batches):
             ctx.progress(f"table put {k + 1} of {batches}")
             br_, bc_, bv_ = string_triples(

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tesseradb import _core
+from tesseradb._durable import fsync_path
 from tesseradb.errors import SegmentFileError
 from tesseradb.records._descriptor import Field, RecordDescriptor
 from tesseradb.records._segments import Segment, index_keys
@@ -308,8 +309,4 @@ def _column_bytes(segment: Segment, field: Field) -> np.ndarray:
 
 
 def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(directory)
