@@ -68,8 +68,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::arrays::reduce_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::arrays::regrid_block, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::arrays::regrid_chunks, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::arrays::triple_chunks, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::arrays::scatter_chunks, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::arrays::triple_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::pad_strings, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::encode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::decode_column, m)?)?;
@@ -87,6 +86,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::ssdb::ssdb_density_counts, m)?)?;
     m.add_class::<bindings::ssdb::PyGrouper>()?;
     m.add_class::<bindings::records::PyKdTree>()?;
+    m.add_class::<bindings::arrays::PyTripleCells>()?;
     m.add_class::<bindings::records::PySegmentTree>()?;
     Ok(())
 }

@@ -18,6 +18,8 @@ use std::collections::HashMap;
 struct Divider {
     divisor: usize,
     inverse: f64,
+    /// log2 of a power-of-two divisor (chunk lengths mostly are): a shift
+    shift: Option<u32>,
 }
 
 impl Divider {
@@ -25,10 +27,15 @@ impl Divider {
         Divider {
             divisor,
             inverse: 1.0 / divisor as f64,
+            shift: divisor.is_power_of_two().then(|| divisor.trailing_zeros()),
         }
     }
 
+    #[inline(always)]
     fn divide(&self, x: usize) -> usize {
+        if let Some(shift) = self.shift {
+            return x >> shift;
+        }
         let mut q = (x as f64 * self.inverse) as usize;
         if q * self.divisor > x {
             q -= 1;
@@ -39,34 +46,183 @@ impl Divider {
     }
 }
 
+/// One coordinate of every cell: a column of integers, or one integer for all
+/// cells (the slice number of a slice's triples, say).
+#[derive(Clone, Copy)]
+pub enum Column<'a> {
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    Scalar(i64),
+}
+
+impl Column<'_> {
+    /// The number of cells, or None for a scalar (any number).
+    pub fn cells(&self) -> Option<usize> {
+        match self {
+            Column::I32(v) => Some(v.len()),
+            Column::I64(v) => Some(v.len()),
+            Column::Scalar(_) => None,
+        }
+    }
+
+    /// Folds this dimension into the chunk numbers `cid` and places in the
+    /// chunk `offset` of the cells from `first` on (see [`fold_dimension`]).
+    fn fold(&self, first: usize, cid: &mut [usize], offset: &mut [u32], d: &DimFold) -> bool {
+        if d.first {
+            return match self {
+                Column::I32(v) => {
+                    start_dimension(v[first..].iter().map(|&x| x as i64), cid, offset, d)
+                }
+                Column::I64(v) => start_dimension(v[first..].iter().copied(), cid, offset, d),
+                Column::Scalar(x) => {
+                    start_dimension(std::iter::repeat_n(*x, cid.len()), cid, offset, d)
+                }
+            };
+        }
+        let range = first..first + cid.len();
+        match self {
+            Column::I32(v) => fold_dimension(v[range].iter().map(|&x| x as i64), cid, offset, d),
+            Column::I64(v) => fold_dimension(v[range].iter().copied(), cid, offset, d),
+            Column::Scalar(x) => {
+                fold_dimension(std::iter::repeat_n(*x, range.len()), cid, offset, d)
+            }
+        }
+    }
+
+    /// The smallest and largest value, None for an empty column.
+    pub fn bounds(&self) -> Option<(i64, i64)> {
+        fn fold<T: Copy + Into<i64> + Ord + Send + Sync>(v: &[T]) -> Option<(i64, i64)> {
+            v.par_chunks(1 << 16)
+                .map(|block| {
+                    let (lo, hi) = block
+                        .iter()
+                        .fold((block[0], block[0]), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                    (lo.into(), hi.into())
+                })
+                .reduce_with(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+        }
+        match self {
+            Column::I32(v) => fold(v),
+            Column::I64(v) => fold(v),
+            Column::Scalar(x) => Some((*x, *x)),
+        }
+    }
+}
+
+/// One dimension of the chunk grid, as [`fold_dimension`] needs it.
+struct DimFold {
+    /// the first dimension, which sets `cid` and `offset` rather than folds into them
+    first: bool,
+    origin: i64,
+    extent: usize,
+    chunk: usize,
+    grid: usize,
+    divider: Divider,
+}
+
+/// For each cell, `cid = cid * grid + position / chunk` and `offset = offset *
+/// chunk + position % chunk`, position = coordinate - origin. Returns whether
+/// a position falls outside the extent (clamped meanwhile, found again later).
+#[inline(always)]
+fn fold_dimension(
+    coordinates: impl Iterator<Item = i64>,
+    cid: &mut [usize],
+    offset: &mut [u32],
+    d: &DimFold,
+) -> bool {
+    let mut outside = false;
+    for ((c, o), x) in cid.iter_mut().zip(offset.iter_mut()).zip(coordinates) {
+        let at = x.wrapping_sub(d.origin);
+        // one unsigned comparison catches negative positions too
+        outside |= at as u64 >= d.extent as u64;
+        let at = at.clamp(0, d.extent as i64 - 1) as usize;
+        let q = d.divider.divide(at);
+        *c = *c * d.grid + q;
+        *o = *o * d.chunk as u32 + (at - q * d.chunk) as u32;
+    }
+    outside
+}
+
+/// [`fold_dimension`] for the first dimension: it only writes `cid` and
+/// `offset`, for reading fresh zeroed pages before writing them costs a
+/// copy-on-write fault and a TLB shootdown per page (it was most of the time).
+#[inline(always)]
+fn start_dimension(
+    coordinates: impl Iterator<Item = i64>,
+    cid: &mut [usize],
+    offset: &mut [u32],
+    d: &DimFold,
+) -> bool {
+    let mut outside = false;
+    for ((c, o), x) in cid.iter_mut().zip(offset.iter_mut()).zip(coordinates) {
+        let at = x.wrapping_sub(d.origin);
+        outside |= at as u64 >= d.extent as u64;
+        let at = at.clamp(0, d.extent as i64 - 1) as usize;
+        let q = d.divider.divide(at);
+        *c = q;
+        *o = (at - q * d.chunk) as u32;
+    }
+    outside
+}
+
+/// Cell `t`'s coordinate in `column`.
+fn value_at(column: &Column, t: usize) -> i64 {
+    match column {
+        Column::I32(v) => v[t] as i64,
+        Column::I64(v) => v[t],
+        Column::Scalar(x) => *x,
+    }
+}
+
+/// The number of cells the columns describe: the length of the first
+/// column that is not a scalar (1 if all are), the others checked against it.
+pub fn cell_count(columns: &[Column]) -> Result<usize, Failure> {
+    let mut n = None;
+    for (d, column) in columns.iter().enumerate() {
+        if let Some(len) = column.cells() {
+            match n {
+                None => n = Some(len),
+                Some(m) if m != len => {
+                    return Err(Failure::Input(format!(
+                        "coordinate {d} has {len} values, the ones before it {m}"
+                    )))
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(n.unwrap_or(1))
+}
+
 /// Cells bucketed by chunk: the touched chunks' grid coordinates (ascending
 /// in C order), and for chunk `k` the cells `order[starts[k]..starts[k + 1]]`
 /// with, at the same places of `offsets`, each cell's place in its chunk (C
-/// order), so that filling a chunk never goes back to the positions.
+/// order), so that filling a chunk never goes back to the coordinates.
 pub struct Buckets {
     pub chunks: Vec<Vec<usize>>,
     pub starts: Vec<usize>,
-    pub order: Vec<usize>,
-    pub offsets: Vec<usize>,
+    pub order: Vec<u32>,
+    pub offsets: Vec<u32>,
 }
 
-/// Buckets `positions` (`n x ndim` cell positions, C order) by the chunks of
+/// Buckets the cells whose coordinates are `columns` (one per dimension; a
+/// cell's position is its coordinate minus `origin`) by the chunks of
 /// `layout` (its `hi` is the array's extent, its `lo` zeros). Runs in the
 /// caller's rayon pool: call it inside [`crate::pool::install`].
-pub fn bucket(layout: &Layout, positions: &[i64]) -> Result<Buckets, Failure> {
+pub fn bucket(layout: &Layout, columns: &[Column], origin: &[i64]) -> Result<Buckets, Failure> {
     let ndim = layout.chunk.len();
-    if ndim == 0 || layout.hi.len() != ndim || layout.chunk.contains(&0) {
-        return Err(Failure::Input(
-            "the chunk shape and the extent need the same number (at least one) of dimensions"
-                .into(),
-        ));
-    }
-    if !positions.len().is_multiple_of(ndim) {
+    if ndim == 0
+        || layout.hi.len() != ndim
+        || columns.len() != ndim
+        || origin.len() != ndim
+        || layout.chunk.contains(&0)
+    {
         return Err(Failure::Input(format!(
-            "{} position values are not rows of {ndim}",
-            positions.len()
+            "{} coordinates for an array of {ndim} dimensions (at least one)",
+            columns.len()
         )));
     }
+    let n = cell_count(columns)?;
     let grid: Vec<usize> = (0..ndim)
         .map(|d| layout.hi[d].div_ceil(layout.chunk[d]))
         .collect();
@@ -74,50 +230,67 @@ pub fn bucket(layout: &Layout, positions: &[i64]) -> Result<Buckets, Failure> {
         .iter()
         .try_fold(1usize, |acc, &g| acc.checked_mul(g))
         .ok_or_else(|| Failure::Input("the chunk grid has more than 2^64 chunks".into()))?;
-    let n = positions.len() / ndim;
+    if layout
+        .chunk
+        .iter()
+        .try_fold(1usize, |acc, &c| acc.checked_mul(c))
+        .is_none_or(|cells| cells > u32::MAX as usize)
+    {
+        return Err(Failure::Input(format!(
+            "chunks of {:?} cells hold more than 2^32 cells; triple ingest needs smaller chunks",
+            layout.chunk
+        )));
+    }
     if n >= u32::MAX as usize {
         return Err(Failure::Input(format!(
             "{n} cells in one call; at most {} (split the call)",
             u32::MAX - 1
         )));
     }
-    // each cell's chunk (its linear number in the grid), blocks of cells in parallel;
-    // dividing by the chunk lengths is most of the work, so by reciprocals
-    let dividers: Vec<Divider> = layout.chunk.iter().map(|&c| Divider::new(c)).collect();
-    const BLOCK: usize = 1 << 16;
+    // each cell's chunk (its linear number in the grid) and place in it, a
+    // dimension at a time over blocks of cells in parallel (a tight loop per
+    // column type); dividing by the chunk lengths is most of the work, so by
+    // reciprocals
+    let dims: Vec<DimFold> = (0..ndim)
+        .map(|d| DimFold {
+            first: d == 0,
+            origin: origin[d],
+            extent: layout.hi[d],
+            chunk: layout.chunk[d],
+            grid: grid[d],
+            divider: Divider::new(layout.chunk[d]),
+        })
+        .collect();
+    const BLOCK: usize = 1 << 14;
     let mut cids = vec![0usize; n];
-    let mut cell_offsets = vec![0usize; n];
-    let outside = cids
+    let mut cell_offsets = vec![0u32; n];
+    let any_outside = cids
         .par_chunks_mut(BLOCK)
         .zip(cell_offsets.par_chunks_mut(BLOCK))
-        .zip(positions.par_chunks(BLOCK * ndim))
         .enumerate()
-        .filter_map(|(b, ((out, offsets), block))| {
-            let mut first_bad = None;
-            let cells = out.iter_mut().zip(offsets.iter_mut());
-            for (k, ((cid, offset), p)) in cells.zip(block.chunks_exact(ndim)).enumerate() {
-                let (mut c, mut o) = (0usize, 0usize);
-                for d in 0..ndim {
-                    let at = p[d];
-                    if at < 0 || at as usize >= layout.hi[d] {
-                        first_bad.get_or_insert(b * BLOCK + k);
-                    }
-                    let at = at.max(0) as usize;
-                    let q = dividers[d].divide(at);
-                    c = c * grid[d] + q;
-                    o = o * layout.chunk[d] + (at - q * layout.chunk[d]);
-                }
-                *cid = c;
-                *offset = o;
+        .map(|(b, (cid, offset))| {
+            let mut outside = false;
+            for (column, dim) in columns.iter().zip(&dims) {
+                outside |= column.fold(b * BLOCK, cid, offset, dim);
             }
-            first_bad
+            outside
         })
-        .min();
+        .reduce(|| false, |a, b| a | b);
+    let outside = if any_outside {
+        (0..n).find(|&t| {
+            columns.iter().zip(&dims).any(|(column, dim)| {
+                let at = value_at(column, t).wrapping_sub(dim.origin);
+                at as u64 >= dim.extent as u64
+            })
+        })
+    } else {
+        None
+    };
     if let Some(t) = outside {
+        let at: Vec<i64> = columns.iter().map(|column| value_at(column, t)).collect();
+        let ends: Vec<i64> = (0..ndim).map(|d| origin[d] + layout.hi[d] as i64).collect();
         return Err(Failure::Input(format!(
-            "cell {t} at position {:?} is outside the array's extent {:?}",
-            &positions[t * ndim..(t + 1) * ndim],
-            layout.hi
+            "cell {t} at {at:?} is outside the array, which spans {origin:?} to {ends:?} (exclusive)"
         )));
     }
     // each touched chunk's rank: from a flag per chunk of the grid when the
@@ -151,13 +324,17 @@ pub fn bucket(layout: &Layout, positions: &[i64]) -> Result<Buckets, Failure> {
     // cells count their chunks in parallel, then each writes its cells from
     // where the blocks before it end
     let m = touched.len();
-    let blocks: Vec<&[u32]> = slots.chunks(BLOCK.max(n.div_ceil(64))).collect();
+    let span = (1usize << 16).max(n.div_ceil(64));
+    let blocks: Vec<&[u32]> = slots.chunks(span).collect();
     let counts: Vec<Vec<usize>> = blocks
         .par_iter()
         .map(|block| {
+            // by runs of one chunk: incrementing one counter per cell chains
+            // each increment on the last through memory, cells of a row mostly
+            // share a chunk
             let mut count = vec![0usize; m];
-            for &s in *block {
-                count[s as usize] += 1;
+            for run in block.chunk_by(|a, b| a == b) {
+                count[run[0] as usize] += run.len();
             }
             count
         })
@@ -179,8 +356,8 @@ pub fn bucket(layout: &Layout, positions: &[i64]) -> Result<Buckets, Failure> {
             *r += c;
         }
     }
-    let mut order = vec![0usize; n];
-    let mut offsets = vec![0usize; n];
+    let mut order = vec![0u32; n];
+    let mut offsets = vec![0u32; n];
     let (to_order, to_offsets) = (
         DisjointWrites::new(&mut order),
         DisjointWrites::new(&mut offsets),
@@ -190,16 +367,22 @@ pub fn bucket(layout: &Layout, positions: &[i64]) -> Result<Buckets, Failure> {
         .zip(cursors.par_iter_mut())
         .enumerate()
         .for_each(|(b, (block, cursor))| {
-            let first = b * BLOCK.max(n.div_ceil(64));
-            for (k, &s) in block.iter().enumerate() {
-                let at = &mut cursor[s as usize];
+            let first = b * span;
+            let mut k = first;
+            for run in block.chunk_by(|a, b| a == b) {
+                let at = &mut cursor[run[0] as usize];
                 // SAFETY: each block writes its own disjoint range of every
                 // chunk's run (its cursor starts where the blocks before it end)
                 unsafe {
-                    *to_order.base().add(*at) = first + k;
-                    *to_offsets.base().add(*at) = cell_offsets[first + k];
+                    let order = to_order.base().add(*at);
+                    let offsets = to_offsets.base().add(*at);
+                    for j in 0..run.len() {
+                        *order.add(j) = (k + j) as u32;
+                        *offsets.add(j) = cell_offsets[k + j];
+                    }
                 }
-                *at += 1;
+                *at += run.len();
+                k += run.len();
             }
         });
     let chunks = touched
@@ -225,16 +408,26 @@ pub fn bucket(layout: &Layout, positions: &[i64]) -> Result<Buckets, Failure> {
 /// A chunk's grid coordinates and its stored payload.
 pub type EncodedChunk = (Vec<usize>, Vec<u8>);
 
-/// Writes the cells at `positions` (`n x ndim`) with `values` (`n` cells of
-/// the layout's itemsize) into the chunks they touch and encodes each whole:
-/// a chunk in `existing` (payload, grid coordinates) starts from its stored
-/// cells, any other from `fill`. Returns the touched chunks' coordinates and
-/// payloads, ascending.
+/// Copies cell `order[i]` of `values` to place `offsets[i]` of `chunk`, cells
+/// of `W` bytes (a fixed width, so the copy is one load and one store).
+fn place<const W: usize>(chunk: &mut [u8], values: &[u8], order: &[u32], offsets: &[u32]) {
+    let (cells, _) = values.as_chunks::<W>();
+    let (slots, _) = chunk.as_chunks_mut::<W>();
+    for (&t, &offset) in order.iter().zip(offsets) {
+        slots[offset as usize] = cells[t as usize];
+    }
+}
+
+/// Writes the cells bucketed in `buckets` with `values` (one per cell, of the
+/// layout's itemsize, in the order of the coordinates bucketed) into the
+/// chunks they touch and encodes each whole: a chunk in `existing` (payload,
+/// grid coordinates) starts from its stored cells, any other from `fill`.
+/// Returns the touched chunks' coordinates and payloads, ascending.
 pub fn scatter_chunks(
     layout: &Layout,
     level: i32,
     fill: &[u8],
-    positions: &[i64],
+    buckets: &Buckets,
     values: &[u8],
     existing: &[(&[u8], &[usize])],
 ) -> Result<Vec<EncodedChunk>, Failure> {
@@ -245,15 +438,13 @@ pub fn scatter_chunks(
             fill.len()
         )));
     }
-    let ndim = layout.chunk.len().max(1);
-    let n = positions.len() / ndim;
+    let n = buckets.order.len();
     if values.len() != n * width {
         return Err(Failure::Input(format!(
             "{} value bytes for {n} cells of {width} bytes",
             values.len()
         )));
     }
-    let buckets = crate::pool::install(|| bucket(layout, positions))?;
     let stored: HashMap<&[usize], (usize, &[u8])> = existing
         .iter()
         .enumerate()
@@ -272,9 +463,18 @@ pub fn scatter_chunks(
                     None => fill.repeat(cells),
                 };
                 let run = buckets.starts[k]..buckets.starts[k + 1];
-                for (&t, &offset) in buckets.order[run.clone()].iter().zip(&buckets.offsets[run]) {
-                    let at = offset * width;
-                    chunk[at..at + width].copy_from_slice(&values[t * width..(t + 1) * width]);
+                let (order, offsets) = (&buckets.order[run.clone()], &buckets.offsets[run]);
+                match width {
+                    1 => place::<1>(&mut chunk, values, order, offsets),
+                    2 => place::<2>(&mut chunk, values, order, offsets),
+                    4 => place::<4>(&mut chunk, values, order, offsets),
+                    8 => place::<8>(&mut chunk, values, order, offsets),
+                    _ => {
+                        for (&t, &offset) in order.iter().zip(offsets) {
+                            let (at, t) = (offset as usize * width, t as usize * width);
+                            chunk[at..at + width].copy_from_slice(&values[t..t + width]);
+                        }
+                    }
                 }
                 let payload = chunk_payload(layout, level, &chunk)
                     .map_err(|message| Failure::Input(format!("chunk {coords:?}: {message}")))?;
@@ -355,11 +555,18 @@ mod tests {
                 .iter()
                 .map(|(p, c)| (p.as_slice(), c.as_slice()))
                 .collect();
+            let (ys, xs): (Vec<i64>, Vec<i64>) =
+                positions.chunks_exact(2).map(|p| (p[0], p[1])).unzip();
+            let columns = [
+                Column::I64(&ys),
+                Column::I32(&xs.iter().map(|&x| x as i32).collect::<Vec<_>>()),
+            ];
+            let buckets = crate::pool::install(|| bucket(&layout, &columns, &[0, 0])).unwrap();
             let written = scatter_chunks(
                 &layout,
                 1,
                 &7u16.to_le_bytes(),
-                &positions,
+                &buckets,
                 &values,
                 &borrowed,
             )
@@ -435,7 +642,8 @@ mod tests {
         };
         let n = 300_000;
         let positions: Vec<i64> = (0..n).map(|t| (t * 7 % 10) as i64).collect();
-        let buckets = crate::pool::install(|| bucket(&layout, &positions)).unwrap();
+        let buckets =
+            crate::pool::install(|| bucket(&layout, &[Column::I64(&positions)], &[0])).unwrap();
         assert_eq!(buckets.chunks, vec![vec![0], vec![1], vec![2], vec![3]]);
         for k in 0..4 {
             let run = &buckets.order[buckets.starts[k]..buckets.starts[k + 1]];
@@ -443,7 +651,7 @@ mod tests {
                 run.windows(2).all(|w| w[0] < w[1]),
                 "chunk {k} in input order"
             );
-            assert!(run.iter().all(|&t| positions[t] as usize / 3 == k));
+            assert!(run.iter().all(|&t| positions[t as usize] as usize / 3 == k));
         }
         assert_eq!(buckets.starts[4], n);
     }
@@ -459,10 +667,43 @@ mod tests {
             checksum: false,
         };
         for bad in [5i64, -1] {
+            let cells = [1, bad];
             assert!(matches!(
-                scatter_chunks(&layout, 1, &[0], &[1, bad], &[1, 2], &[]),
+                crate::pool::install(|| bucket(&layout, &[Column::I64(&cells)], &[0])),
                 Err(Failure::Input(_))
             ));
         }
+        // coordinates past an origin: 3 is position 1, 2 is outside
+        let cells = [3i32, 6];
+        let buckets =
+            crate::pool::install(|| bucket(&layout, &[Column::I32(&cells)], &[2])).unwrap();
+        assert_eq!(buckets.chunks, vec![vec![0], vec![2]]);
+        assert!(crate::pool::install(|| bucket(&layout, &[Column::I32(&[1])], &[2])).is_err());
+    }
+
+    #[test]
+    fn a_scalar_coordinate_serves_every_cell_and_columns_must_agree() {
+        let layout = Layout {
+            chunk: vec![2, 2],
+            lo: vec![0, 0],
+            hi: vec![4, 4],
+            itemsize: 1,
+            codec: Codec::Raw,
+            checksum: false,
+        };
+        let xs = [0i64, 3, 1];
+        let buckets = crate::pool::install(|| {
+            bucket(&layout, &[Column::Scalar(2), Column::I64(&xs)], &[0, 0])
+        })
+        .unwrap();
+        assert_eq!(buckets.chunks, vec![vec![1, 0], vec![1, 1]]);
+        assert_eq!(buckets.offsets, vec![0, 1, 1]); // (2,0) (2,1) in chunk (1,0); (2,3) in (1,1)
+        let short = [0i32];
+        assert!(matches!(
+            cell_count(&[Column::I64(&xs), Column::I32(&short)]),
+            Err(Failure::Input(_))
+        ));
+        assert_eq!(Column::I64(&xs).bounds(), Some((0, 3)));
+        assert_eq!(Column::I32(&[]).bounds(), None);
     }
 }

@@ -10,6 +10,7 @@ __all__ = [
     "Grouper",
     "KdTree",
     "SegmentTree",
+    "TripleCells",
     "__version__",
     "build_info",
     "build_segments",
@@ -28,13 +29,12 @@ __all__ = [
     "reduce_chunks",
     "regrid_block",
     "regrid_chunks",
-    "scatter_chunks",
     "search_segments",
     "search_text",
     "ssdb_cook",
     "ssdb_density_counts",
     "ssdb_polygons_overlap_box",
-    "triple_chunks",
+    "triple_bounds",
     "triples_csr",
     "unpack_records",
 ]
@@ -334,29 +334,47 @@ def encode_chunks(
     whether a CRC-32C ends each payload. Returns the payloads in order.
     """
 
-def triple_chunks(
-    positions: npt.NDArray[np.int64], chunk_shape: list[int], extent: list[int]
-) -> list[list[int]]:
-    """Grid coordinates (ascending) of the chunks the cells at ``positions`` (n x ndim) touch."""
+def triple_bounds(
+    columns: list[npt.NDArray[np.int32] | npt.NDArray[np.int64] | int],
+) -> list[tuple[int, int] | None]:
+    """The smallest and largest value of each coordinate column (None when empty)."""
 
-def scatter_chunks(
-    positions: npt.NDArray[np.int64],
-    values: npt.NDArray[np.uint8],
-    chunk_shape: list[int],
-    extent: list[int],
-    itemsize: int,
-    codec: str,
-    checksum: bool,
-    level: int,
-    fill: bytes,
-    existing: list[tuple[npt.NDArray[np.uint8], list[int]]],
-) -> tuple[list[list[int]], list[bytes], tuple[int, str] | None]:
-    """Write cells into the chunks they touch and encode each whole.
+@final
+class TripleCells:
+    """Cells of a triple ingest bucketed by the chunk they fall in (a counting sort).
 
-    A chunk in ``existing`` (payload, grid coordinates) starts from its stored cells, any
-    other from ``fill``; the last of repeated positions wins. Returns (coordinates,
-    payloads, None) ascending, or ([], [], (index, reason)) for a damaged stored chunk.
+    Built from ``columns`` (one per dimension; an int serves every cell; position =
+    coordinate - ``origin``) over the chunks of an array of ``extent`` cells.
     """
+
+    def __new__(
+        cls,
+        columns: list[npt.NDArray[np.int32] | npt.NDArray[np.int64] | int],
+        origin: list[int],
+        chunk_shape: list[int],
+        extent: list[int],
+    ) -> TripleCells: ...
+    @property
+    def chunks(self) -> list[list[int]]:
+        """Grid coordinates (ascending, C order) of the chunks the cells touch."""
+    def __len__(self) -> int: ...
+    def scatter(
+        self,
+        values: npt.NDArray[np.uint8],
+        itemsize: int,
+        codec: str,
+        checksum: bool,
+        level: int,
+        fill: bytes,
+        existing: list[tuple[npt.NDArray[np.uint8], list[int]]],
+    ) -> tuple[list[list[int]], list[bytes], tuple[int, str] | None]:
+        """Write the cells' ``values`` (bytes, in coordinate order) into the chunks they
+        touch and encode each whole.
+
+        A chunk in ``existing`` (payload, grid coordinates) starts from its stored cells, any
+        other from ``fill``; the last of repeated positions wins. Returns (coordinates,
+        payloads, None) ascending, or ([], [], (index, reason)) for a damaged stored chunk.
+        """
 
 def decode_chunks(
     chunks: list[tuple[npt.NDArray[np.uint8], list[int]]],

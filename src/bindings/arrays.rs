@@ -141,23 +141,59 @@ fn input_error(failure: crate::chunks::Failure) -> PyErr {
     }
 }
 
-/// Grid coordinates (ascending, C order) of the chunks that the cells at
-/// `positions` (n x ndim, 0-based) touch in an array of `extent` cells.
+/// A coordinate of every cell as Python gives it: an int32 or int64 numpy
+/// array, or one int for all cells.
+enum PyColumn<'py> {
+    I32(numpy::PyReadonlyArray1<'py, i32>),
+    I64(numpy::PyReadonlyArray1<'py, i64>),
+    Scalar(i64),
+}
+
+fn py_columns<'py>(columns: &[Bound<'py, PyAny>]) -> PyResult<Vec<PyColumn<'py>>> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(d, column)| {
+            if let Ok(v) = column.extract::<numpy::PyReadonlyArray1<'py, i64>>() {
+                Ok(PyColumn::I64(v))
+            } else if let Ok(v) = column.extract::<numpy::PyReadonlyArray1<'py, i32>>() {
+                Ok(PyColumn::I32(v))
+            } else if let Ok(x) = column.extract::<i64>() {
+                Ok(PyColumn::Scalar(x))
+            } else {
+                Err(PyValueError::new_err(format!(
+                    "coordinate {d} must be a 1-d int32 or int64 array or an int"
+                )))
+            }
+        })
+        .collect()
+}
+
+fn borrow_columns<'a>(columns: &'a [PyColumn<'_>]) -> PyResult<Vec<crate::triples::Column<'a>>> {
+    use crate::triples::Column;
+    let contiguous = |_| PyValueError::new_err("coordinate arrays must be contiguous");
+    columns
+        .iter()
+        .map(|column| {
+            Ok(match column {
+                PyColumn::I32(v) => Column::I32(v.as_slice().map_err(contiguous)?),
+                PyColumn::I64(v) => Column::I64(v.as_slice().map_err(contiguous)?),
+                PyColumn::Scalar(x) => Column::Scalar(*x),
+            })
+        })
+        .collect()
+}
+
+/// The smallest and largest value of each coordinate column (None when it is
+/// empty), in parallel without the GIL.
 #[pyfunction]
-pub fn triple_chunks(
+pub fn triple_bounds(
     py: Python<'_>,
-    positions: numpy::PyReadonlyArray2<'_, i64>,
-    chunk_shape: Vec<usize>,
-    extent: Vec<usize>,
-) -> PyResult<Vec<Vec<usize>>> {
-    let layout = array_layout(chunk_shape, extent, 1, "raw", false)?;
-    let positions = positions
-        .as_slice()
-        .map_err(|_| PyValueError::new_err("positions must be C-contiguous"))?;
-    let buckets = py
-        .detach(|| crate::pool::install(|| crate::triples::bucket(&layout, positions)))
-        .map_err(input_error)?;
-    Ok(buckets.chunks)
+    columns: Vec<Bound<'_, PyAny>>,
+) -> PyResult<Vec<Option<(i64, i64)>>> {
+    let held = py_columns(&columns)?;
+    let borrowed = borrow_columns(&held)?;
+    Ok(py.detach(|| crate::pool::install(|| borrowed.iter().map(|c| c.bounds()).collect())))
 }
 
 type Scattered<'py> = (
@@ -166,48 +202,97 @@ type Scattered<'py> = (
     Option<(usize, String)>,
 );
 
-/// Writes cells (`positions` n x ndim, `values` their bytes) into the chunks
-/// they touch and encodes each whole: one in `existing` (payload, grid
-/// coordinates) starts from its stored cells, any other from `fill`.
-/// Returns (coordinates, payloads, None), ascending, or ([], [], (index,
-/// reason)) for the first stored chunk that cannot be decoded.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub fn scatter_chunks<'py>(
-    py: Python<'py>,
-    positions: numpy::PyReadonlyArray2<'py, i64>,
-    values: numpy::PyReadonlyArray1<'py, u8>,
+/// Cells of a triple ingest bucketed by the chunk they fall in (a counting
+/// sort in Rust), kept between listing the touched chunks, so that their
+/// stored payloads can be fetched, and writing them.
+#[pyclass(name = "TripleCells", module = "tesseradb._core", frozen)]
+pub struct PyTripleCells {
+    buckets: crate::triples::Buckets,
     chunk_shape: Vec<usize>,
     extent: Vec<usize>,
-    itemsize: usize,
-    codec: &str,
-    checksum: bool,
-    level: i32,
-    fill: Vec<u8>,
-    existing: StoredChunks<'py>,
-) -> PyResult<Scattered<'py>> {
-    use crate::chunks::Failure;
-    let layout = array_layout(chunk_shape, extent, itemsize, codec, checksum)?;
-    let positions = positions
-        .as_slice()
-        .map_err(|_| PyValueError::new_err("positions must be C-contiguous"))?;
-    let values = values
-        .as_slice()
-        .map_err(|_| PyValueError::new_err("values must be a contiguous uint8 array"))?;
-    let stored = chunk_parts(&existing)?;
-    let written = py.detach(|| {
-        crate::triples::scatter_chunks(&layout, level, &fill, positions, values, &stored)
-    });
-    match written {
-        Ok(chunks) => {
-            let (coords, payloads): (Vec<_>, Vec<_>) = chunks
-                .into_iter()
-                .map(|(c, p)| (c, pyo3::types::PyBytes::new(py, &p)))
-                .unzip();
-            Ok((coords, payloads, None))
+}
+
+#[pymethods]
+impl PyTripleCells {
+    /// Buckets the cells whose coordinates are `columns` (one per dimension:
+    /// an int32/int64 array or an int for every cell; position = coordinate -
+    /// `origin`) by the chunks of an array of `extent` cells.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        columns: Vec<Bound<'_, PyAny>>,
+        origin: Vec<i64>,
+        chunk_shape: Vec<usize>,
+        extent: Vec<usize>,
+    ) -> PyResult<Self> {
+        let layout = array_layout(chunk_shape.clone(), extent.clone(), 1, "raw", false)?;
+        let held = py_columns(&columns)?;
+        let borrowed = borrow_columns(&held)?;
+        let buckets = py
+            .detach(|| crate::pool::install(|| crate::triples::bucket(&layout, &borrowed, &origin)))
+            .map_err(input_error)?;
+        Ok(PyTripleCells {
+            buckets,
+            chunk_shape,
+            extent,
+        })
+    }
+
+    /// Grid coordinates (ascending, C order) of the chunks the cells touch.
+    #[getter]
+    fn chunks(&self) -> Vec<Vec<usize>> {
+        self.buckets.chunks.clone()
+    }
+
+    /// The number of cells.
+    fn __len__(&self) -> usize {
+        self.buckets.order.len()
+    }
+
+    /// Writes the cells with `values` (their bytes, in the order of the
+    /// coordinates) into the chunks they touch and encodes each whole: one in
+    /// `existing` (payload, grid coordinates) starts from its stored cells,
+    /// any other from `fill`. Returns (coordinates, payloads, None),
+    /// ascending, or ([], [], (index, reason)) for the first stored chunk
+    /// that cannot be decoded.
+    #[allow(clippy::too_many_arguments)]
+    fn scatter<'py>(
+        &self,
+        py: Python<'py>,
+        values: numpy::PyReadonlyArray1<'py, u8>,
+        itemsize: usize,
+        codec: &str,
+        checksum: bool,
+        level: i32,
+        fill: Vec<u8>,
+        existing: StoredChunks<'py>,
+    ) -> PyResult<Scattered<'py>> {
+        use crate::chunks::Failure;
+        let layout = array_layout(
+            self.chunk_shape.clone(),
+            self.extent.clone(),
+            itemsize,
+            codec,
+            checksum,
+        )?;
+        let values = values
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("values must be a contiguous uint8 array"))?;
+        let stored = chunk_parts(&existing)?;
+        let written = py.detach(|| {
+            crate::triples::scatter_chunks(&layout, level, &fill, &self.buckets, values, &stored)
+        });
+        match written {
+            Ok(chunks) => {
+                let (coords, payloads): (Vec<_>, Vec<_>) = chunks
+                    .into_iter()
+                    .map(|(c, p)| (c, pyo3::types::PyBytes::new(py, &p)))
+                    .unzip();
+                Ok((coords, payloads, None))
+            }
+            Err(Failure::Chunk(index, reason)) => Ok((vec![], vec![], Some((index, reason)))),
+            Err(failure) => Err(input_error(failure)),
         }
-        Err(Failure::Chunk(index, reason)) => Ok((vec![], vec![], Some((index, reason)))),
-        Err(failure) => Err(input_error(failure)),
     }
 }
 

@@ -107,6 +107,15 @@ def test_bad_triples_are_refused_and_change_nothing(img: Any) -> None:
         img.put_triples(np.array([1, 2, 3]), {"v": np.array([1, 2, 3])})
     with pytest.raises(ArrayDtypeError, match="shape"):
         img.put_triples(np.array([[0, 0]]), {"v": np.array([1, 2])})
+    # one column per dimension: lengths must agree, integers only, a shared one in range
+    with pytest.raises(ArrayBoundsError, match="dimensions y, x have 2, 3 values"):
+        img.put_triples((np.array([0, 1]), np.array([0, 1, 2])), {"v": np.array([1, 2])})
+    with pytest.raises(ArrayBoundsError, match="dimension 'x' must be integers, not float64"):
+        img.put_triples((np.array([0, 1]), np.array([0.0, 1.0])), {"v": np.array([1, 2])})
+    with pytest.raises(ArrayBoundsError, match="dimension 'y' index 10 is outside"):
+        img.put_triples((10, np.array([0, 1], dtype=np.int32)), {"v": np.array([1, 2])})
+    with pytest.raises(ArrayBoundsError, match="dimension 'x' index -1 is outside"):
+        img.put_triples((np.uint8(1), np.array([-1, 1], dtype=np.int16)), {"v": np.array([1, 2])})
     _unchanged(img, versions)
 
 

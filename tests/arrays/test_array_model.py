@@ -149,7 +149,18 @@ def test_writes_triples_and_reads_match_numpy(
                 n = int(rng.integers(1, 30))
                 pos = np.stack([rng.integers(0, s, n) for s in shape], axis=1)
                 vals = {k: _random_values(rng, str(model.data[k].dtype), n) for k in names}
-                arr.put_triples(pos + np.asarray(starts), vals)
+                world = pos + np.asarray(starts)
+                form = int(rng.integers(0, 3))
+                if form == 0:  # an n x ndim matrix
+                    arr.put_triples(world, vals)
+                else:  # one column per dimension, int32 or int64, one of them shared
+                    dtype = np.int32 if form == 1 else np.int64
+                    columns: list[Any] = [world[:, d].astype(dtype) for d in range(len(shape))]
+                    if len(shape) > 1:  # (all of them shared would be one cell)
+                        shared = int(rng.integers(0, len(shape)))
+                        pos[:, shared] = pos[0, shared]
+                        columns[shared] = int(world[0, shared])
+                    arr.put_triples(tuple(columns), vals)
                 for k, v in vals.items():
                     model.data[k][tuple(pos.T)] = v  # numpy also keeps the last of repeated cells
                 for p in pos:
@@ -338,9 +349,9 @@ def test_whole_chunks_and_triples_are_encoded_in_rust(
     assert encoded == ([] if codec == "blosc" else [9])  # 3 x 3 chunks, edges included
     # triples: bucketed, patched and encoded by the Rust kernel (zstd and none)
     scattered: list[int] = []
-    scatter = _core.scatter_chunks
+    bucket = _core.TripleCells
     monkeypatch.setattr(
-        _core, "scatter_chunks", lambda *a: scattered.append(len(a[0])) or scatter(*a)
+        _core, "TripleCells", lambda *a: scattered.append(len(a[0][0])) or bucket(*a)
     )
     arr.put_triples(np.array([[0, 0], [9, 8], [0, 0]]), {"v": np.array([5, 6, 7])})
     values[0, 0], values[9, 8] = 7, 6  # the last of a repeated cell wins

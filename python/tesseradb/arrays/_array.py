@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import ArrayBoundsError, Box, chunk_box, chunk_grid, parse_key
 from tesseradb.arrays._decode import read_box, regrid_box
-from tesseradb.arrays._encode import scatter_cells, write_box
+from tesseradb.arrays._encode import scatter_cells, scatter_supported, write_box
 from tesseradb.arrays._repository import ArrayConflictError, ArrayRepository, chunk_error
 from tesseradb.errors import (
     ArrayCorruptError,
@@ -371,24 +371,32 @@ class _ArrayBase:
             self._zarr(session, a.name).resize(tuple(shape))
 
     def put_triples(self, coords: Any, values: Any, workers: int | None = None) -> int:
-        """Write scattered cells: ``coords`` (n x ndim indexes, or ndim arrays) and their values.
+        """Write scattered cells: their coordinates and values (D4M's putTriple).
 
-        A Rust kernel buckets the cells by chunk (a counting sort), patches
-        each touched chunk (its stored cells, or the fill value) and encodes
-        it, chunks in parallel. For repeated coordinates the last value wins,
-        as in numpy. One commit. Returns the number of cells written.
-        ``workers`` bounds the threads of the zarr-python path (blosc arrays).
+        ``coords`` is one sequence per dimension (an integer array, or one
+        integer shared by every cell: the slice number of a slice's triples)
+        or an n x ndim array. A Rust kernel buckets the cells by chunk (a
+        counting sort), patches each touched chunk (its stored cells, or the
+        fill value) and encodes it, chunks in parallel. For repeated
+        coordinates the last value wins, as in numpy. One commit. Returns the
+        number of cells written. ``workers`` bounds the threads of the
+        zarr-python path (blosc arrays).
         """
+        import numpy as np
+
+        from tesseradb import _core
+
         where = f"put_triples into {self.name!r}"
-        pos = self._positions(coords, where)
-        n = pos.shape[0]
+        columns, n = self._coordinate_columns(coords, where)
         session, own = self._write_session()
         try:
             extent = list(self.extent(session))
-            # per column: numpy's min(axis=0) over rows of ndim crawls
-            lo = [int(pos[:, d].min()) for d in range(pos.shape[1])] if n else []
-            hi = [int(pos[:, d].max()) for d in range(pos.shape[1])] if n else []
+            starts = [dim.start for dim in self.schema.dims]
             if n:
+                # (None only for an empty column, and every column has n cells)
+                bounds = [b for b in _core.triple_bounds(columns) if b is not None]
+                lo = [b[0] - s for b, s in zip(bounds, starts, strict=True)]
+                hi = [b[1] - s for b, s in zip(bounds, starts, strict=True)]
                 self._check_triple_bounds(lo, hi, extent, where)
             blocks = self._blocks(values, (n,), where)
             if n == 0:
@@ -397,18 +405,25 @@ class _ArrayBase:
                 return 0
             self._grow(session, extent, tuple(h + 1 for h in hi))
             extent = list(self.extent(session))
-            repo_dir = str(self._repo.directory)
+            chunk_shape = list(self.schema.chunk_shape)
+            cells = None  # the cells bucketed by chunk, once for every attribute
             for attr_name, vals in blocks.items():
                 attr = self.schema.attribute(attr_name)
                 array = self._zarr(session, attr.name)
                 written = self._repo.written_chunks(session, attr.name)
-                chunk_shape = self.schema.chunk_shape
-                done = scatter_cells(session, repo_dir, array, pos, vals, chunk_shape, written)
-                if done is None:
+                if not scatter_supported(array):
+                    pos = np.stack(
+                        [np.broadcast_to(np.asarray(c, dtype=np.int64), (n,)) for c in columns],
+                        axis=1,
+                    ) - np.asarray(starts)
+                    self._put_cells_through_zarr(attr, array, pos, vals, extent, written, workers)
                     continue
-                if done is not False:
-                    raise self._corrupt(attr, *done)
-                self._put_cells_through_zarr(attr, array, pos, vals, extent, written, workers)
+                if cells is None:
+                    cells = _core.TripleCells(columns, starts, chunk_shape, extent)
+                where_repo = str(self._repo.directory)
+                damaged = scatter_cells(session, where_repo, array, cells, vals, written)
+                if damaged is not None:
+                    raise self._corrupt(attr, *damaged)
         except BaseException:
             if own:
                 session.discard_changes()
@@ -455,35 +470,61 @@ class _ArrayBase:
         with ThreadPoolExecutor(workers or _threads()) as pool:
             list(pool.map(update, range(len(starts))))
 
-    def _positions(self, coords: Any, where: str) -> np.ndarray:
+    def _coordinate_columns(self, coords: Any, where: str) -> tuple[list[Any], int]:
+        """``coords`` as one column per dimension (a contiguous int32 or int64 array, or
+        an int for every cell), and the number of cells."""
         import numpy as np
 
         ndim = self.schema.ndim
-        if (
-            isinstance(coords, (list, tuple))
-            and len(coords) == ndim
-            and all(np.ndim(c) == 1 for c in coords)
-        ):
-            arr = (
-                np.stack([np.asarray(c) for c in coords], axis=1)
-                if len(coords[0])
-                else np.empty((0, ndim))
-            )
-        else:
-            arr = np.asarray(coords)
-            if arr.ndim == 1 and ndim == 1:
-                arr = arr[:, None]
+        if isinstance(coords, (list, tuple)) and len(coords) == ndim:
+            parts = [np.asarray(c) for c in coords]
+            if all(p.ndim <= 1 for p in parts) and any(p.ndim == 1 for p in parts):
+                return self._checked_columns(parts, where)
+        arr = np.asarray(coords)
+        if arr.ndim == 1 and ndim == 1:
+            arr = arr[:, None]
         if arr.ndim != 2 or arr.shape[1] != ndim:
             raise ArrayBoundsError(
-                f"{where}: coordinates must be n x {ndim} (or {ndim} arrays), not shape {arr.shape}"
+                f"{where}: coordinates must be n x {ndim}, or {ndim} sequences (an integer "
+                f"for every cell allowed), not shape {arr.shape}"
             )
-        if arr.size and arr.dtype.kind not in "iu":
-            raise ArrayBoundsError(f"{where}: coordinates must be integers, not {arr.dtype}")
-        pos = arr.astype(np.int64)  # a copy: the caller's array is not changed
-        for axis, dim in enumerate(self.schema.dims):
-            if dim.start:  # a column at a time: numpy broadcasting over rows of ndim crawls
-                pos[:, axis] -= dim.start
-        return pos
+        return self._checked_columns([arr[:, d] for d in range(ndim)], where)
+
+    def _checked_columns(self, parts: list[np.ndarray], where: str) -> tuple[list[Any], int]:
+        import numpy as np
+
+        lengths = {p.shape[0] for p in parts if p.ndim == 1}
+        if len(lengths) > 1:
+            raise ArrayBoundsError(
+                f"{where}: the coordinates of dimensions "
+                f"{', '.join(d.name for d in self.schema.dims)} have "
+                f"{', '.join(str(p.shape[0]) if p.ndim else 'one' for p in parts)} values"
+            )
+        n = lengths.pop()
+        columns: list[Any] = []
+        for dim, p in zip(self.schema.dims, parts, strict=True):
+            if p.size == 0:
+                columns.append(np.empty(0, dtype=np.int64))
+                continue
+            if p.dtype.kind not in "iu":
+                raise ArrayBoundsError(
+                    f"{where}: coordinates of dimension {dim.name!r} must be integers, "
+                    f"not {p.dtype}"
+                )
+            if p.ndim == 0:
+                columns.append(int(p))
+            elif p.dtype in (np.int32, np.int64):
+                columns.append(np.ascontiguousarray(p))
+            elif p.dtype.itemsize < 4 or p.dtype == np.uint32:
+                columns.append(p.astype(np.int64 if p.dtype == np.uint32 else np.int32))
+            else:  # uint64: past int64 is outside any array
+                big = p > np.iinfo(np.int64).max
+                if big.any():
+                    raise ArrayBoundsError(
+                        f"{where}: dimension {dim.name!r} index {int(p[big][0])} is too large"
+                    )
+                columns.append(p.astype(np.int64))
+        return columns, n
 
     def _check_triple_bounds(
         self, lo: Sequence[int], hi: Sequence[int], extent: Sequence[int], where: str

@@ -86,42 +86,37 @@ def _store_all(session: Any, keys: list[str], payloads: list[bytes]) -> None:
     sync(store())
 
 
+def scatter_supported(array: Any) -> bool:
+    """Whether :func:`scatter_cells` can write the Zarr ``array`` (its encoding and dtype)."""
+    import numpy as np
+
+    return chunk_codec(array) is not None and np.dtype(array.dtype).kind in "biuf"
+
+
 def scatter_cells(
     session: Any,
     where: str,
     array: Any,
-    positions: np.ndarray,
+    cells: Any,
     values: np.ndarray,
-    chunk_shape: Sequence[int],
     written: Collection[tuple[int, ...]],
-) -> tuple[tuple[int, ...], str] | bool | None:
-    """Write cells at ``positions`` (n x ndim, 0-based, inside the array) of the Zarr
-    ``array``, whose chunks ``written`` are stored: the Rust kernel buckets the cells by
-    chunk (a counting sort), patches each touched chunk (its stored cells decoded, or the
-    fill value) and encodes it; the payloads are stored in one batch. False when this
-    path cannot (another encoding or dtype); (chunk, reason) for a stored chunk that
-    cannot be decoded; None when done."""
-    import numpy as np
-
-    from tesseradb import _core
-
+) -> tuple[tuple[int, ...], str] | None:
+    """Write ``values`` at the ``cells`` (a ``_core.TripleCells``: cells bucketed by
+    chunk) of the Zarr ``array`` (which :func:`scatter_supported`), whose chunks
+    ``written`` are stored: the Rust kernel patches each touched chunk (its stored
+    cells decoded, or the fill value) and encodes it; the payloads are stored in one
+    batch. (chunk, reason) for a stored chunk that cannot be decoded; None when done."""
     codec = chunk_codec(array)
-    if codec is None or np.dtype(array.dtype).kind not in "biuf":
-        return False
-    extent = list(array.shape)
-    pos = np.ascontiguousarray(positions, dtype=np.int64)
+    assert codec is not None, "scatter_cells of an encoding the kernel does not write"
     existing: list[tuple[np.ndarray, list[int]]] = []
     if written:  # else every touched chunk starts from the fill value: nothing to fetch
-        touched = [tuple(c) for c in _core.triple_chunks(pos, list(chunk_shape), extent)]
-        stored = [c for c in touched if c in written]
+        stored = [c for c in map(tuple, cells.chunks) if c in written]
         payloads, unreadable = stored_chunks(session, where, array, stored)
         if unreadable is not None:
             return unreadable
         existing = [(p, list(c)) for p, c in zip(payloads, stored, strict=True) if p is not None]
-    cells, encoding = _cells_and_encoding(array, values, codec)
-    coords, out, failed = _core.scatter_chunks(
-        pos, cells, list(chunk_shape), extent, *encoding, existing
-    )
+    flat, encoding = _cells_and_encoding(array, values, codec)
+    coords, out, failed = cells.scatter(flat, *encoding, existing)
     if failed is not None:
         index, reason = failed
         return tuple(existing[index][1]), reason
