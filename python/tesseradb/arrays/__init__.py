@@ -23,6 +23,7 @@ from tesseradb.arrays._check import check_array
 from tesseradb.arrays._decode import clear_chunk_cache
 from tesseradb.arrays._kind import ArrayKind
 from tesseradb.arrays._operators import overlay_arrays
+from tesseradb.arrays._parts import ArrayPart, PartSpec, parts_directory, union_parts
 from tesseradb.arrays._repository import ArrayConflictError, Version, VersionNotFoundError
 from tesseradb.arrays._schema import ArraySchema, ArraySchemaError, Attribute, Dimension
 
@@ -34,15 +35,19 @@ __all__ = [
     "ArrayDtypeError",
     "ArrayFork",
     "ArrayKind",
+    "ArrayPart",
     "ArraySchema",
     "ArraySchemaError",
     "ArrayView",
     "Attribute",
     "ChunkView",
     "Dimension",
+    "PartSpec",
     "Version",
     "VersionNotFoundError",
     "check_array",
     "clear_chunk_cache",
     "overlay_arrays",
+    "parts_directory",
+    "union_parts",
 ]

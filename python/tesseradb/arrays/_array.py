@@ -762,6 +762,12 @@ class Array(_ArrayBase):
             self._fork_base = self._repo.writable()
         return ArrayFork(self.name, self.schema, self._repo, self._fork_base.fork())
 
+    def discard_forks(self) -> None:
+        """Forget the forks made since the last :meth:`merge` (their writes are never committed)."""
+        if self._fork_base is not None:
+            self._fork_base.discard_changes()
+            self._fork_base = None
+
     def merge(self, forks: Sequence[ArrayFork], message: str = "merge") -> str:
         """Commit the work of ``forks`` (returned from their processes) as one version."""
         self._check_writable()

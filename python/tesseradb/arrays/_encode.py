@@ -48,7 +48,7 @@ def write_box(
     payloads = _core.encode_chunks(
         cells, list(chunk_shape), list(box.lo), list(box.hi), *encoding, whole
     )
-    _store_all(session, chunk_keys(array, whole), payloads)
+    store_payloads(session, chunk_keys(array, whole), payloads)
 
 
 def _cells_and_encoding(
@@ -67,7 +67,7 @@ def _cells_and_encoding(
     return cells.reshape(-1).view(np.uint8), encoding
 
 
-def _store_all(session: Any, keys: list[str], payloads: list[bytes]) -> None:
+def store_payloads(session: Any, keys: list[str], payloads: list[bytes]) -> None:
     import asyncio
 
     from zarr.core.buffer import default_buffer_prototype
@@ -120,5 +120,5 @@ def scatter_cells(
     if failed is not None:
         index, reason = failed
         return tuple(existing[index][1]), reason
-    _store_all(session, chunk_keys(array, coords), out)
+    store_payloads(session, chunk_keys(array, coords), out)
     return None
