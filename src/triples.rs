@@ -69,22 +69,27 @@ impl Column<'_> {
     /// chunk `offset` of the cells from `first` on (see [`fold_dimension`]).
     fn fold(&self, first: usize, cid: &mut [usize], offset: &mut [u32], d: &DimFold) -> bool {
         if d.first {
-            return match self {
-                Column::I32(v) => {
-                    start_dimension(v[first..].iter().map(|&x| x as i64), cid, offset, d)
-                }
-                Column::I64(v) => start_dimension(v[first..].iter().copied(), cid, offset, d),
-                Column::Scalar(x) => {
-                    start_dimension(std::iter::repeat_n(*x, cid.len()), cid, offset, d)
-                }
-            };
+            self.fold_as::<true>(first, cid, offset, d)
+        } else {
+            self.fold_as::<false>(first, cid, offset, d)
         }
+    }
+
+    fn fold_as<const FIRST: bool>(
+        &self,
+        first: usize,
+        cid: &mut [usize],
+        offset: &mut [u32],
+        d: &DimFold,
+    ) -> bool {
         let range = first..first + cid.len();
         match self {
-            Column::I32(v) => fold_dimension(v[range].iter().map(|&x| x as i64), cid, offset, d),
-            Column::I64(v) => fold_dimension(v[range].iter().copied(), cid, offset, d),
+            Column::I32(v) => {
+                fold_dimension::<FIRST>(v[range].iter().map(|&x| x as i64), cid, offset, d)
+            }
+            Column::I64(v) => fold_dimension::<FIRST>(v[range].iter().copied(), cid, offset, d),
             Column::Scalar(x) => {
-                fold_dimension(std::iter::repeat_n(*x, range.len()), cid, offset, d)
+                fold_dimension::<FIRST>(std::iter::repeat_n(*x, range.len()), cid, offset, d)
             }
         }
     }
@@ -123,8 +128,11 @@ struct DimFold {
 /// For each cell, `cid = cid * grid + position / chunk` and `offset = offset *
 /// chunk + position % chunk`, position = coordinate - origin. Returns whether
 /// a position falls outside the extent (clamped meanwhile, found again later).
+/// The `FIRST` dimension only writes `cid` and `offset`: reading fresh zeroed
+/// pages before writing them costs a copy-on-write fault and a TLB shootdown
+/// per page (it was most of the time).
 #[inline(always)]
-fn fold_dimension(
+fn fold_dimension<const FIRST: bool>(
     coordinates: impl Iterator<Item = i64>,
     cid: &mut [usize],
     offset: &mut [u32],
@@ -137,30 +145,12 @@ fn fold_dimension(
         outside |= at as u64 >= d.extent as u64;
         let at = at.clamp(0, d.extent as i64 - 1) as usize;
         let q = d.divider.divide(at);
-        *c = *c * d.grid + q;
-        *o = *o * d.chunk as u32 + (at - q * d.chunk) as u32;
-    }
-    outside
-}
-
-/// [`fold_dimension`] for the first dimension: it only writes `cid` and
-/// `offset`, for reading fresh zeroed pages before writing them costs a
-/// copy-on-write fault and a TLB shootdown per page (it was most of the time).
-#[inline(always)]
-fn start_dimension(
-    coordinates: impl Iterator<Item = i64>,
-    cid: &mut [usize],
-    offset: &mut [u32],
-    d: &DimFold,
-) -> bool {
-    let mut outside = false;
-    for ((c, o), x) in cid.iter_mut().zip(offset.iter_mut()).zip(coordinates) {
-        let at = x.wrapping_sub(d.origin);
-        outside |= at as u64 >= d.extent as u64;
-        let at = at.clamp(0, d.extent as i64 - 1) as usize;
-        let q = d.divider.divide(at);
-        *c = q;
-        *o = (at - q * d.chunk) as u32;
+        let r = (at - q * d.chunk) as u32;
+        if FIRST {
+            (*c, *o) = (q, r);
+        } else {
+            (*c, *o) = (*c * d.grid + q, *o * d.chunk as u32 + r);
+        }
     }
     outside
 }

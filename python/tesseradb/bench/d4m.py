@@ -1,9 +1,5 @@
 """``tessera bench d4m``: D4M associative arrays (papers/scidb-d4m-import.txt).
 
-Cases measured so far (the paper's volume ingest into arrays, with P
-writers and both merge strategies, and the sub-volume extraction are not
-built yet; see issue 21):
-
 - ``assoc_construct``: an Assoc built from string triples (keys interned,
   collisions summed), against python-graphblas (``Matrix.from_coo`` after
   interning the keys with ``np.unique``, as a graphblas user does) and
@@ -16,12 +12,15 @@ built yet; see issue 21):
 - ``table_put``: string triples into a persistent table (one put per
   batch, each fsynced), and ``table_row_lookup`` / ``table_col_lookup``: one
   row or one column of that table by key, median over random keys.
+- the paper's image-volume experiment (triple ingest with one and two
+  writers, dense blocks, sub-volume extraction): :mod:`tesseradb.bench.d4m_volume`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tesseradb.bench.d4m_volume import run_volume
 from tesseradb.bench.registry import Benchmark, register
 
 if TYPE_CHECKING:
@@ -56,7 +55,6 @@ def _summary(rows: Any, cols: Any, total: float, nnz: int) -> tuple[int, int, in
 
 
 def run(ctx: BenchContext) -> None:
-    import time
 
     import numpy as np
     import scipy.sparse as sp
@@ -156,59 +154,69 @@ def run(ctx: BenchContext) -> None:
         products["scipy"] = _summary(kr, kc, out.sum(), out.nnz)
     ctx.check("assoc_matmul", products)
 
-    # --- persistent tables ------------------------------------------------------------
-    if not ctx.wants("tessera"):
-        return
     assert ctx.scratch is not None
-    batches = int(p["table_batches"])
-    batch = int(p["table_batch"])
     db = tesseradb.connect(ctx.scratch / "d4m.tdb")
     try:
-        table = db.create_assoc_table("Tedge")
-        times = []
-        for k in range(batches):
-            ctx.progress(f"table put {k + 1} of {batches}")
-            br_, bc_, bv_ = string_triples(
-                batch, int(p["table_row_keys"]), int(p["col_keys"]), 10 + k
-            )
-            start = time.perf_counter()
-            table.put_triples(br_, bc_, bv_)
-            times.append(batch / (time.perf_counter() - start))
-        ctx.record("tessera", "table_put", times, metric="per_second", unit="triples/s")
-        rng = np.random.default_rng(7)
-        row_probe = iter([f"r{i:08d}," for i in rng.integers(0, int(p["table_row_keys"]), 100_000)])
-        col_probe = iter([f"c{i:07d}," for i in rng.integers(0, int(p["col_keys"]), 100_000)])
-        lookups = int(p["lookups"])
-        ctx.measure(
-            "tessera",
-            "table_row_lookup",
-            lambda: table[next(row_probe), :],
-            repeat=lookups,
-            warmup=5,
-        )
-        ctx.measure(
-            "tessera",
-            "table_col_lookup",
-            lambda: table[:, next(col_probe)],
-            repeat=lookups,
-            warmup=5,
-        )
-        # the lookups answer as a full read filtered would (on one key of each kind)
-        whole = table[:, :] if batches * batch <= 2_000_000 else None
-        if whole is not None:
-            key = whole.row[len(whole.row) // 2]
-            ctx.check(
-                "table_row_lookup",
-                {"lookup": table[f"{key},", :].triples(), "full": whole[f"{key},", :].triples()},
-            )
+        if ctx.wants("tessera"):
+            _tables(ctx, db)
+        run_volume(ctx, db)
     finally:
         db.close()
+
+
+def _tables(ctx: BenchContext, db: Any) -> None:
+    """Persistent tables: puts, then row and column lookups."""
+    import time
+
+    import numpy as np
+
+    p = ctx.params
+    batches = int(p["table_batches"])
+    batch = int(p["table_batch"])
+    table = db.create_assoc_table("Tedge")
+    times = []
+    for k in range(batches):
+        ctx.progress(f"table put {k + 1} of {batches}")
+        br_, bc_, bv_ = string_triples(batch, int(p["table_row_keys"]), int(p["col_keys"]), 10 + k)
+        start = time.perf_counter()
+        table.put_triples(br_, bc_, bv_)
+        times.append(batch / (time.perf_counter() - start))
+    ctx.record("tessera", "table_put", times, metric="per_second", unit="triples/s")
+    rng = np.random.default_rng(7)
+    row_probe = iter([f"r{i:08d}," for i in rng.integers(0, int(p["table_row_keys"]), 100_000)])
+    col_probe = iter([f"c{i:07d}," for i in rng.integers(0, int(p["col_keys"]), 100_000)])
+    lookups = int(p["lookups"])
+    ctx.measure(
+        "tessera",
+        "table_row_lookup",
+        lambda: table[next(row_probe), :],
+        repeat=lookups,
+        warmup=5,
+    )
+    ctx.measure(
+        "tessera",
+        "table_col_lookup",
+        lambda: table[:, next(col_probe)],
+        repeat=lookups,
+        warmup=5,
+    )
+    # the lookups answer as a full read filtered would (on one key of each kind)
+    whole = table[:, :] if batches * batch <= 2_000_000 else None
+    if whole is not None:
+        key = whole.row[len(whole.row) // 2]
+        ctx.check(
+            "table_row_lookup",
+            {"lookup": table[f"{key},", :].triples(), "full": whole[f"{key},", :].triples()},
+        )
 
 
 register(
     Benchmark(
         name="d4m",
-        description="D4M associative arrays: construction, A @ B, persistent tables (put, lookups)",
+        description=(
+            "D4M: Assoc construction, A @ B, persistent tables; the paper's image volume "
+            "(triple ingest with 1 and 2 writers, dense blocks, sub-volumes)"
+        ),
         scales={
             "tiny": {
                 "triples": 20_000,
@@ -219,6 +227,12 @@ register(
                 "table_batch": 10_000,
                 "table_row_keys": 5_000,
                 "lookups": 20,
+                "volume_slices": 12,
+                "volume_size": 128,
+                "volume_chunk": 32,
+                "dense_depth": 4,
+                "boxes": 6,
+                "tiledb_slices": 4,
             },
             "small": {
                 "triples": 1_000_000,
@@ -229,6 +243,12 @@ register(
                 "table_batch": 1_000_000,
                 "table_row_keys": 400_000,
                 "lookups": 200,
+                "volume_slices": 128,
+                "volume_size": 2048,
+                "volume_chunk": 1024,
+                "dense_depth": 8,
+                "boxes": 20,
+                "tiledb_slices": 16,
             },
             "medium": {
                 "triples": 10_000_000,
@@ -239,14 +259,20 @@ register(
                 "table_batch": 5_000_000,
                 "table_row_keys": 5_000_000,
                 "lookups": 500,
+                "volume_slices": 512,
+                "volume_size": 2048,
+                "volume_chunk": 1024,
+                "dense_depth": 8,
+                "boxes": 20,
+                "tiledb_slices": 16,
             },
         },
-        systems=("tessera", "graphblas", "scipy"),
+        systems=("tessera", "graphblas", "scipy", "tiledb", "npy", "tiff"),
         run=run,
         default_scale="small",
         notes=(
             "D4M.py is not on PyPI; its Assoc built 0.1-0.15M string triples/s on this machine",
-            "the volume ingest (P writers, merges), dense blocks and sub-volume cases are not built yet",
+            "TileDB's sparse triple ingest runs on the first tiledb_slices slices only",
         ),
     )
 )

@@ -73,7 +73,7 @@ PEERS: dict[str, Peer] = {
         ),
         Peer("mariadb", "MariaDB from Debian's packages, a throwaway server on loopback", _mariadb),
         Peer("zarr", "plain zarr-python scripts", _module("zarr")),
-        Peer("tiledb", "TileDB-Py dense arrays (the 'bench' extra)", _module("tiledb")),
+        Peer("tiledb", "TileDB-Py dense and sparse arrays (the 'bench' extra)", _module("tiledb")),
         Peer("h5py", "plain h5py and numpy scripts", _module("h5py")),
         Peer("numpy", "files (.npy) with numpy and scipy scripts", _module("scipy")),
         Peer("scipy", "scipy.sparse matrices, keys interned with np.unique", _module("scipy")),
@@ -81,6 +81,10 @@ PEERS: dict[str, Peer] = {
             "graphblas",
             "python-graphblas (SuiteSparse:GraphBLAS), keys by np.unique; where installed",
             _module("graphblas"),
+        ),
+        Peer("npy", "one .npy file per image slice, read whole with numpy", _module("numpy")),
+        Peer(
+            "tiff", "one TIFF file per image slice, read whole with tifffile", _module("tifffile")
         ),
         Peer("postgresql-jsonb", "PostgreSQL jsonb with GIN and expression indexes", _postgres),
         Peer("sqlite-json", "SQLite's JSON functions with expression indexes", _module("sqlite3")),
