@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tesseradb.errors import AssocError, TesseraError
 
@@ -31,9 +31,14 @@ if TYPE_CHECKING:
     import numpy as np
 
     from tesseradb.arrays import Array
-    from tesseradb.database import Database
 
 STRATEGIES = ("fork", "union")
+
+
+class _OpensArrays(Protocol):
+    """What parallel ingest needs of a database: its arrays by name."""
+
+    def array(self, name: str) -> Array: ...
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ class Ingested:
 
 
 def parallel_ingest(
-    db: Database,
+    db: _OpensArrays,
     array: Array | str,
     sources: Sequence[Callable[[], tuple[Any, Any]]],
     workers: int = 2,
