@@ -153,7 +153,7 @@ def test_bad_arguments_are_named(db: Any, slices: list[Path], tmp_path: Path) ->
         parallel_ingest(db, volume, [ImageSlice(tmp_path / "cube.npy", 0)])
     with pytest.raises(AssocError, match=r"missing\.npy' cannot be read"):
         parallel_ingest(db, volume, [ImageSlice(tmp_path / "missing.npy", 0)])
-    with pytest.raises(TesseraError, match="dimension 'z' index 6 is outside"):
+    with pytest.raises(TesseraError, match=r"source 0: .*dimension 'z' index 6 is outside"):
         parallel_ingest(db, volume, [ImageSlice(slices[0], SLICES)])
     with pytest.raises(TesseraError, match="'nowhere'"):
         parallel_ingest(db, "nowhere", good)

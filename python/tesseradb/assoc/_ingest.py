@@ -158,7 +158,10 @@ def _write_share(writer: Any, share: list[tuple[int, Any]]) -> int:
             raise
         except Exception as err:
             raise AssocError(f"source {i} failed: {type(err).__name__}: {err}") from None
-        cells += writer.put_triples(coords, values)
+        try:
+            cells += writer.put_triples(coords, values)
+        except TesseraError as err:
+            raise type(err)(f"source {i}: {err}") from None
     return cells
 
 
@@ -212,6 +215,7 @@ def _with_forks(target: Array, shares: list[Any], message: str, where: str) -> I
 
 def _with_union(target: Array, shares: list[Any], message: str, where: str) -> Ingested:
     import shutil
+    from pathlib import Path
 
     from tesseradb.arrays import PartSpec, parts_directory, union_parts
 
@@ -220,8 +224,6 @@ def _with_union(target: Array, shares: list[Any], message: str, where: str) -> I
     try:
         jobs = [(spec, str(scratch / f"part-{w}"), share) for w, share in enumerate(shares)]
         done = _run(_union_worker, jobs, where)
-        from pathlib import Path
-
         version = union_parts(target, [Path(d) for d, _ in done], message)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
