@@ -357,7 +357,6 @@ class TripleCells:
     @property
     def chunks(self) -> list[list[int]]:
         """Grid coordinates (ascending, C order) of the chunks the cells touch."""
-    def __len__(self) -> int: ...
     def scatter(
         self,
         values: npt.NDArray[np.uint8],

@@ -244,11 +244,6 @@ impl PyTripleCells {
         self.buckets.chunks.clone()
     }
 
-    /// The number of cells.
-    fn __len__(&self) -> usize {
-        self.buckets.order.len()
-    }
-
     /// Writes the cells with `values` (their bytes, in the order of the
     /// coordinates) into the chunks they touch and encodes each whole: one in
     /// `existing` (payload, grid coordinates) starts from its stored cells,

@@ -406,6 +406,7 @@ class _ArrayBase:
             self._grow(session, extent, tuple(h + 1 for h in hi))
             extent = list(self.extent(session))
             chunk_shape = list(self.schema.chunk_shape)
+            repo_dir = str(self._repo.directory)
             cells = None  # the cells bucketed by chunk, once for every attribute
             for attr_name, vals in blocks.items():
                 attr = self.schema.attribute(attr_name)
@@ -420,8 +421,7 @@ class _ArrayBase:
                     continue
                 if cells is None:
                     cells = _core.TripleCells(columns, starts, chunk_shape, extent)
-                where_repo = str(self._repo.directory)
-                damaged = scatter_cells(session, where_repo, array, cells, vals, written)
+                damaged = scatter_cells(session, repo_dir, array, cells, vals, written)
                 if damaged is not None:
                     raise self._corrupt(attr, *damaged)
         except BaseException:

@@ -147,6 +147,8 @@ def _tiledb_ingest(ctx: BenchContext, npys: list[Path], slices: int, size: int, 
     import numpy as np
     import tiledb
 
+    from tesseradb.assoc import ImageSlice
+
     assert ctx.scratch is not None
     filters = tiledb.FilterList([tiledb.ZstdFilter(LEVEL)])
 
@@ -170,7 +172,7 @@ def _tiledb_ingest(ctx: BenchContext, npys: list[Path], slices: int, size: int, 
         start = time.perf_counter()
         with tiledb.open(uri, "w") as array:
             for s in range(sparse_slices):
-                (z, rows, cols), values = _slice_triples(npys[s], s)
+                (z, rows, cols), values = ImageSlice(npys[s], s)()
                 array[np.full(len(rows), z, dtype=np.int32), rows, cols] = values
         runs.append(sparse_slices * size * size / (time.perf_counter() - start))
         shutil.rmtree(uri, ignore_errors=True)
@@ -195,12 +197,6 @@ def _block(paths: list[Path]) -> np.ndarray:
     import numpy as np
 
     return np.stack([np.load(path) for path in paths])
-
-
-def _slice_triples(path: Path, s: int) -> tuple[tuple[Any, ...], np.ndarray]:
-    from tesseradb.assoc import ImageSlice
-
-    return ImageSlice(path, s)()
 
 
 def _subvolumes(
