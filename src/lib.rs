@@ -17,6 +17,7 @@ pub mod packed;
 pub mod pool;
 pub mod regrid;
 pub mod rtree;
+pub mod spgemm;
 pub mod ssdb;
 pub mod triples;
 
@@ -59,6 +60,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::assoc::triples_csr, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::assoc::merge_keys, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::assoc::search_text, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::assoc::sparse_product, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::search_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::build_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::unpack_records, m)?)?;

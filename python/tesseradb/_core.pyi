@@ -31,6 +31,7 @@ __all__ = [
     "regrid_chunks",
     "search_segments",
     "search_text",
+    "sparse_product",
     "ssdb_cook",
     "ssdb_density_counts",
     "ssdb_polygons_overlap_box",
@@ -234,6 +235,31 @@ def merge_keys(
 
     Both are lists of ``str`` or both float64 arrays. Returns (places of
     ``a``, places of ``b``, length of the union): a linear merge.
+    """
+
+def sparse_product(
+    a_indptr: npt.NDArray[np.int64],
+    a_indices: npt.NDArray[np.int64],
+    a_data: npt.NDArray[np.float64],
+    inner: npt.NDArray[np.int64],
+    b_indptr: npt.NDArray[np.int64],
+    b_indices: npt.NDArray[np.int64],
+    b_data: npt.NDArray[np.float64],
+    b_cols: int,
+) -> tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.float64],
+]:
+    """``A @ B`` of two CSR matrices, ``inner[k]`` the row of B that A's
+    column k meets (-1: none), B of ``b_cols`` columns.
+
+    Returns (kept rows of A, kept columns of B, indptr, indices, data): rows
+    and columns without entries dropped, columns ascending within a row, no
+    zeros stored. Runs in parallel with the GIL released. Raises
+    ``ValueError`` for parts that do not describe the matrices.
     """
 
 def search_text(

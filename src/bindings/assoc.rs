@@ -226,3 +226,63 @@ pub fn search_text<'py>(
         .ok_or_else(|| PyValueError::new_err("the offsets do not describe strings of the data"))?;
     Ok(found.into_pyarray(py))
 }
+
+type SparseProduct<'py> = (
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<f64>>,
+);
+
+/// `A @ B` of two CSR matrices (int64 indptr and indices, float64 data) where
+/// `inner[k]` is the row of B that A's column k meets (-1: none), B having
+/// `b_cols` columns: (kept rows of A, kept columns of B, indptr, indices,
+/// data), rows and columns without entries dropped, columns ascending
+/// within each row, no zeros stored.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn sparse_product<'py>(
+    py: Python<'py>,
+    a_indptr: PyReadonlyArray1<'py, i64>,
+    a_indices: PyReadonlyArray1<'py, i64>,
+    a_data: PyReadonlyArray1<'py, f64>,
+    inner: PyReadonlyArray1<'py, i64>,
+    b_indptr: PyReadonlyArray1<'py, i64>,
+    b_indices: PyReadonlyArray1<'py, i64>,
+    b_data: PyReadonlyArray1<'py, f64>,
+    b_cols: usize,
+) -> PyResult<SparseProduct<'py>> {
+    use crate::spgemm::{multiply, CsrRef, ProductError};
+    let a = CsrRef {
+        indptr: a_indptr.as_slice()?,
+        indices: a_indices.as_slice()?,
+        data: a_data.as_slice()?,
+    };
+    let b = CsrRef {
+        indptr: b_indptr.as_slice()?,
+        indices: b_indices.as_slice()?,
+        data: b_data.as_slice()?,
+    };
+    let inner = inner.as_slice()?;
+    let product = py
+        .detach(|| crate::pool::install(|| multiply(&a, inner, &b, b_cols)))
+        .map_err(|err| {
+            PyValueError::new_err(match err {
+                ProductError::Inner { column, row } => {
+                    format!("A's column {column} meets row {row}, outside B's rows")
+                }
+                ProductError::Column { entry, column } => {
+                    format!("entry {entry} has column {column}, outside its matrix")
+                }
+                ProductError::Malformed(why) => why.to_string(),
+            })
+        })?;
+    Ok((
+        product.rows.into_pyarray(py),
+        product.cols.into_pyarray(py),
+        product.indptr.into_pyarray(py),
+        product.indices.into_pyarray(py),
+        product.data.into_pyarray(py),
+    ))
+}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tesseradb.assoc import Assoc, StartsWith
+from tesseradb.assoc import Assoc, StartsWith, _assoc
 
 KEYS = st.sampled_from(["a", "ab", "abc", "b", "ba", "c", "d", "é", ""])
 NUMBERS = st.integers(-3, 3).map(float)
@@ -157,6 +158,19 @@ def test_operators_follow_matlab_rules(
     run, model = OPS[op]
     a, b = build(ta), build(tb)
     assert as_model(run(a, b)) == model(model_of(ta), model_of(tb))
+
+
+@settings(max_examples=60, deadline=None)
+@given(EITHER, EITHER)
+def test_matmul_past_the_dense_row_limit_agrees(
+    ta: list[tuple[str, str, Any]], tb: list[tuple[str, str, Any]]
+) -> None:
+    """B wider than the Rust kernel's dense row goes through scipy: the same answer."""
+    a, b = build(ta), build(tb)
+    native = a @ b
+    with patch.object(_assoc, "_DENSE_ROW_LIMIT", 0):
+        through_scipy = a @ b
+    assert as_model(native) == as_model(through_scipy) == matmul(model_of(ta), model_of(tb))
 
 
 @settings(max_examples=60, deadline=None)

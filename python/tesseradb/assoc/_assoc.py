@@ -456,9 +456,26 @@ class Assoc:
             raise AssocError(f"A @ B needs two Assocs, not Assoc @ {type(other).__name__}")
         a, b = self._numeric(), other._numeric()
         ja, ib = _inner(a, b)
-        adj = sp.csr_array(a._adj[:, ja] @ b._adj[ib, :])
-        adj.eliminate_zeros()
-        return Assoc._make(a._row, b._col, None, adj)
+        if len(b._col) > _DENSE_ROW_LIMIT:
+            # a row of B's width per thread would not fit: scipy's product
+            adj = sp.csr_array(a._adj[:, ja] @ b._adj[ib, :])
+            return Assoc._make(a._row, b._col, None, adj)
+        from tesseradb import _core
+
+        inner = np.full(len(a._col), -1, dtype=np.int64)
+        inner[ja] = ib
+        rows, cols, indptr, indices, data = _core.sparse_product(
+            *_csr_parts(a._adj), inner, *_csr_parts(b._adj), len(b._col)
+        )
+        if len(data) == 0:
+            return Assoc([], [], [])
+        # the kernel drops empty rows, empty columns and zeros and sorts
+        # each row's columns: the parts are canonical as they come
+        adj = sp.csr_array((data, indices, indptr), shape=(len(rows), len(cols)))
+        adj.has_canonical_format = True
+        made = Assoc.__new__(Assoc)
+        made._set(a._row[rows], b._col[cols], None, adj)
+        return made
 
     def sqin(self) -> Assoc:
         """AᵀA."""
@@ -666,6 +683,20 @@ def triples_matrix(
     adj = sp.csr_array((data, indices, indptr), shape=shape)
     adj.has_canonical_format = True
     return adj
+
+
+# Columns of B past which ``A @ B`` leaves the Rust kernel (a dense row of
+# B's width, 12 bytes a column, per thread) for scipy's product.
+_DENSE_ROW_LIMIT = 1 << 26
+
+
+def _csr_parts(adj: sp.csr_array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, indices, data) of a CSR matrix as int64, int64, float64."""
+    return (
+        np.ascontiguousarray(adj.indptr, dtype=np.int64),
+        np.ascontiguousarray(adj.indices, dtype=np.int64),
+        np.ascontiguousarray(adj.data, dtype=np.float64),
+    )
 
 
 def _canonical(
