@@ -81,19 +81,14 @@ pub fn intern(keys: &Keys) -> Interned {
     let (found, mut order) = match keys {
         Keys::Text { data, offsets } => {
             let item = |i: usize| &data[offsets[i]..offsets[i + 1]];
-            let found = distinct(keys.len(), item);
             // sorted by the first 16 bytes (big-endian, so integer order is
             // byte order) and only ties compared in full: the sort then
             // mostly reads one contiguous array instead of the scattered keys
             // (8 bytes left keys such as "r00000012" tied in tens, and the
             // ties' full comparisons, three cache misses each, were a third
             // of interning them)
-            let mut order: Vec<(u128, u32)> = found
-                .firsts
-                .par_iter()
-                .enumerate()
-                .map(|(d, &i)| (prefix(item(i)), d as u32))
-                .collect();
+            let found = distinct(keys.len(), item, prefix);
+            let mut order = found.order();
             let firsts = &found.firsts;
             order.par_sort_unstable_by(|a, b| {
                 a.0.cmp(&b.0)
@@ -104,13 +99,12 @@ pub fn intern(keys: &Keys) -> Interned {
         Keys::Numbers(values) => {
             // -0.0 folded into 0.0, then bit patterns hash exactly
             let bits: Vec<[u8; 8]> = values.iter().map(|&v| (v + 0.0).to_le_bytes()).collect();
-            let found = distinct(bits.len(), |i| &bits[i][..]);
-            let mut order: Vec<(u128, u32)> = found
-                .firsts
-                .iter()
-                .enumerate()
-                .map(|(d, &i)| (ordered_bits(values[i] + 0.0) as u128, d as u32))
-                .collect();
+            let found = distinct(
+                bits.len(),
+                |i| &bits[i][..],
+                |b| ordered_bits(f64::from_le_bytes(b.try_into().expect("8 bytes"))) as u128,
+            );
+            let mut order = found.order();
             order.par_sort_unstable();
             (found, order)
         }
@@ -213,7 +207,14 @@ struct Placed {
 /// then reads and writes memory in order. One big table missed memory twice
 /// per key (3.3 s for 10M keys on this machine); visiting each partition's
 /// keys in place missed it twice as well (1.8 s).
-fn distinct<'a>(n: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Distinct {
+///
+/// Each distinct key's `sort_key` is taken from its bytes there too, while
+/// they are in cache: taken later from the input, each cost cache misses.
+fn distinct<'a>(
+    n: usize,
+    key: impl Fn(usize) -> &'a [u8] + Sync,
+    sort_key: impl Fn(&[u8]) -> u128 + Sync,
+) -> Distinct {
     let parts = 1usize << PARTITION_BITS;
     let partition = partition_of;
     let hashes: Vec<u64> = (0..n).into_par_iter().map(|i| hash_key(key(i))).collect();
@@ -286,7 +287,7 @@ fn distinct<'a>(n: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Distinct {
         pieces.push(piece);
         rest = tail;
     }
-    let firsts: Vec<Vec<usize>> = pieces
+    let firsts: Vec<Vec<(usize, u128)>> = pieces
         .into_par_iter()
         .enumerate()
         .map(|(p, piece)| {
@@ -312,15 +313,20 @@ fn distinct<'a>(n: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Distinct {
                 };
                 cursor += len;
             }
-            distinct.into_iter().map(|(_, _, i)| i).collect()
+            distinct
+                .into_iter()
+                .map(|(s, l, i)| (i, sort_key(&bytes[s..s + l])))
+                .collect()
         })
         .collect();
     let mut offsets = vec![0usize; parts];
     for p in 1..parts {
         offsets[p] = offsets[p - 1] + firsts[p - 1].len();
     }
+    let (firsts, sort_keys) = firsts.into_iter().flatten().unzip();
     Distinct {
-        firsts: firsts.concat(),
+        firsts,
+        sort_keys,
         hashes,
         blocks,
         block_places,
@@ -330,10 +336,12 @@ fn distinct<'a>(n: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Distinct {
 }
 
 /// The distinct keys found by [`distinct`]: `firsts[d]` is the first input
-/// index of distinct key `d`; each partition's keys carry their local ids,
-/// and each input block's keys start at `block_places[b][p]` in partition `p`.
+/// index of distinct key `d` and `sort_keys[d]` its sort key; each
+/// partition's keys carry their local ids, and each input block's keys start
+/// at `block_places[b][p]` in partition `p`.
 struct Distinct {
     firsts: Vec<usize>,
+    sort_keys: Vec<u128>,
     hashes: Vec<u64>,
     blocks: Vec<(usize, usize)>,
     block_places: Vec<Vec<usize>>,
@@ -342,6 +350,15 @@ struct Distinct {
 }
 
 impl Distinct {
+    /// (sort key, distinct key) of each distinct key, to be sorted.
+    fn order(&self) -> Vec<(u128, u32)> {
+        self.sort_keys
+            .iter()
+            .enumerate()
+            .map(|(d, &k)| (k, d as u32))
+            .collect()
+    }
+
     /// Each input key's id, given the rank of each distinct key: read back
     /// in input order, each block walking the partitions as it filled them.
     fn ids(&self, rank: &[u32]) -> Vec<i64> {
