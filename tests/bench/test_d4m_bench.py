@@ -25,6 +25,7 @@ def test_d4m_tiny_runs_every_case_and_agrees() -> None:
     # sub-volumes against per-slice files and TileDB (tiny boxes span 10 to 12 slices)
     for system in ("tessera", "tiff", "npy", "tiledb"):
         assert (system, "subvolume") in cases
+    assert ("tessera", "subvolume_blocks") in cases  # the block-deep chunks
     checks = {c.case for c in report.checks}
     assert checks == {
         "assoc_construct",
