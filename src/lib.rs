@@ -6,6 +6,8 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+#[cfg(target_os = "linux")]
+pub mod alloc;
 pub mod assoc;
 pub mod bindings;
 pub mod chunks;
@@ -20,6 +22,11 @@ pub mod rtree;
 pub mod spgemm;
 pub mod ssdb;
 pub mod triples;
+
+/// Large kernel buffers on transparent huge pages (see `alloc`).
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: alloc::KernelAlloc = alloc::KernelAlloc;
 
 /// Test helpers shared by the kernels' tests.
 #[cfg(test)]
