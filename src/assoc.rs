@@ -87,7 +87,7 @@ pub fn intern(keys: &Keys) -> Interned {
             // (8 bytes left keys such as "r00000012" tied in tens, and the
             // ties' full comparisons, three cache misses each, were a third
             // of interning them)
-            let found = distinct(keys.len(), item, prefix);
+            let mut found = distinct(keys.len(), item, prefix);
             let mut order = found.order();
             let firsts = &found.firsts;
             order.par_sort_unstable_by(|a, b| {
@@ -99,7 +99,7 @@ pub fn intern(keys: &Keys) -> Interned {
         Keys::Numbers(values) => {
             // -0.0 folded into 0.0, then bit patterns hash exactly
             let bits: Vec<[u8; 8]> = values.iter().map(|&v| (v + 0.0).to_le_bytes()).collect();
-            let found = distinct(
+            let mut found = distinct(
                 bits.len(),
                 |i| &bits[i][..],
                 |b| ordered_bits(f64::from_le_bytes(b.try_into().expect("8 bytes"))) as u128,
@@ -350,12 +350,13 @@ struct Distinct {
 }
 
 impl Distinct {
-    /// (sort key, distinct key) of each distinct key, to be sorted.
-    fn order(&self) -> Vec<(u128, u32)> {
-        self.sort_keys
-            .iter()
+    /// (sort key, distinct key) of each distinct key, to be sorted; the
+    /// sort keys are handed over, not kept.
+    fn order(&mut self) -> Vec<(u128, u32)> {
+        std::mem::take(&mut self.sort_keys)
+            .into_iter()
             .enumerate()
-            .map(|(d, &k)| (k, d as u32))
+            .map(|(d, k)| (k, d as u32))
             .collect()
     }
 

@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tesseradb import _core
 from tesseradb.assoc import Assoc, StartsWith, _assoc
 
 KEYS = st.sampled_from(["a", "ab", "abc", "b", "ba", "c", "d", "é", ""])
@@ -167,9 +168,19 @@ def test_matmul_past_the_dense_row_limit_agrees(
 ) -> None:
     """B wider than the Rust kernel's dense row goes through scipy: the same answer."""
     a, b = build(ta), build(tb)
-    native = a @ b
-    with patch.object(_assoc, "_DENSE_ROW_LIMIT", 0):
-        through_scipy = a @ b
+    kernel = _core.sparse_product
+    calls = []
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return kernel(*args)
+
+    with patch.object(_core, "sparse_product", counted):
+        native = a @ b
+        answered = len(calls)
+        with patch.object(_assoc, "_DENSE_ROW_LIMIT", -1):  # every B is wider
+            through_scipy = a @ b
+    assert answered == 1 and len(calls) == 1  # the kernel made the first, not the second
     assert as_model(native) == as_model(through_scipy) == matmul(model_of(ta), model_of(tb))
 
 

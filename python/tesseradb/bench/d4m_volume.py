@@ -16,12 +16,13 @@ for the "traditional approach"), is ingested into an array:
   deep as the blocks and half as wide as a slice's chunk; TileDB writes the
   same blocks into a dense array of slice-deep tiles.
 - ``subvolume``: random boxes spanning 10 to 100 slices read from the
-  triple-ingested array (``tessera``: slice-deep chunks, the paper's
-  schema) and from the dense-block one (``tessera_blocks``: block-deep
-  chunks), against reading the same box from the per-slice files (each file
-  read whole, then cut, as the traditional approach does) and from the
-  dense TileDB array; ``subvolume_50`` is the same over the boxes spanning
-  50 or more slices (the paper's claim). Medians over the boxes, in seconds.
+  triple-ingested array (slice-deep chunks, the paper's schema), against
+  reading the same box from the per-slice files (each file read whole, then
+  cut, as the traditional approach does) and from the dense TileDB array;
+  ``subvolume_blocks``: the same boxes read from the dense-block array
+  (block-deep chunks). ``subvolume_50`` and ``subvolume_blocks_50`` are the
+  same over the boxes spanning 50 or more slices (the paper's claim).
+  Medians over the boxes, in seconds.
 """
 
 from __future__ import annotations
