@@ -73,9 +73,72 @@ def _more_jsonl(folder: Path) -> None:
     )
 
 
+def _load_inputs(folder: Path) -> None:
+    """The files docs/load-export.md (and the README's load lines) load: FITS images, a
+    NetCDF grid and its parts, a TIFF stack, an .npy volume, readings as Parquet and CSV,
+    people as JSON lines and as a JSON array."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+    import tifffile
+    import xarray as xr
+    from astropy.io import fits
+
+    rng = np.random.default_rng(0)
+    (folder / "images").mkdir(exist_ok=True)
+    for night in range(4):
+        hdu = fits.PrimaryHDU(rng.integers(0, 1000, size=(64, 64), dtype=np.uint16))
+        hdu.header.update({"CRPIX1": 1.0, "CRVAL1": 1000.0, "CRPIX2": 1.0, "CRVAL2": -32.0})
+        hdu.header["OBJECT"] = "M31"
+        hdu.writeto(folder / "images" / f"night_{night:02d}.fits", overwrite=True)
+
+    def grid(times: np.ndarray) -> xr.Dataset:
+        shape = (len(times), 4, 6)
+        ds = xr.Dataset(
+            {
+                "temperature": (("time", "lat", "lon"), rng.normal(280, 5, shape).astype("f4")),
+                "pressure": (("time", "lat", "lon"), rng.normal(1000, 9, shape).astype("f8")),
+            },
+            coords={"time": times, "lat": np.linspace(-60, 60, 4), "lon": np.arange(6) * 60.0},
+        )
+        ds["temperature"].attrs["units"] = "K"
+        return ds
+
+    grid(np.arange(5)).to_netcdf(folder / "grid.nc", engine="h5netcdf")
+    (folder / "parts").mkdir(exist_ok=True)
+    for part in range(3):
+        times = np.arange(4 * part, 4 * part + 4)
+        grid(times).to_netcdf(folder / "parts" / f"part_{part}.nc", engine="h5netcdf")
+    tifffile.imwrite(folder / "stack.tif", rng.integers(0, 255, (5, 32, 32), dtype=np.uint8))
+    np.save(folder / "volume.npy", rng.random((16, 64, 64), dtype=np.float32))
+    n = 5000
+    readings = pa.table(
+        {
+            "t": np.arange(1_700_000_000, 1_700_000_000 + n, dtype=np.int64),
+            "lat": rng.uniform(-30, 30, n),
+            "lon": rng.uniform(0, 90, n),
+            "site": [f"site-{i % 11}" for i in range(n)],
+        }
+    )
+    pq.write_table(readings, folder / "readings.parquet")
+    pacsv.write_csv(readings, folder / "readings.csv")
+    people = [{"name": f"person {i}", "age": 20 + i % 50} for i in range(40)]
+    (folder / "objects.jsonl").write_text("\n".join(json.dumps(p) for p in people) + "\n")
+    (folder / "objects.json").write_text(json.dumps(people[:5]))
+
+
+def _readme_inputs(folder: Path) -> None:
+    _ptf_nights(folder, "ptf_night_{}.h5", 2)
+    _load_inputs(folder)
+
+
 # The user's own input files that the examples of a page name.
 INPUTS: dict[str, Callable[[Path], None]] = {
-    "README.md": lambda d: _ptf_nights(d, "ptf_night_{}.h5", 2),
+    "README.md": _readme_inputs,
+    "load-export.md": _load_inputs,
     "attached.md": lambda d: _ptf_nights(d, "ptf_small.h5", 1),
     "cli.md": lambda d: _ptf_nights(d / "nights", "night_{}.h5", 2),
     "records.md": _taxi_inputs,

@@ -58,7 +58,9 @@ if TYPE_CHECKING:
     from tesseradb.attached import Attachment
     from tesseradb.checks import CheckReport
     from tesseradb.documents import Collection
+    from tesseradb.progress import Cancel, ProgressLike
     from tesseradb.records import Stream
+    from tesseradb.transfer import Exported, Loaded
 
 __all__ = ["KINDS", "Database", "DatabaseInfo", "ObjectInfo", "connect", "quote_identifier"]
 
@@ -222,16 +224,42 @@ class Database:
         self._registry.check_open()
 
     # --- SQL ------------------------------------------------------------------------
-    def sql(self, text: str, params: Any = None) -> Result:
+    def sql(
+        self,
+        text: str,
+        params: Any = None,
+        *,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
+    ) -> Result:
         """Run SQL (DuckDB's dialect) over every relation and plain table of the database.
 
         ``params`` binds ``?`` placeholders (a sequence) or ``$name`` ones (a
         mapping); values are never pasted into the statement's text.
+        ``progress`` (True: a bar on stderr; or a callable taking a
+        :class:`~tesseradb.progress.ProgressEvent`) reports DuckDB's progress
+        in percent; ``cancel`` (a :class:`~tesseradb.progress.Cancel`) stops
+        the statement, which then keeps nothing.
         """
         _require_str(text, "the SQL text", "db.sql")
         _require_params(params, "db.sql")
         self._check_open()
-        return self._engine.execute(text, params)
+        if progress is None and cancel is None:
+            return self._engine.execute(text, params)
+        from tesseradb.progress import tracker
+
+        with tracker("SQL statement", 100, "percent", progress, cancel, "db.sql") as watch:
+            return self._engine.execute(text, params, watch=watch)
+
+    def stream_sql(
+        self, text: str, sink: Callable[[pa.RecordBatchReader], Any], params: Any = None
+    ) -> None:
+        """Run a query and hand its rows to ``sink`` as an Arrow reader, batch by batch, while
+        it runs (rows are never gathered in memory: what an export of a big result uses)."""
+        _require_str(text, "the SQL text", "db.stream_sql")
+        _require_params(params, "db.stream_sql")
+        self._check_open()
+        self._engine.execute(text, params, sink=sink)
 
     def interrupt(self) -> None:
         """Cancel the SQL statements running now; each raises InterruptedStatementError and
@@ -634,6 +662,87 @@ class Database:
         if isinstance(statement, Select) and statement.join is not None:
             other = self.collection(statement.join.collection)
         return collection.run(statement, other)
+
+    # --- getting data in and out ------------------------------------------------------
+    def load(
+        self,
+        source: str | os.PathLike[str],
+        into: str | None = None,
+        kind: str | None = None,
+        *,
+        format: str | None = None,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
+        **options: Any,
+    ) -> Loaded:
+        """Load a file, a Zarr store or a glob of files into ``into`` (by default named after
+        the files), made when it does not exist and appended to otherwise; all or nothing.
+
+        ``kind`` is ``array`` (FITS, TIFF, NetCDF/HDF5, Zarr, npy/npz), ``stream``
+        (CSV, Parquet, Arrow IPC, packed binary), ``collection`` (JSON, JSON
+        lines) or ``table`` (CSV, Parquet, JSON, Arrow IPC through DuckDB's
+        readers); by default the target's kind, or the one the format suggests.
+        ``format`` overrides the format the file names suggest. Arrays take
+        ``along`` (the dimension a glob's files stack on, new, or the files'
+        first one to concatenate), ``dims``, ``chunks``, ``variables``, ``hdu``,
+        ``attr``, ``threads``; streams ``descriptor``, ``index``, ``header``.
+        ``progress`` and ``cancel`` as in :mod:`tesseradb.progress`.
+        docs/load-export.md shows every format.
+        """
+        from tesseradb.transfer import load
+
+        self._check_open()
+        self._registry.check_writable("load data")
+        if into is not None:
+            _require_str(into, "into", "db.load")
+        return load(
+            self,
+            self._registry,
+            source,
+            into,
+            kind,
+            format=format,
+            progress=progress,
+            cancel=cancel,
+            **options,
+        )
+
+    def export(
+        self,
+        source: str,
+        target: str | os.PathLike[str],
+        *,
+        format: str | None = None,
+        params: Any = None,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
+        **options: Any,
+    ) -> Exported:
+        """Write an object (by name) or a query's rows (SQL text) to the file ``target``.
+
+        Arrays go to Zarr v3 (a directory ending ``.zarr``, with world
+        coordinates as CF coordinates), NetCDF (``.nc``), FITS (``.fits``) or
+        ``.npy``; collections to JSON lines; tables, streams, attached tables
+        and any query to Parquet, CSV, JSON lines or Arrow IPC (``.arrow``).
+        ``format`` overrides the format the target's name suggests. An
+        existing target is refused unless ``overwrite=True``; a failed or
+        cancelled export leaves no target behind.
+        """
+        from tesseradb.transfer import export
+
+        _require_str(source, "source", "db.export")
+        _require_params(params, "db.export")
+        self._check_open()
+        return export(
+            self,
+            source,
+            target,
+            format=format,
+            params=params,
+            progress=progress,
+            cancel=cancel,
+            **options,
+        )
 
     # --- SS-DB --------------------------------------------------------------------------
     def ssdb(

@@ -30,6 +30,7 @@ __all__ = [
     "AttachedFileError",
     "BenchmarkError",
     "CSVError",
+    "CancelledError",
     "DamagedStorageError",
     "DatabaseClosedError",
     "DatabaseLockedError",
@@ -37,6 +38,7 @@ __all__ = [
     "DocumentBackendError",
     "DocumentError",
     "DocumentTypeError",
+    "ExportError",
     "FormatVersionError",
     "IndexFileError",
     "InputFileError",
@@ -44,6 +46,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidNameError",
     "LimitExceededError",
+    "LoadError",
     "NotADatabaseError",
     "ObjectExistsError",
     "ObjectNotFoundError",
@@ -311,6 +314,22 @@ class AttachedFileError(TesseraError, OSError):
 
 class IndexFileError(DamagedStorageError):
     """A sidecar index file is torn, corrupt, foreign or of another version."""
+
+
+# --- load and export --------------------------------------------------------------------
+
+
+class LoadError(TesseraError, ValueError):
+    """A file cannot be loaded as asked: its format, type, shape or content (the message names
+    the file and what is wrong); nothing of the load is kept."""
+
+
+class ExportError(TesseraError, ValueError):
+    """An object or result cannot be exported as asked (format, target, type)."""
+
+
+class CancelledError(TesseraError):
+    """A long operation was cancelled (Ctrl-C or ``Cancel.cancel()``); nothing of it was kept."""
 
 
 # --- benchmarks ----------------------------------------------------------------------------

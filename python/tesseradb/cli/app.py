@@ -179,7 +179,7 @@ def sql(
             if sys.stderr.isatty()
             else _null()
         ):
-            result = db.sql(query, _parse_params(param))
+            result = db.sql(query, _parse_params(param), progress=sys.stderr.isatty())
         write_result(result, output_format.value, output, max_rows, _console())
 
 
@@ -297,6 +297,100 @@ def attach(
             )
         for where, why in attached.skipped:
             console.print(f"  skipped {where}: {why}", markup=False)
+
+
+def _list(text: str | None) -> list[str] | None:
+    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+
+
+@app.command()
+def load(
+    path: DatabaseDir,
+    source: Annotated[
+        str, typer.Argument(help="A file, a Zarr store, or a glob of files (quote it).")
+    ],
+    into: Annotated[
+        str | None, typer.Option(help="The object to make or append to (default: the file's name).")
+    ] = None,
+    kind: Annotated[
+        str | None, typer.Option(help="array, stream, collection or table (default: by format).")
+    ] = None,
+    format: Annotated[
+        str | None, typer.Option(help="The files' format when their names do not say it.")
+    ] = None,
+    along: Annotated[
+        str | None,
+        typer.Option(help="Arrays: the dimension a glob's files stack on (or concatenate along)."),
+    ] = None,
+    dims: Annotated[
+        str | None, typer.Option(help="Arrays: dimension names, comma-separated.")
+    ] = None,
+    chunks: Annotated[
+        str | None, typer.Option(help="Arrays: chunk sizes, comma-separated.")
+    ] = None,
+    variables: Annotated[
+        str | None, typer.Option(help="Arrays: the NetCDF/HDF5/Zarr variables to load.")
+    ] = None,
+    hdu: Annotated[str | None, typer.Option(help="Arrays: the FITS HDU (number or name).")] = None,
+    descriptor: Annotated[
+        Path | None, typer.Option(help="Streams: the record descriptor (XML or JSON file).")
+    ] = None,
+    index: Annotated[
+        str | None, typer.Option(help="Streams: the indexing fields, comma-separated.")
+    ] = None,
+    create: CreateFlag = False,
+) -> None:
+    """Load files into an array, a stream, a collection or a table (made if it does not exist,
+    appended to otherwise; all or nothing). Ctrl-C stops it and keeps nothing."""
+    options: dict[str, Any] = {}
+    if along is not None:
+        options["along"] = along
+    if dims is not None:
+        options["dims"] = _list(dims)
+    if chunks is not None:
+        try:
+            options["chunks"] = [int(c) for c in _list(chunks) or []]
+        except ValueError:
+            _fail(f"--chunks takes whole numbers separated by commas, not {chunks!r}")
+    if variables is not None:
+        options["variables"] = _list(variables)
+    if hdu is not None:
+        options["hdu"] = int(hdu) if hdu.isdigit() else hdu
+    if descriptor is not None:
+        try:
+            options["descriptor"] = descriptor.read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            _fail(f"descriptor file {descriptor}: {err}")
+    if index is not None:
+        options["index"] = _list(index)
+    with _database(path, fallback_read_only=False, create=create) as db:
+        loaded = db.load(source, into, kind, format=format, progress=sys.stderr.isatty(), **options)
+        typer.echo(str(loaded))
+
+
+@app.command()
+def export(
+    path: DatabaseDir,
+    source: Annotated[str, typer.Argument(help="An object's name, or a query (SQL text).")],
+    target: Annotated[Path, typer.Argument(help="The file (or .zarr directory) to write.")],
+    format: Annotated[
+        str | None, typer.Option(help="The target's format when its name does not say it.")
+    ] = None,
+    attr: Annotated[
+        str | None, typer.Option(help="Arrays: the attribute to write (FITS and npy hold one).")
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing target.")] = False,
+) -> None:
+    """Write an array to Zarr/NetCDF/FITS/npy, a collection to JSON lines, or a table or
+    query to Parquet/CSV/JSON/Arrow. A failed or stopped export leaves no target."""
+    options: dict[str, Any] = {"overwrite": overwrite}
+    if attr is not None:
+        options["attr"] = attr
+    with _database(path, read_only=True) as db:
+        done = db.export(
+            source, str(target), format=format, progress=sys.stderr.isatty(), **options
+        )
+        typer.echo(str(done))
 
 
 @app.command()

@@ -133,7 +133,8 @@ class Shell:
 
         def run() -> None:
             try:
-                outcome["result"] = self.db.sql(text)
+                # a bar for a long statement, on a terminal (rich draws it only there)
+                outcome["result"] = self.db.sql(text, progress=self.console.is_terminal)
             except BaseException as err:  # handed to the main thread
                 outcome["error"] = err
             finally:

@@ -56,12 +56,18 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
+    from tesseradb.progress import Tracker
+
 __all__ = ["Explain", "ExplainedRelation", "Namespace", "SQLEngine"]
 
 # words that may begin or end a transaction in a text (a cheap test before asking DuckDB)
 _TRANSACTION_WORDS = re.compile(r"\b(begin|commit|rollback|abort|end|start)\b", re.IGNORECASE)
 
 STORE_ALIAS = "tessera_store"
+# rows per Arrow batch handed to an execute() sink (an export streams them to a file)
+_SINK_BATCH_ROWS = 1 << 17
+# how often a watched statement's progress is read from DuckDB
+_WATCH_PERIOD = 0.2
 # Semi-join reduction: a partner narrows a relation only if it is at least this many
 # times smaller (by estimate), and its keys are handed over up to this many.
 SEMIJOIN_SELECTIVITY = 2
@@ -444,10 +450,25 @@ class SQLEngine:
             self._store_cursors.clear()
 
     # --- public ---------------------------------------------------------------
-    def execute(self, text: str, params: Any = None) -> Result:
+    def execute(
+        self,
+        text: str,
+        params: Any = None,
+        sink: Callable[[pa.RecordBatchReader], Any] | None = None,
+        watch: Tracker | None = None,
+    ) -> Result:
+        """Run ``text``; with ``sink``, its rows are streamed to ``sink`` (an Arrow reader,
+        read while the statement runs) instead of gathered, and the Result is empty.
+        ``watch`` receives DuckDB's progress (percent) and may cancel the statement."""
         analysis = self._analyse(text, params)
+        if watch is not None:
+            watch.check()
         with self._sessions(analysis):
-            return self._execute(text, params, analysis)
+            result = self._execute(text, params, analysis, sink, watch)
+        if sink is not None and result.num_rows + len(result.columns):
+            sink(result.arrow().to_reader())  # a shortcut answered: hand its rows over
+            return Result(_empty_table(), result.scan_stats, result.shortcut)
+        return result
 
     def _sessions(self, analysis: Analysis) -> ExitStack:
         """Enter each relation's ``session()`` (if it has one) for the whole statement.
@@ -465,7 +486,14 @@ class SQLEngine:
             stack.enter_context(relation.session())
         return stack
 
-    def _execute(self, text: str, params: Any, analysis: Analysis) -> Result:
+    def _execute(
+        self,
+        text: str,
+        params: Any,
+        analysis: Analysis,
+        sink: Callable[[pa.RecordBatchReader], Any] | None = None,
+        watch: Tracker | None = None,
+    ) -> Result:
         counted = self._count_without_scan(analysis)
         if counted is not None:
             return counted
@@ -479,12 +507,12 @@ class SQLEngine:
         self._check_writes(analysis)
         scans = self._scans(analysis)
         try:
-            result = self._run(text, params, analysis, scans)
+            result = self._run(text, params, analysis, scans, sink, watch)
         except _MissingColumn:
             # The analysis left out a column the statement uses (a construct it
             # does not know): run again reading every column.
             scans = {k: RelationScan(s.relation, None, s.predicate) for k, s in scans.items()}
-            result = self._run(text, params, analysis, scans)
+            result = self._run(text, params, analysis, scans, sink, watch)
         return result
 
     def explain(self, text: str, params: Any = None) -> Explain:
@@ -883,7 +911,13 @@ class SQLEngine:
         return not any(st.type == duckdb.StatementType.TRANSACTION for st in statements)
 
     def _run(
-        self, text: str, params: Any, analysis: Analysis, scans: dict[str, RelationScan]
+        self,
+        text: str,
+        params: Any,
+        analysis: Analysis,
+        scans: dict[str, RelationScan],
+        sink: Callable[[pa.RecordBatchReader], Any] | None = None,
+        watch: Tracker | None = None,
     ) -> Result:
         """Run the text on a cursor of its own; a write or several statements as one transaction.
 
@@ -913,12 +947,21 @@ class SQLEngine:
                 tables = None
                 try:
                     try:
-                        relation = (
-                            cursor.sql(text, params=params)
-                            if params is not None
-                            else cursor.sql(text)
-                        )
-                        table = relation.to_arrow_table() if relation is not None else pa.table({})
+                        with _watching(cursor, watch):
+                            relation = (
+                                cursor.sql(text, params=params)
+                                if params is not None
+                                else cursor.sql(text)
+                            )
+                            if sink is not None and relation is not None:
+                                sink(relation.to_arrow_reader(_SINK_BATCH_ROWS))
+                                table = pa.table({})
+                            else:
+                                table = (
+                                    relation.to_arrow_table()
+                                    if relation is not None
+                                    else pa.table({})
+                                )
                         if (analysis.writes or not analysis.parsed) and have_store:
                             tables = self._store_tables(cursor)
                             self._check_new_tables(tables)
@@ -930,6 +973,8 @@ class SQLEngine:
                                 cursor.execute("ROLLBACK")
                         raise
                 except duckdb.InterruptException:
+                    if watch is not None:
+                        watch.check()  # cancelled through its token: say so
                     raise InterruptedStatementError(
                         "the statement was interrupted; nothing of it was kept"
                     ) from None
@@ -1177,3 +1222,49 @@ def _as_duckdb_gives(column: pa.ChunkedArray) -> pa.ChunkedArray:
     if pt.is_large_string(column.type) or pt.is_string_view(column.type):
         return column.cast(pa.string())
     return column
+
+
+def _empty_table() -> pa.Table:
+    import pyarrow as pa
+
+    return pa.table({})
+
+
+@contextmanager
+def _watching(cursor: duckdb.DuckDBPyConnection, watch: Tracker | None) -> Iterator[None]:
+    """Report ``cursor``'s query progress (percent) to ``watch`` while the block runs, and
+    interrupt the statement if ``watch``'s operation is cancelled."""
+    if watch is None:
+        yield
+        return
+    from tesseradb.errors import CancelledError
+
+    done = threading.Event()
+
+    def poll() -> None:
+        reported = 0
+        while not done.wait(_WATCH_PERIOD):
+            try:
+                percent = cursor.query_progress()
+            except Exception:
+                continue  # no statement running on the cursor yet, or it has just ended
+            try:
+                if percent is not None and percent > reported:
+                    step = int(percent) - reported
+                    if step > 0:
+                        reported += step
+                        watch.advance(step)
+                else:
+                    watch.check()
+            except CancelledError:
+                with contextlib.suppress(Exception):
+                    cursor.interrupt()
+                return
+
+    poller = threading.Thread(target=poll, name="tessera-sql-progress", daemon=True)
+    poller.start()
+    try:
+        yield
+    finally:
+        done.set()
+        poller.join()

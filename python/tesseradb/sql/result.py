@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,39 @@ class Result:
         """The rows as a list of dicts."""
         names = self._table.column_names
         return [dict(zip(names, row, strict=True)) for row in self.fetchall()]
+
+    def to_polars(self) -> Any:
+        """The rows as a polars DataFrame (no copy where Arrow allows)."""
+        import polars as pl
+
+        from tesseradb.errors import ExportError
+
+        try:
+            return pl.from_arrow(self._table)
+        except (pl.exceptions.PolarsError, TypeError, ValueError) as err:
+            kinds = ", ".join(f"{f.name} ({f.type})" for f in self._table.schema)
+            raise ExportError(
+                f"Result.to_polars: polars cannot take these columns [{kinds}]: {err}"
+            ) from None
+
+    def to_parquet(self, path: str | os.PathLike[str]) -> None:
+        """Write the rows to a Parquet file (every DuckDB type, nested ones included)."""
+        self._write(path, "parquet")
+
+    def to_csv(self, path: str | os.PathLike[str]) -> None:
+        """Write the rows to a CSV file with a header line (nested values as DuckDB prints them)."""
+        self._write(path, "csv")
+
+    def _write(self, path: str | os.PathLike[str], fmt: str) -> None:
+        from tesseradb.errors import InvalidArgumentError
+        from tesseradb.transfer import write_rows
+
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgumentError(
+                f"Result.to_{fmt}: path is a file name, not {type(path).__name__}"
+            )
+        table = self._table
+        write_rows(lambda sink: sink(table.to_reader()), os.fspath(path), fmt, None)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.fetchall())

@@ -1,0 +1,28 @@
+"""Getting data in and out: ``db.load`` and ``db.export`` for every data model.
+
+Loads read the formats scientists hold (FITS, TIFF, NetCDF/HDF5, Zarr,
+npy/npz into arrays; CSV, Parquet, Arrow IPC and packed binary into streams;
+JSON and JSON lines into collections; CSV, Parquet, JSON and Arrow into
+plain tables) in bounded memory, all or nothing per call. Exports write
+arrays to Zarr v3, NetCDF, FITS and npy, collections to JSON lines, and any
+table or query to Parquet, CSV, JSON or Arrow IPC. Both report progress and
+stop cleanly when cancelled (:mod:`tesseradb.progress`). This package calls
+the rooms' public surfaces; it owns no storage.
+"""
+
+from __future__ import annotations
+
+from tesseradb.transfer._export import ARRAY_FORMATS, ROW_FORMATS, Exported, export, write_rows
+from tesseradb.transfer._load import KINDS, Loaded, infer_descriptor, load
+
+__all__ = [
+    "ARRAY_FORMATS",
+    "KINDS",
+    "ROW_FORMATS",
+    "Exported",
+    "Loaded",
+    "export",
+    "infer_descriptor",
+    "load",
+    "write_rows",
+]

@@ -1,0 +1,361 @@
+"""Loading array files into an array: one file, a stack of files along a new dimension, or
+files concatenated along their first dimension; all or nothing per call.
+
+Every file's header is read and checked against the first (dimensions, shape,
+cell types) before anything is written, so a mismatched file in a glob is
+named and nothing changes. The cells are then read in slabs by a pool of
+threads (FITS and TIFF decoding, byte swapping and h5py reads release the
+GIL for much of their work) while the calling thread writes the slabs it has
+in order, each write encoding its whole chunks in parallel in Rust; at most
+``_IN_FLIGHT`` slabs are held at once, so memory stays bounded by about
+``_IN_FLIGHT x _SLAB_BYTES`` whatever the input size. All writes are one
+transaction of the array (one version); a new array is dropped again if the
+load fails or is cancelled.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tesseradb.errors import LoadError
+from tesseradb.transfer._images import ArrayFile, cast_cells, open_array_file
+
+if TYPE_CHECKING:
+    from tesseradb.progress import Tracker
+
+__all__ = ["ArrayLoad", "load_arrays"]
+
+_SLAB_BYTES = 128 << 20  # cells read and written per step
+_IN_FLIGHT = 3  # slabs read ahead of the writes (the memory bound is about this many slabs)
+_CHUNK_BYTES = 4 << 20  # default chunks of about this size (whole images of 1024^2 float32)
+
+
+class ArrayLoad:
+    """Options of an array load (see ``db.load``)."""
+
+    def __init__(
+        self,
+        along: str | None = None,
+        dims: Sequence[str] | None = None,
+        chunks: Sequence[int] | None = None,
+        variables: Sequence[str] | None = None,
+        hdu: int | str | None = None,
+        attr: str | None = None,
+        threads: int | None = None,
+    ) -> None:
+        self.along = along
+        self.dims = list(dims) if dims is not None else None
+        self.chunks = list(chunks) if chunks is not None else None
+        self.variables = list(variables) if variables is not None else None
+        self.hdu = hdu
+        self.attr = attr
+        self.threads = threads or max(2, min(8, os.cpu_count() or 2))
+
+
+def load_arrays(
+    objects: Any,
+    files: list[str],
+    fmt: str,
+    into: str,
+    options: ArrayLoad,
+    exists: bool,
+    tracker: Tracker,
+) -> tuple[Any, bool, int]:
+    """Load ``files`` into the array ``into`` (made if it does not exist); the array, whether
+    it was made, and the cells written. ``objects`` is the database's open objects."""
+    opened = _open_all(files, fmt, options, tracker)
+    try:
+        first = opened[0]
+        stacked = len(files) > 1 or options.along is not None
+        along = options.along or "file"
+        concat = along in first.dims
+        if concat and first.dims[0] != along:
+            raise LoadError(
+                f"{first.path}: files are joined along a new dimension or along their first "
+                f"dimension ({first.dims[0]!r}), not along {along!r}"
+            )
+        if exists:
+            array = objects.get(into)
+            concat = array.schema.ndim == len(first.dims)
+            _check_alike(opened, concat)
+            plan = _plan_existing(array, opened)
+            made = False
+        else:
+            _check_alike(opened, concat)
+            array = objects.create(
+                "array", into, _new_spec(opened, stacked, concat, along, options)
+            )
+            plan = _plan_new(array, opened, stacked, concat)
+            made = True
+        total = sum(f.nbytes for f in opened)
+        tracker.set_total(total)
+        try:
+            with array.transaction(f"load {len(files)} file(s) of {fmt.upper()}"):
+                _write_all(array, opened, plan, options.threads, tracker)
+        except BaseException:
+            if made:
+                objects.drop(into)
+            raise
+        cells = sum(math.prod(f.shape) for f in opened) * len(first.dtypes)
+        return array, made, cells
+    finally:
+        for f in opened:
+            f.close()
+
+
+def _open_all(files: list[str], fmt: str, options: ArrayLoad, tracker: Tracker) -> list[ArrayFile]:
+    opened: list[ArrayFile] = []
+    try:
+        for path in files:
+            tracker.check()
+            f = open_array_file(
+                path, fmt, variables=options.variables, hdu=options.hdu, attr=options.attr
+            )
+            opened.append(f)
+            if options.dims is not None:
+                if len(options.dims) != len(f.dims):
+                    raise LoadError(
+                        f"{path}: dims names {len(options.dims)} dimensions; the file has "
+                        f"{len(f.dims)} ({', '.join(f.dims)})"
+                    )
+                f.coords = {
+                    options.dims[f.dims.index(d)]: v for d, v in f.coords.items() if d in f.dims
+                }
+                f.dims = list(options.dims)
+    except BaseException:
+        for f in opened:
+            f.close()
+        raise
+    return opened
+
+
+def _check_alike(opened: list[ArrayFile], concat: bool) -> None:
+    first = opened[0]
+    for f in opened[1:]:
+        if f.dims != first.dims:
+            raise LoadError(
+                f"{f.path}: its dimensions are ({', '.join(f.dims)}); {first.path} has "
+                f"({', '.join(first.dims)})"
+            )
+        if (f.shape[1:] if concat else f.shape) != (first.shape[1:] if concat else first.shape):
+            raise LoadError(f"{f.path}: holds {f.shape} cells; {first.path} holds {first.shape}")
+        if f.dtypes != first.dtypes:
+            theirs = ", ".join(f"{k} {v}" for k, v in f.dtypes.items())
+            ours = ", ".join(f"{k} {v}" for k, v in first.dtypes.items())
+            raise LoadError(f"{f.path}: holds {theirs}; {first.path} holds {ours}")
+
+
+def default_chunks(shape: Sequence[int], itemsize: int) -> list[int]:
+    """Chunks of about _CHUNK_BYTES: the largest axis halved until they fit."""
+    chunks = [max(1, int(n)) for n in shape]
+    while math.prod(chunks) * itemsize > _CHUNK_BYTES:
+        axis = max(range(len(chunks)), key=lambda i: chunks[i])
+        if chunks[axis] == 1:
+            break
+        chunks[axis] = -(-chunks[axis] // 2)
+    return chunks
+
+
+def _new_spec(
+    opened: list[ArrayFile], stacked: bool, concat: bool, along: str, options: ArrayLoad
+) -> dict[str, Any]:
+    from tesseradb.arrays import ArraySchema
+
+    first = opened[0]
+    itemsize = max(d.itemsize for d in first.dtypes.values())
+    chunks = options.chunks or default_chunks(first.shape, itemsize)
+    if len(chunks) != len(first.dims):
+        raise LoadError(
+            f"chunks names {len(chunks)} sizes for the {len(first.dims)} dimensions "
+            f"({', '.join(first.dims)})"
+        )
+    dims: list[dict[str, Any]] = [
+        {"name": d, "start": 0, "end": n, "chunk": c}
+        for d, n, c in zip(first.dims, first.shape, chunks, strict=True)
+    ]
+    origin = list(first.origin)
+    coords = dict(first.coords)
+    if concat:
+        dims[0]["end"] = None
+        if along in coords:
+            coords[along] = [v for f in opened for v in f.coords.get(along, [])]
+    elif stacked:
+        dims.insert(0, {"name": along, "start": 0, "end": None, "chunk": 1})
+        origin.insert(0, 0)
+    attrs = [
+        {
+            "name": name,
+            "dtype": dtype.name,
+            **({"fill": first.fills[name], "nullable": True} if name in first.fills else {}),
+        }
+        for name, dtype in first.dtypes.items()
+    ]
+    extra = {
+        **first.metadata,
+        "loaded_from": {"format": first.format, "files": len(opened), "first": first.path},
+    }
+    if coords:
+        extra["coords"] = coords
+    try:
+        schema = ArraySchema.build(dims, attrs, origin, extra=extra)
+    except LoadError:
+        raise
+    except Exception as err:  # the file's names or sizes do not make a valid array
+        raise LoadError(f"{first.path}: cannot become an array: {err}") from None
+    return {"schema": schema.to_dict()}
+
+
+def _plan_new(array: Any, opened: list[ArrayFile], stacked: bool, concat: bool) -> list[int]:
+    """Where each file's first row goes along the array's first dimension."""
+    if concat:
+        return list(np.cumsum([0] + [f.shape[0] for f in opened[:-1]]))
+    if stacked:
+        return list(range(len(opened)))
+    return [0]
+
+
+def _plan_existing(array: Any, opened: list[ArrayFile]) -> list[int]:
+    """Where each file's first row goes in an existing array: after its cells along its
+    unbounded first dimension, one slice per file or the files' rows concatenated."""
+    first = opened[0]
+    schema = array.schema
+    extent = array.shape
+    names = list(schema.dim_names)
+    if schema.unbounded_axis != 0:
+        raise LoadError(
+            f"array {array.name!r} has no unbounded first dimension to append {first.path} "
+            "along; load into a new array instead"
+        )
+    if len(names) == len(first.dims) + 1:  # a new slice per file
+        per_file, slice_shape = [1] * len(opened), tuple(extent[1:])
+        if tuple(first.shape) != slice_shape:
+            raise LoadError(
+                f"{first.path}: holds {first.shape} cells; a slice of array {array.name!r} "
+                f"holds {slice_shape}"
+            )
+    elif len(names) == len(first.dims):  # rows appended along the first dimension
+        per_file = [f.shape[0] for f in opened]
+        if tuple(first.shape[1:]) != tuple(extent[1:]):
+            raise LoadError(
+                f"{first.path}: holds {first.shape} cells; the rows of array {array.name!r} "
+                f"hold {tuple(extent[1:])}"
+            )
+    else:
+        raise LoadError(
+            f"{first.path}: has {len(first.dims)} dimensions; array {array.name!r} has "
+            f"{len(names)} ({', '.join(names)})"
+        )
+    theirs = [d.lower() for d in names[len(names) - len(first.dims) :]]
+    if [d.lower() for d in first.dims] != theirs:
+        raise LoadError(
+            f"{first.path}: its dimensions are ({', '.join(first.dims)}); array "
+            f"{array.name!r} has ({', '.join(names)})"
+        )
+    rename = _attribute_names(array, first)
+    for f in opened:
+        for name, dtype in f.dtypes.items():
+            target = schema.attribute(rename[name])
+            if not np.can_cast(dtype, target.numpy_dtype, "safe"):
+                raise LoadError(
+                    f"{f.path}: {name!r} holds {dtype} cells, which attribute "
+                    f"{target.name!r} ({target.dtype}) of array {array.name!r} cannot hold exactly"
+                )
+        f.dtypes = {rename[k]: schema.attribute(rename[k]).numpy_dtype for k in f.dtypes}
+        _rename_reads(f, rename)
+    return [int(x) for x in extent[0] + np.cumsum([0, *per_file[:-1]])]
+
+
+def _attribute_names(array: Any, first: ArrayFile) -> dict[str, str]:
+    """The array attribute each of the file's values goes to (a lone one to the lone one)."""
+    schema = array.schema
+    if len(first.dtypes) == 1 and len(schema.attrs) == 1:
+        return {next(iter(first.dtypes)): schema.attrs[0].name}
+    attrs = {a.name.lower(): a.name for a in schema.attrs}
+    rename = {}
+    for name in first.dtypes:
+        if name.lower() not in attrs:
+            raise LoadError(
+                f"{first.path}: holds {name!r}; array {array.name!r} has attributes "
+                f"{', '.join(schema.attr_names)}"
+            )
+        rename[name] = attrs[name.lower()]
+    return rename
+
+
+def _rename_reads(f: ArrayFile, rename: dict[str, str]) -> None:
+    read = f.read
+
+    def renamed(lo: int, hi: int) -> dict[str, np.ndarray]:
+        return {rename[k]: v for k, v in read(lo, hi).items()}
+
+    f.read = renamed
+
+
+def _write_all(
+    array: Any, opened: list[ArrayFile], plan: list[int], threads: int, tracker: Tracker
+) -> None:
+    """Read slabs in a pool, write them in order from this thread (inside the transaction)."""
+    stack = array.schema.ndim == len(opened[0].dims) + 1
+    steps = list(_steps(opened, plan, stack))
+    with ThreadPoolExecutor(threads, thread_name_prefix="tessera-load") as pool:
+        pending: deque[tuple[int, Future[Any]]] = deque()
+        try:
+            for start, pieces in steps:
+                pending.append((start, pool.submit(_read_slab, pieces, stack)))
+                while len(pending) >= _IN_FLIGHT:
+                    _write_slab(array, *pending.popleft(), tracker)
+            while pending:
+                _write_slab(array, *pending.popleft(), tracker)
+            tracker.check()  # the transaction commits next: the last moment to stop
+        except BaseException:
+            for _, future in pending:
+                future.cancel()
+            raise
+
+
+def _steps(
+    opened: list[ArrayFile], plan: list[int], stack: bool
+) -> list[tuple[int, list[tuple[ArrayFile, int, int]]]]:
+    """The writes: (first row in the array, pieces of files (file, lo, hi)), each about
+    _SLAB_BYTES and in whole chunks of the first dimension where the files allow."""
+    steps: list[tuple[int, list[tuple[ArrayFile, int, int]]]] = []
+    if stack:  # whole files, several to a slab
+        per = max(1, min(64, _SLAB_BYTES // max(1, opened[0].nbytes)))
+        for i in range(0, len(opened), per):  # (stacked files have consecutive slots)
+            steps.append((plan[i], [(f, 0, f.shape[0]) for f in opened[i : i + per]]))
+        return steps
+    for f, start in zip(opened, plan, strict=True):
+        rows = max(1, _SLAB_BYTES // max(1, f.row_bytes))
+        for lo in range(0, f.shape[0], rows):
+            hi = min(f.shape[0], lo + rows)
+            steps.append((start + lo, [(f, lo, hi)]))
+    return steps
+
+
+def _read_slab(pieces: list[tuple[ArrayFile, int, int]], stack: bool) -> dict[str, np.ndarray]:
+    parts: dict[str, list[np.ndarray]] = {}
+    for f, lo, hi in pieces:
+        for name, values in f.read(lo, hi).items():
+            values = cast_cells(f.path, values, f.dtypes, name)
+            expected = (hi - lo, *f.shape[1:])
+            if values.shape != expected:
+                raise LoadError(f"{f.path}: {name!r} gave {values.shape} cells, not {expected}")
+            parts.setdefault(name, []).append(values if not stack else values[np.newaxis])
+        if hi == f.shape[0]:
+            f.close()  # the file is read: let its decoded cells go
+    return {k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in parts.items()}
+
+
+def _write_slab(array: Any, start: int, future: Future[Any], tracker: Tracker) -> None:
+    tracker.check()
+    slab = future.result()
+    first, *rest = (d.start for d in array.schema.dims)
+    array.write([first + start, *rest], slab)
+    tracker.advance(sum(v.nbytes for v in slab.values()))

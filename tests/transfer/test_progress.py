@@ -1,0 +1,168 @@
+"""Progress and cancel: monotone events ending at 100%, and a cancel per long operation that
+keeps nothing and leaves the database usable; the load and export commands."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import tesseradb
+from tesseradb.cli import app
+from tesseradb.errors import CancelledError, InvalidArgumentError
+from tesseradb.progress import Cancel, ProgressEvent
+
+
+def _cancel_after_first_event(cancel: Cancel) -> object:
+    def callback(event: ProgressEvent) -> None:
+        cancel.cancel()
+
+    return callback
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    """One input per kind, each big enough for several progress steps."""
+    out = {}
+    for i in range(6):
+        np.save(tmp_path / f"slice{i}.npy", np.full((64, 64), i, dtype="f4"))
+    out["array"] = tmp_path / "slice*.npy"
+    pq.write_table(
+        pa.table({"x": np.arange(20000), "y": np.arange(20000) * 0.5}), tmp_path / "r.parquet"
+    )
+    out["stream"] = out["table"] = tmp_path / "r.parquet"
+    lines = "\n".join(json.dumps({"k": i, "s": "v" * (i % 13)}) for i in range(3000))
+    (tmp_path / "d.jsonl").write_text(lines + "\n")
+    out["collection"] = tmp_path / "d.jsonl"
+    return out
+
+
+@pytest.mark.parametrize("kind", ["array", "stream", "collection", "table"])
+def test_progress_is_monotone_and_ends_at_100_percent(
+    db: tesseradb.Database, files: dict[str, Path], kind: str
+) -> None:
+    events: list[ProgressEvent] = []
+    db.load(str(files[kind]), into="target", kind=kind, progress=events.append)
+    assert events, "no progress was reported"
+    done = [e.done for e in events]
+    assert done == sorted(done)
+    assert events[-1].finished and events[-1].fraction == 1.0
+    assert events[-1].done == events[-1].total
+    assert sum(e.finished for e in events) == 1
+
+
+@pytest.mark.parametrize("kind", ["array", "stream", "collection", "table"])
+def test_a_cancelled_load_keeps_nothing(
+    db: tesseradb.Database, files: dict[str, Path], kind: str
+) -> None:
+    # a new object is not made, an existing one is not changed
+    cancel = Cancel()
+    cancel.cancel()
+    with pytest.raises(CancelledError, match="cancelled; nothing of it was kept"):
+        db.load(str(files[kind]), into="target", kind=kind, cancel=cancel)
+    assert db.catalog.get("target") is None
+    db.load(str(files[kind]), into="target", kind=kind)
+    before = db.sql("SELECT count(*) FROM target").scalar()
+    cancel = Cancel()
+    with pytest.raises(CancelledError):
+        db.load(
+            str(files[kind]),
+            into="target",
+            cancel=cancel,
+            progress=_cancel_after_first_event(cancel),
+        )
+    assert db.sql("SELECT count(*) FROM target").scalar() == before
+    db.load(str(files[kind]), into="target")  # still usable
+    assert db.sql("SELECT count(*) FROM target").scalar() == 2 * before
+
+
+def test_a_cancelled_export_leaves_no_target(db: tesseradb.Database, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t AS SELECT range AS i FROM range(1000000)")
+    cancel = Cancel()
+    with pytest.raises(CancelledError):
+        db.export(
+            "t",
+            str(tmp_path / "t.parquet"),
+            cancel=cancel,
+            progress=_cancel_after_first_event(cancel),
+        )
+    assert not (tmp_path / "t.parquet").exists()
+    assert not (tmp_path / "t.parquet.partial").exists()
+    array = db.create_array("a", [{"name": "i", "end": 4000, "chunk": 100}], {"v": "float64"})
+    array.write([0], np.arange(4000.0))
+    cancel = Cancel()
+    cancel.cancel()
+    with pytest.raises(CancelledError):
+        db.export("a", str(tmp_path / "a.zarr"), cancel=cancel)
+    assert not (tmp_path / "a.zarr").exists()
+    assert db.export("a", str(tmp_path / "a.zarr")).items == 4000
+
+
+def test_a_long_statement_reports_progress_and_stops_when_cancelled(
+    db: tesseradb.Database,
+) -> None:
+    db.sql("CREATE TABLE kept AS SELECT 1 AS x")
+    cancel = Cancel()
+    timer = threading.Timer(0.5, cancel.cancel)
+    timer.start()
+    try:
+        with pytest.raises(CancelledError, match="SQL statement: cancelled"):
+            db.sql(
+                "CREATE TABLE slow AS SELECT count(*) AS n FROM range(4000000000) a "
+                "WHERE a.range % 7 = 3",
+                cancel=cancel,
+            )
+    finally:
+        timer.cancel()
+    assert db.catalog.get("slow") is None
+    assert db.sql("SELECT x FROM kept").fetchall() == [(1,)]
+    events: list[ProgressEvent] = []
+    assert (
+        db.sql("SELECT count(*) FROM range(30000000)", progress=events.append).scalar() == 30000000
+    )
+    assert events[-1].finished and events[-1].unit == "percent"
+    assert [e.done for e in events] == sorted(e.done for e in events)
+
+
+def test_progress_and_cancel_arguments_are_checked(
+    db: tesseradb.Database, files: dict[str, Path]
+) -> None:
+    with pytest.raises(InvalidArgumentError, match="progress is True, False, None or a callable"):
+        db.load(str(files["table"]), progress="yes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match=r"cancel is a tesseradb\.progress\.Cancel"):
+        db.sql("SELECT 1", cancel=threading.Event())  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="a load into a table takes no options"):
+        db.load(str(files["table"]), along="z")
+    assert db.catalog.get("r") is None
+
+
+def test_cli_load_and_export(tmp_path: Path) -> None:
+    runner = CliRunner()
+    path = tmp_path / "db.tdb"
+    np.save(tmp_path / "grid.npy", np.arange(20.0).reshape(4, 5))
+    (tmp_path / "d.jsonl").write_text('{"a": 1}\n{"a": 2}\n')
+    result = runner.invoke(
+        app, ["load", str(path), str(tmp_path / "grid.npy"), "--create", "--dims", "y,x"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "created array grid: 20 cells from 1 file(s)" in result.output
+    result = runner.invoke(app, ["load", str(path), str(tmp_path / "d.jsonl")])
+    assert result.exit_code == 0 and "created collection d: 2 objects" in result.output
+    result = runner.invoke(app, ["export", str(path), "grid", str(tmp_path / "g.nc")])
+    assert result.exit_code == 0 and "wrote 20 cells of grid" in result.output
+    result = runner.invoke(
+        app, ["export", str(path), "SELECT sum(value) AS s FROM grid", str(tmp_path / "s.csv")]
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "s.csv").read_text().splitlines() == ["s", "190.0"]
+    result = runner.invoke(app, ["load", str(path), str(tmp_path / "nothing*.fits")])
+    assert result.exit_code == 1
+    assert "the pattern matches no file" in result.output and "Traceback" not in result.output
+    result = runner.invoke(app, ["export", str(path), "grid", str(tmp_path / "g.nc")])
+    assert result.exit_code == 1 and "exists" in result.output
