@@ -118,13 +118,13 @@ def export(
     task = f"export {source if len(source) < 60 else source[:57] + '...'} to {path}"
     try:
         with tracker(task, None, "bytes" if kind == "array" else "rows", progress, cancel) as watch:
-            if kind == "array":
+            if obj is not None and kind == "array":
                 if fmt not in ARRAY_FORMATS:
                     raise ExportError(
                         f"array {obj.name!r} exports to {', '.join(ARRAY_FORMATS)}, not {fmt}"
                     )
                 items = _export_array(db.array(obj.name), partial, fmt, options.get("attr"), watch)
-            elif kind == "collection" and fmt in ("jsonl", "json"):
+            elif obj is not None and kind == "collection" and fmt in ("jsonl", "json"):
                 items = _export_collection(db, obj.name, partial, fmt, watch)
             else:
                 if fmt not in ROW_FORMATS:
@@ -274,9 +274,13 @@ def _export_array(array: Any, path: str, fmt: str, attr: str | None, watch: Trac
     elif attr is not None:
         attrs = [schema.attribute(attr)]
     watch.set_total(math.prod(extent) * sum(a.numpy_dtype.itemsize for a in attrs))
-    writer = {"zarr": _ZarrOut, "netcdf": _NetCDFOut, "fits": _FITSOut, "npy": _NpyOut}[fmt](
-        path, array, extent, attrs
-    )
+    writers: dict[str, Any] = {
+        "zarr": _ZarrOut,
+        "netcdf": _NetCDFOut,
+        "fits": _FITSOut,
+        "npy": _NpyOut,
+    }
+    writer = writers[fmt](path, array, extent, attrs)
     try:
         for lo, hi in _slabs(schema, extent, attrs):
             watch.check()

@@ -104,16 +104,16 @@ def open_array_file(
     """Open ``path`` (of format ``fmt``) for reading as an array; a LoadError names what is wrong."""
     if not os.path.exists(path):
         raise LoadError(f"{path}: no such file")
-    opener = {
+    openers: dict[str, Callable[..., ArrayFile]] = {
         "fits": _open_fits,
         "tiff": _open_tiff,
         "netcdf": _open_xarray,
         "zarr": _open_xarray,
         "npy": _open_npy,
         "npz": _open_npz,
-    }[fmt]
+    }
     try:
-        found = opener(path, fmt, variables=variables, hdu=hdu, attr=attr)
+        found = openers[fmt](path, fmt, variables=variables, hdu=hdu, attr=attr)
     except LoadError:
         raise
     except (OSError, ValueError, TypeError, KeyError, IndexError, EOFError) as err:
@@ -215,11 +215,16 @@ def _open_fits(path: str, fmt: str, *, hdu: Any = None, attr: str | None = None,
             origin,
             metadata={"fits": cards},
             read=read,
-            close=lambda: (data_cache.clear(), handle.close()),
+            close=lambda: _release(data_cache, handle),
         )
     except BaseException:
         handle.close()
         raise
+
+
+def _release(cache: dict[str, np.ndarray], handle: Any) -> None:
+    cache.clear()
+    handle.close()
 
 
 def _fits_unit(path: str, handle: Any, hdu: Any) -> Any:
