@@ -173,3 +173,14 @@ def test_result_writes_parquet_csv_and_polars(db: tesseradb.Database, tmp_path: 
     frame = result.to_polars()
     assert frame.shape == (5, 3)
     assert frame["i"].to_list() == [0, 1, 2, 3, 4]
+
+
+def test_an_attachment_exports_table_by_table(db: tesseradb.Database, tmp_path: Path) -> None:
+    from tesseradb.datasets import ptf_file
+
+    ptf_file(tmp_path / "night.h5", candidates=200, seed=3)
+    db.attach(str(tmp_path / "night.h5"), name="ptf")
+    with pytest.raises(ExportError, match=r"attached 'ptf' holds several tables; .*ptf\.<table>"):
+        db.export("ptf", str(tmp_path / "ptf.parquet"))
+    done = db.export("ptf.candidate", str(tmp_path / "candidates.parquet"))
+    assert done.items == pq.read_table(tmp_path / "candidates.parquet").num_rows == 200

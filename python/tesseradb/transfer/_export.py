@@ -154,6 +154,11 @@ def _query_of(db: Any, source: str, obj: Any) -> str:
     from tesseradb.sql.tables import quote_identifier
 
     if obj is not None:
+        if obj.kind not in ("table", "view") and db.relation(obj.name) is None:
+            raise ExportError(
+                f"{obj.kind} {obj.name!r} holds several tables; export one of them "
+                f"({obj.name}.<table>) or a query"
+            )
         return f"SELECT * FROM {quote_identifier(obj.name)}"
     if _is_name(source):
         if db.relation(source) is None:
