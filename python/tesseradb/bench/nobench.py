@@ -555,6 +555,7 @@ register(
         name="nobench",
         description="NoBench Q1-Q12 on Argo (argo1/argo3 x SQLite, DuckDB, PostgreSQL, MariaDB) vs JSON in PostgreSQL, SQLite, DuckDB",
         scales={
+            "test": {"objects": 3_000},  # the test suite's smoke run
             "tiny": {"objects": 10_000},
             "small": {"objects": 100_000},
             "large": {"objects": 1_000_000},
