@@ -73,6 +73,11 @@ PEERS: dict[str, Peer] = {
         ),
         Peer("mariadb", "MariaDB from Debian's packages, a throwaway server on loopback", _mariadb),
         Peer("zarr", "plain zarr-python scripts", _module("zarr")),
+        Peer(
+            "xarray",
+            "xarray with dask (the 'bench' extra): open_mfdataset(...).to_zarr(...)",
+            _module("dask"),
+        ),
         Peer("tiledb", "TileDB-Py dense and sparse arrays (the 'bench' extra)", _module("tiledb")),
         Peer("h5py", "plain h5py and numpy scripts", _module("h5py")),
         Peer("numpy", "files (.npy) with numpy and scipy scripts", _module("scipy")),

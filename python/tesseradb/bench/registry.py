@@ -38,6 +38,7 @@ _MODULES = {
     "latency": "tesseradb.bench.latency",
     "ssdb": "tesseradb.bench.ssdb",
     "d4m": "tesseradb.bench.d4m",
+    "load": "tesseradb.bench.load",
 }
 
 
