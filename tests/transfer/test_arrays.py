@@ -228,9 +228,9 @@ def test_big_loads_go_in_slabs(db: tesseradb.Database, tmp_path: Path, monkeypat
     writes: list[int] = []
     write_slab = _arrays._write_slab
 
-    def counted(array, start, future, tracker):  # type: ignore[no-untyped-def]
+    def counted(array, start, *rest):  # type: ignore[no-untyped-def]
         writes.append(start)
-        write_slab(array, start, future, tracker)
+        write_slab(array, start, *rest)
 
     monkeypatch.setattr(_arrays, "_write_slab", counted)
     values = np.arange(100 * 64, dtype="f8").reshape(100, 64)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tesseradb.errors import LoadError
-from tesseradb.transfer._images import ArrayFile, cast_cells, open_array_file
+from tesseradb.transfer._images import ArrayFile, check_cells, open_array_file
 
 if TYPE_CHECKING:
     from tesseradb.progress import Tracker
@@ -301,23 +301,41 @@ def _rename_reads(f: ArrayFile, rename: dict[str, str]) -> None:
 def _write_all(
     array: Any, opened: list[ArrayFile], plan: list[int], threads: int, tracker: Tracker
 ) -> None:
-    """Read slabs in a pool, write them in order from this thread (inside the transaction)."""
+    """Read slabs in a pool, write them in order from this thread (inside the transaction).
+
+    Each slab is allocated once and every piece (a file, or rows of one) is a
+    task of its own that reads straight into its place, converting byte order
+    and type on the way: no piece is copied again before the write.
+    """
     stack = array.schema.ndim == len(opened[0].dims) + 1
     steps = list(_steps(opened, plan, stack))
     with ThreadPoolExecutor(threads, thread_name_prefix="tessera-load") as pool:
-        pending: deque[tuple[int, Future[Any]]] = deque()
+        pending: deque[tuple[int, dict[str, np.ndarray], list[Future[None]]]] = deque()
         try:
             for start, pieces in steps:
-                pending.append((start, pool.submit(_read_slab, pieces, stack)))
+                slab = _empty_slab(pieces, stack)
+                row, futures = 0, []
+                for f, lo, hi in pieces:
+                    futures.append(pool.submit(_read_piece, f, lo, hi, slab, row, stack))
+                    row += 1 if stack else hi - lo
+                pending.append((start, slab, futures))
                 while len(pending) >= _IN_FLIGHT:
                     _write_slab(array, *pending.popleft(), tracker)
             while pending:
                 _write_slab(array, *pending.popleft(), tracker)
             tracker.check()  # the transaction commits next: the last moment to stop
         except BaseException:
-            for _, future in pending:
-                future.cancel()
+            for _, _, futures in pending:
+                for future in futures:
+                    future.cancel()
             raise
+
+
+def _empty_slab(pieces: list[tuple[ArrayFile, int, int]], stack: bool) -> dict[str, np.ndarray]:
+    f = pieces[0][0]
+    rows = len(pieces) if stack else sum(hi - lo for _, lo, hi in pieces)
+    shape = (rows, *f.shape) if stack else (rows, *f.shape[1:])
+    return {name: np.empty(shape, dtype) for name, dtype in f.dtypes.items()}
 
 
 def _steps(
@@ -339,23 +357,36 @@ def _steps(
     return steps
 
 
-def _read_slab(pieces: list[tuple[ArrayFile, int, int]], stack: bool) -> dict[str, np.ndarray]:
-    parts: dict[str, list[np.ndarray]] = {}
-    for f, lo, hi in pieces:
-        for name, values in f.read(lo, hi).items():
-            values = cast_cells(f.path, values, f.dtypes, name)
-            expected = (hi - lo, *f.shape[1:])
-            if values.shape != expected:
-                raise LoadError(f"{f.path}: {name!r} gave {values.shape} cells, not {expected}")
-            parts.setdefault(name, []).append(values if not stack else values[np.newaxis])
-        if hi == f.shape[0]:
-            f.close()  # the file is read: let its decoded cells go
-    return {k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in parts.items()}
+def _read_piece(
+    f: ArrayFile, lo: int, hi: int, slab: dict[str, np.ndarray], row: int, stack: bool
+) -> None:
+    """Rows ``[lo, hi)`` of ``f`` into ``slab`` at ``row`` (a whole slice when stacking)."""
+    for name, values in f.read(lo, hi).items():
+        values = np.asarray(values)
+        if name not in slab:
+            raise LoadError(f"{f.path}: holds {name!r}, which the first file does not")
+        check_cells(f.path, values, f.dtypes, name)
+        expected = (hi - lo, *f.shape[1:])
+        if values.shape != expected:
+            raise LoadError(f"{f.path}: {name!r} gave {values.shape} cells, not {expected}")
+        if stack:
+            slab[name][row] = values
+        else:
+            slab[name][row : row + hi - lo] = values
+    if hi == f.shape[0]:
+        f.close()  # the file is read: let its decoded cells go
 
 
-def _write_slab(array: Any, start: int, future: Future[Any], tracker: Tracker) -> None:
+def _write_slab(
+    array: Any,
+    start: int,
+    slab: dict[str, np.ndarray],
+    futures: list[Future[None]],
+    tracker: Tracker,
+) -> None:
     tracker.check()
-    slab = future.result()
+    for future in futures:
+        future.result()
     first, *rest = (d.start for d in array.schema.dims)
     array.write([first + start, *rest], slab)
     tracker.advance(sum(v.nbytes for v in slab.values()))

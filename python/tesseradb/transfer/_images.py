@@ -136,17 +136,15 @@ def _held(path: str, name: str, dtype: np.dtype) -> np.dtype:
     return native
 
 
-def cast_cells(path: str, values: np.ndarray, dtypes: dict[str, np.dtype], name: str) -> Any:
-    """``values`` in the attribute's stored type (native order); a LoadError if they differ in kind."""
+def check_cells(path: str, values: np.ndarray, dtypes: dict[str, np.dtype], name: str) -> None:
+    """Refuse ``values`` whose type is not the attribute's (up to byte order, a float16's
+    widening, or a safe cast into an existing array's attribute)."""
     want = dtypes[name]
-    values = np.asarray(values)
-    if values.dtype == want:
-        return values
-    if values.dtype.newbyteorder("=") != want and not (
-        values.dtype.kind == "f" and values.dtype.itemsize == 2
-    ):
+    have = values.dtype.newbyteorder("=")
+    if have == want or (have.kind == "f" and have.itemsize == 2):
+        return
+    if not np.can_cast(have, want, "safe"):
         raise LoadError(f"{path}: {name!r} holds {values.dtype} cells here, {want} elsewhere")
-    return values.astype(want)
 
 
 # --- FITS ---------------------------------------------------------------------------------
