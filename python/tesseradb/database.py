@@ -378,6 +378,8 @@ class Database:
         threads: int | None = None,
         batch_bytes: int | None = None,
         stale_index: str = "rebuild",
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
     ) -> Attachment:
         """Attach HDF5 (or NetCDF4) files in place: every table in them becomes ``<name>.<table>``.
 
@@ -385,7 +387,8 @@ class Database:
         over all of them, with a ``_file`` column). Nothing is copied and the
         files are never written. ``threads`` and ``batch_bytes`` (about 32 MB)
         shape scans; ``stale_index`` is ``rebuild`` or ``bypass``: what to do
-        with an index whose file changed since it was built.
+        with an index whose file changed since it was built. ``progress`` counts
+        the files inspected; ``cancel`` stops the attach, which keeps nothing.
         """
         from tesseradb.attached import attach_spec, default_name
 
@@ -407,7 +410,11 @@ class Database:
         name = default_name(text) if name is None else name
         validate_name(name, "attachment")
         options = {"threads": threads, "batch_bytes": batch_bytes, "stale_index": stale_index}
-        attachment: Attachment = self._registry.create("attached", name, attach_spec(text, options))
+        from tesseradb.progress import tracker
+
+        with tracker(f"attach {text}", None, "files", progress, cancel, "db.attach") as watch:
+            spec = attach_spec(text, options, watch)
+        attachment: Attachment = self._registry.create("attached", name, spec)
         return attachment
 
     def attached(self, name: str) -> Attachment:
@@ -435,6 +442,8 @@ class Database:
         exact: bool = False,
         encoding: str = "equality",
         threads: int | None = None,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
     ) -> None:
         """Build bitmap indexes on columns of an attached table (``db.create_index("ptf.candidate", ["mag"])``).
 
@@ -443,6 +452,8 @@ class Database:
         exact for up to 100,000 distinct values, else 1,000 equal-weight bins.
         ``encoding`` is ``equality`` or ``range``. Indexes are sidecar files
         under the database directory; the attached files are never changed.
+        ``progress`` counts the (column, file) indexes built; ``cancel`` stops the
+        build before any index is saved, so the old indexes stay.
         """
         _require_str(table, "table", "db.create_index")
         from tesseradb.attached import AttachError, Binning
@@ -472,7 +483,13 @@ class Database:
             raise InvalidArgumentError(
                 f"index on {table!r}: columns is a column name or a list of them, not {columns!r}"
             )
-        specs = attachment.create_index(relation.layout.name, names, binning, encoding, threads)
+        from tesseradb.progress import tracker
+
+        task = f"index {table} on {', '.join(names)}"
+        with tracker(task, None, "indexes", progress, cancel, "db.create_index") as watch:
+            specs = attachment.create_index(
+                relation.layout.name, names, binning, encoding, threads, watch
+            )
         self._registry.update_spec(attachment.name, {**attachment.spec, "indexes": specs})
         attachment.spec["indexes"] = specs
 

@@ -166,3 +166,86 @@ def test_cli_load_and_export(tmp_path: Path) -> None:
     assert "the pattern matches no file" in result.output and "Traceback" not in result.output
     result = runner.invoke(app, ["export", str(path), "grid", str(tmp_path / "g.nc")])
     assert result.exit_code == 1 and "exists" in result.output
+
+
+def _ends_at_100_percent(events: list[ProgressEvent]) -> None:
+    assert events and events[-1].finished and events[-1].done == events[-1].total
+    assert [e.done for e in events] == sorted(e.done for e in events)
+
+
+def test_stream_ingest_reports_and_cancels(db: tesseradb.Database) -> None:
+    stream = db.create_stream(
+        "s",
+        {
+            "fields": [{"name": "x", "type": "int64"}, {"name": "y", "type": "double"}],
+            "index": ["x"],
+        },
+        max_chunk_records=1000,
+    )
+    table = pa.table({"x": np.arange(20000), "y": np.arange(20000) / 3})
+    events: list[ProgressEvent] = []
+    assert stream.ingest(table, progress=events.append) == 20000
+    _ends_at_100_percent(events)
+    assert events[-1].total == 20000 and events[-1].unit == "records"
+    cancel = Cancel()
+    with pytest.raises(CancelledError, match="ingest into stream s: cancelled"):
+        stream.ingest(table, cancel=cancel, progress=_cancel_after_first_event(cancel))
+    assert stream.num_records == 20000
+    stream.ingest(table)
+    assert db.sql("SELECT count(*) FROM s").scalar() == 40000
+
+
+def test_load_jsonl_reports_and_cancels(db: tesseradb.Database, files: dict[str, Path]) -> None:
+    docs = db.create_collection("docs")
+    events: list[ProgressEvent] = []
+    assert docs.load_jsonl(files["collection"], progress=events.append) == 3000
+    _ends_at_100_percent(events)
+    assert events[-1].total == files["collection"].stat().st_size
+    cancel = Cancel()
+    with pytest.raises(CancelledError):
+        docs.load_jsonl(
+            files["collection"], cancel=cancel, progress=_cancel_after_first_event(cancel)
+        )
+    assert docs.count() == 3000
+
+
+def test_attach_and_index_builds_report_and_cancel(db: tesseradb.Database, tmp_path: Path) -> None:
+    from tesseradb.datasets import ptf_file
+
+    for night in range(3):
+        ptf_file(tmp_path / f"night_{night}.h5", candidates=400, seed=night)
+    pattern = str(tmp_path / "night_*.h5")
+    cancel = Cancel()
+    cancel.cancel()
+    with pytest.raises(CancelledError, match="attach"):
+        db.attach(pattern, name="ptf", cancel=cancel)
+    assert db.catalog.get("ptf") is None
+    events: list[ProgressEvent] = []
+    db.attach(pattern, name="ptf", progress=events.append)
+    _ends_at_100_percent(events)
+    assert events[-1].total == 3 and events[-1].unit == "files"
+    events = []
+    db.create_index("ptf.candidate", ["mag"], count=20, progress=events.append)
+    _ends_at_100_percent(events)
+    assert events[-1].total == 3  # one index per file
+    indexes = sorted((db.path / "attached" / "ptf").rglob("*"))
+    stamps = {p: p.stat().st_mtime_ns for p in indexes if p.is_file()}
+    spec = dict(db.attached("ptf").spec["indexes"])
+    cancel = Cancel()
+    with pytest.raises(CancelledError):
+        db.create_index(
+            "ptf.candidate",
+            ["mag", "sub_id"],
+            count=50,
+            cancel=cancel,
+            progress=_cancel_after_first_event(cancel),
+            threads=1,
+        )
+    # nothing saved: the old index files and specs stay as they were
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert sorted((db.path / "attached" / "ptf").rglob("*")) == indexes
+    assert db.attached("ptf").spec["indexes"] == spec
+    assert (
+        db.sql("SELECT count(*) FROM ptf.candidate WHERE mag < 18").scalar()
+        == db.sql("SELECT count(*) FROM (SELECT * FROM ptf.candidate) WHERE mag < 18").scalar()
+    )

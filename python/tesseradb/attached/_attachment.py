@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyroaring import BitMap
 
+    from tesseradb.progress import Tracker
+
 __all__ = ["AttachError", "AttachedTable", "Attachment", "attach_spec"]
 
 FILE_COLUMN = "_file"
@@ -57,8 +59,11 @@ def file_identity(path: str) -> dict[str, Any]:
     }
 
 
-def attach_spec(pattern: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Inspect the files ``pattern`` names and describe them for the catalog."""
+def attach_spec(
+    pattern: str, options: dict[str, Any], tracker: Tracker | None = None
+) -> dict[str, Any]:
+    """Inspect the files ``pattern`` names and describe them for the catalog (``tracker``
+    counts the files and may cancel: nothing is stored before this returns)."""
     import h5py
 
     is_glob = any(ch in pattern for ch in "*?[")
@@ -73,7 +78,11 @@ def attach_spec(pattern: str, options: dict[str, Any]) -> dict[str, Any]:
     layouts: dict[str, TableLayout] | None = None
     skipped: list[tuple[str, str]] = []
     rows: dict[str, list[int]] = {}
+    if tracker is not None:
+        tracker.set_total(len(paths))
     for path in paths:
+        if tracker is not None:
+            tracker.check()
         if not os.path.exists(path):
             raise AttachError(f"cannot attach {path}: no such file")
         if not h5py.is_hdf5(path):
@@ -93,6 +102,8 @@ def attach_spec(pattern: str, options: dict[str, Any]) -> dict[str, Any]:
             _same_layout(paths[0], layouts, path, found.tables)
         for name, layout in found.tables.items():
             rows.setdefault(name, []).append(layout.rows)
+        if tracker is not None:
+            tracker.advance(1)
     assert layouts is not None
     return {
         "pattern": pattern,
@@ -306,8 +317,11 @@ class Attachment:
         binning: Binning,
         encoding: str,
         threads: int | None = None,
+        tracker: Tracker | None = None,
     ) -> dict[str, dict[str, Any]]:
-        """Build bitmap indexes on ``columns`` of ``table``, one task per (column, file), in parallel."""
+        """Build bitmap indexes on ``columns`` of ``table``, one task per (column, file), in
+        parallel; ``tracker`` counts the tasks and may cancel them. Every index is built
+        before any is saved, so a cancelled or failed build leaves the old indexes."""
         if not isinstance(table, str):
             raise AttachError(f"{self.name}: a table is named by a str, not {type(table).__name__}")
         layout = self.layouts[table] if table in self.layouts else self.table(table).layout
@@ -320,13 +334,24 @@ class Attachment:
             if column.lower() not in sources:
                 raise ObjectNotFoundError(f"{self.name}.{table} has no column {column!r}")
         tasks = [(sources[c.lower()].name, f) for c in columns for f in range(len(self.files))]
+        if tracker is not None:
+            tracker.set_total(len(tasks))
+
+        def build(task: tuple[str, int]) -> BitmapIndex:
+            if tracker is not None:
+                tracker.check()
+            index = self._build_index(table, task[0], task[1], binning, encoding)
+            if tracker is not None:
+                tracker.advance(1)
+            return index
+
         with self.hold(), ThreadPoolExecutor(max_workers=threads or self.threads) as pool:
-            list(
-                pool.map(
-                    lambda task: self._build_index(table, task[0], task[1], binning, encoding),
-                    tasks,
-                )
-            )
+            built = list(pool.map(build, tasks))
+        for (column, file_no), index in zip(tasks, built, strict=True):
+            if not self.read_only:
+                index.save(self.index_path(table, column, file_no))
+            with self._lock:
+                self._indexes[(table, column, file_no)] = index
         for column in columns:
             name = sources[column.lower()].name
             self.index_specs[f"{table}.{name}"] = {
@@ -347,7 +372,13 @@ class Attachment:
         if source.field:
             values = values[source.field]
         identity = self._index_identity(file_no, source.dataset)
-        index = BitmapIndex.build(column, values, binning, encoding, identity)
+        return BitmapIndex.build(column, values, binning, encoding, identity)
+
+    def _rebuild_index(
+        self, table: str, column: str, file_no: int, binning: Binning, encoding: str
+    ) -> BitmapIndex:
+        """One index built, saved beside the file and kept (a stale or damaged one's repair)."""
+        index = self._build_index(table, column, file_no, binning, encoding)
         if not self.read_only:
             index.save(self.index_path(table, column, file_no))
         with self._lock:
@@ -412,7 +443,7 @@ class Attachment:
             return None
         spec = self.index_specs[key]
         binning = Binning.from_spec(spec["binning"])
-        return self._build_index(table, column, file_no, binning, spec["encoding"])
+        return self._rebuild_index(table, column, file_no, binning, spec["encoding"])
 
     # --- checking -------------------------------------------------------------------
     def check(self, repair: bool) -> tuple[list[Finding], Verified]:
@@ -449,7 +480,7 @@ class Attachment:
                 if repair:
                     binning = Binning.from_spec(spec["binning"])
                     with self.hold():
-                        self._build_index(table, column, file_no, binning, spec["encoding"])
+                        self._rebuild_index(table, column, file_no, binning, spec["encoding"])
                 findings.append(
                     Finding(
                         self.name,

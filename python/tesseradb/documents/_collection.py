@@ -20,9 +20,12 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from tesseradb._core import flatten_documents
+
+if TYPE_CHECKING:
+    from tesseradb.progress import Cancel, ProgressLike
 from tesseradb.checks import Finding, Verified
 from tesseradb.documents._argosql import (
     And,
@@ -328,34 +331,51 @@ class Collection:
             )
         return self._insert_all((f"object {k}", doc) for k, doc in enumerate(documents, start=1))
 
-    def load_jsonl(self, source: str | os.PathLike[str] | IO[Any]) -> int:
+    def load_jsonl(
+        self,
+        source: str | os.PathLike[str] | IO[Any],
+        *,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
+    ) -> int:
         """Bulk-load JSON lines (a path or a text/binary file object), one transaction; the count.
 
         Streamed in batches, never whole in memory. Blank lines are skipped;
         an error names the line (the object's position in the load).
+        ``progress`` counts the bytes read (of a path's size); ``cancel`` stops
+        the load, whose transaction then keeps nothing.
         """
+        from tesseradb.progress import tracker
 
-        def numbered(handle: Iterable[str | bytes]) -> Iterator[tuple[str, str | bytes]]:
+        def numbered(
+            handle: Iterable[str | bytes], watch: Any
+        ) -> Iterator[tuple[str, str | bytes]]:
             for number, line in enumerate(handle, start=1):
                 if not isinstance(line, (str, bytes)):
                     raise InvalidArgumentError(
                         f"collection {self.name!r}, line {number}: a line of JSON text, "
                         f"not {type(line).__name__}"
                     )
+                watch.advance(len(line))
                 if line.strip():
                     yield f"line {number}", line
+            watch.check()  # the transaction commits once the lines run out
 
-        if isinstance(source, str | os.PathLike):
-            with open_input(source, "JSON lines file") as handle:
-                return len(self._insert_all(numbered(handle)))
-        if isinstance(source, (bytes, bytearray)) or not (
-            hasattr(source, "read") or hasattr(source, "__iter__")
+        if not (isinstance(source, str | os.PathLike)) and (
+            isinstance(source, (bytes, bytearray))
+            or not (hasattr(source, "read") or hasattr(source, "__iter__"))
         ):
             raise InvalidArgumentError(
                 f"collection {self.name!r}: load_jsonl takes a path or an open file (or lines), "
                 f"not {type(source).__name__}"
             )
-        return len(self._insert_all(numbered(source)))
+        task = f"load JSON lines into {self.name}"
+        with tracker(task, None, "bytes", progress, cancel, "collection.load_jsonl") as watch:
+            if isinstance(source, str | os.PathLike):
+                with open_input(source, "JSON lines file") as handle:
+                    watch.set_total(os.fstat(handle.fileno()).st_size)
+                    return len(self._insert_all(numbered(handle, watch)))
+            return len(self._insert_all(numbered(source, watch)))
 
     def _insert_all(self, items: Iterable[tuple[str, Any]]) -> list[int]:
         """Insert ``(where, dict or JSON text)`` items in batches, in one transaction.

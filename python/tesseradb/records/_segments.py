@@ -136,8 +136,9 @@ class SegmentStore:
         self.publish(segments)
         return segments
 
-    def prepare(self, table: pa.Table) -> list[Segment]:
-        """The segments of conformed records, chunk by chunk (not visible until published)."""
+    def prepare(self, table: pa.Table, step: Callable[[int], None] | None = None) -> list[Segment]:
+        """The segments of conformed records, chunk by chunk (not visible until published);
+        ``step`` is told each chunk's records (a progress report that may cancel)."""
         import numpy as np
 
         # seeded streams are reproducible call by call; each call gets its own generator
@@ -150,6 +151,8 @@ class SegmentStore:
             # a chunk inside one piece of the table is a zero-copy batch
             batch = batches[0] if len(batches) == 1 else chunk.combine_chunks().to_batches()[0]
             segments.extend(self._segment_chunk(batch, rng))
+            if step is not None:
+                step(chunk.num_rows)
         return segments
 
     def publish(self, segments: Sequence[Segment]) -> None:

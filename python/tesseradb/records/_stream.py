@@ -67,6 +67,8 @@ from tesseradb.sql.relation import Estimate
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from tesseradb.progress import Cancel, ProgressLike
+
 __all__ = ["CSVError", "Stream", "StreamOptions", "StreamWriteError"]
 
 SEGMENT_SUFFIX = ".seg"
@@ -352,7 +354,15 @@ class Stream:
             ) from None
 
     # --- ingest -----------------------------------------------------------------------
-    def ingest(self, data: Any, *, durable: bool = False, header: bool | None = None) -> int:
+    def ingest(
+        self,
+        data: Any,
+        *,
+        durable: bool = False,
+        header: bool | None = None,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
+    ) -> int:
         """Add records; they are queryable when this returns. Returns how many.
 
         ``data`` is a pyarrow Table or RecordBatch, a numpy structured array,
@@ -361,12 +371,21 @@ class Stream:
         says whether its first line names the fields, None: detect). Either
         all of a call's records are kept or, on an error, none.
         ``durable=True`` returns only once they are on disk, fsynced.
+        ``progress`` counts the records prepared (:mod:`tesseradb.progress`);
+        ``cancel`` stops the call before it publishes anything.
         """
         self._check_writable()
-        if isinstance(data, (str, os.PathLike)) or hasattr(data, "read"):
-            segments = self._prepare_csv(data, header)
-        else:
-            segments = self._store.prepare(self._store.conform(data))
+        from tesseradb.progress import tracker
+
+        task = f"ingest into stream {self.name}"
+        with tracker(task, None, "records", progress, cancel, "stream.ingest") as watch:
+            if isinstance(data, (str, os.PathLike)) or hasattr(data, "read"):
+                segments = self._prepare_csv(data, header, watch.advance)
+            else:
+                table = self._store.conform(data)
+                watch.set_total(table.num_rows)
+                segments = self._store.prepare(table, watch.advance)
+            watch.check()  # the last moment a cancel keeps nothing: publishing is at once
         self._store.publish(segments)  # gives the call's segments consecutive ids
         if segments:
             first = segments[0].id
@@ -477,7 +496,9 @@ class Stream:
         time.sleep(self.options.writer_period_ms / 1000 or 0.1)
 
     # --- CSV -------------------------------------------------------------------------
-    def _prepare_csv(self, source: Any, header: bool | None) -> list[Segment]:
+    def _prepare_csv(
+        self, source: Any, header: bool | None, step: Callable[[int], None] | None = None
+    ) -> list[Segment]:
         """Segments of a CSV file parsed in blocks with pyarrow (never whole in memory)."""
         import pyarrow as pa
         import pyarrow.csv as pacsv
@@ -533,7 +554,7 @@ class Stream:
                         if _locate_csv_error(source, self.descriptor, columns, header):
                             raise _CSVRowError("a number outside its type's range")
                         infinities_checked = True
-                    segments.extend(self._store.prepare(conformed))
+                    segments.extend(self._store.prepare(conformed, step))
             except (pa.ArrowInvalid, _CSVRowError) as err:
                 detail = _locate_csv_error(source, self.descriptor, columns, header)
                 raise CSVError(f"{where}, {detail}" if detail else f"{where}: {err}") from None
