@@ -191,6 +191,34 @@ def test_tiff_stack_and_npy_round_trip(db: tesseradb.Database, tmp_path: Path) -
     np.testing.assert_array_equal(db.array("again").read()["value"], volume)
 
 
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    dtype=st.sampled_from(["uint8", "uint16", "int16", "int32", "float32", "float64"]),
+    shape=st.tuples(st.integers(1, 5), st.integers(1, 17), st.integers(1, 19)),
+    seed=st.integers(0, 2**16),
+)
+def test_tiff_stacks_round_trip_through_npy(
+    tmp_path_factory: pytest.TempPathFactory, dtype: str, shape: tuple[int, int, int], seed: int
+) -> None:
+    import tifffile
+
+    where = tmp_path_factory.mktemp("tiff")
+    volume = _cells(np.random.default_rng(seed), shape, dtype)
+    for z in range(shape[0]):  # one file per slice, as microscopes write them
+        tifffile.imwrite(where / f"plane_{z:03d}.tif", volume[z])
+    with tesseradb.connect(where / "db") as db:
+        db.load(str(where / "plane_*.tif"), into="vol", along="z")
+        array = db.array("vol")
+        assert list(array.schema.dim_names) == ["z", "y", "x"]
+        assert array.schema.attrs[0].dtype == dtype
+        db.export("vol", str(where / "vol.npy"))
+        db.load(str(where / "vol.npy"), into="again", dims=["z", "y", "x"])
+        np.testing.assert_array_equal(db.array("again").read()["value"], volume)
+    np.testing.assert_array_equal(np.load(where / "vol.npy"), volume)
+
+
 def test_npz_members_become_attributes(db: tesseradb.Database, tmp_path: Path) -> None:
     np.savez(tmp_path / "pair.npz", a=np.arange(12.0).reshape(3, 4), b=np.ones((3, 4), "i4"))
     db.load(str(tmp_path / "pair.npz"))

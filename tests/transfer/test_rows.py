@@ -55,6 +55,9 @@ def test_stream_loads_infer_the_descriptor_and_round_trip(
         )
 
     assert rows(back) == rows(expected)
+    # and the export loads back into a stream with the same records
+    db.load(str(tmp_path / "out.parquet"), into="again", kind="stream")
+    assert rows(db.sql("SELECT * FROM again").arrow()) == rows(expected)
     assert db.sql("SELECT sum(t), count(DISTINCT site) FROM sensor").fetchall() == [
         (2 * sum(range(1000)), 7)
     ]
