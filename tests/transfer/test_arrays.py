@@ -144,6 +144,21 @@ def test_netcdf_round_trip_keeps_variables_coordinates_and_attributes(
             assert reopened.attrs["title"] == "a grid"
 
 
+def test_fits_blank_pixels_are_null_and_round_trip(db: tesseradb.Database, tmp_path: Path) -> None:
+    values = np.arange(12, dtype=np.uint16).reshape(3, 4) * 1000
+    hdu = fits.PrimaryHDU(values)
+    hdu.header["BLANK"] = -32768  # stored units: BZERO 32768 makes it the pixel value 0
+    hdu.writeto(tmp_path / "blank.fits")
+    db.load(str(tmp_path / "blank.fits"), into="b")
+    attr = db.array("b").schema.attrs[0]
+    assert (attr.dtype, attr.fill, attr.nullable) == ("uint16", 0, True)
+    assert db.sql("SELECT count(*), count(value) FROM b").fetchall() == [(12, 11)]
+    db.export("b", str(tmp_path / "out.fits"))
+    assert fits.getheader(tmp_path / "out.fits")["BLANK"] == -32768
+    db.load(str(tmp_path / "out.fits"), into="c")
+    assert db.sql("SELECT count(value), sum(value) FROM c").fetchall() == [(11, 66000)]
+
+
 def test_netcdf_variables_that_do_not_share_dimensions_must_be_named(
     db: tesseradb.Database, tmp_path: Path
 ) -> None:

@@ -465,6 +465,8 @@ class _FITSOut:
         if bzero:
             header["BZERO"] = bzero
             header["BSCALE"] = 1
+        if self.attr.nullable and self.attr.numpy_dtype.kind in "iu":
+            header["BLANK"] = int(self.attr.fill or 0) - bzero  # NULL cells, in stored units
         wcs = ("CTYPE", "CRPIX", "CRVAL", "CDELT", "CUNIT", "CNAME", "CROTA", "PC", "CD")
         for key, value in array.schema.extra.get("fits", {}).items():
             if len(key) <= 8 and not key.startswith(wcs):  # the WCS is the array's origin now

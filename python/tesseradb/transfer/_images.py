@@ -203,13 +203,21 @@ def _open_fits(path: str, fmt: str, *, hdu: Any = None, attr: str | None = None,
                 raise LoadError(f"{path}: the image holds {values.shape} cells, its header {shape}")
             return {name: values[lo:hi]}
 
+        # an integer image's BLANK (in stored units) marks its undefined pixels: NULL here
+        fills = {}
+        if "BLANK" in header and dtype.kind in "iu":
+            blank = int(header["BLANK"]) * int(header.get("BSCALE", 1)) + int(
+                header.get("BZERO", 0)
+            )
+            fills[name] = blank
+        cards.pop("BLANK", None)
         return ArrayFile(
             path,
             fmt,
             dims,
             shape,
             {name: dtype},
-            {},
+            fills,
             origin,
             metadata={"fits": cards},
             read=read,
