@@ -346,3 +346,31 @@ def test_a_failed_append_keeps_the_array_as_it_was(db: tesseradb.Database, tmp_p
         _write_fits(tmp_path / "c.fits", np.ones((4, 4), "f8"))
         db.load(str(tmp_path / "c.fits"), into="stack")
     assert array.shape == (2, 4, 4)
+
+
+def test_slabs_end_on_chunk_boundaries_across_files(
+    db: tesseradb.Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files of 3 rows into chunks 4 rows deep: every write but the last covers whole chunks
+    (a chunk written in part would be read back and written again)."""
+    from tesseradb.transfer import _arrays
+
+    monkeypatch.setattr(_arrays, "_SLAB_BYTES", 8 * 5 * 8)  # 8 rows of 5 float64 to a slab
+    parts = [np.arange(15.0).reshape(3, 5) + 100 * k for k in range(5)]
+    for k, part in enumerate(parts):
+        np.save(tmp_path / f"part{k}.npy", part)
+    writes: list[tuple[int, int]] = []
+    write_slab = _arrays._write_slab
+
+    def recorded(array, start, slab, futures, tracker):  # type: ignore[no-untyped-def]
+        writes.append((start, len(next(iter(slab.values())))))
+        write_slab(array, start, slab, futures, tracker)
+
+    monkeypatch.setattr(_arrays, "_write_slab", recorded)
+    db.load(str(tmp_path / "part*.npy"), into="joined", along="dim0", chunks=[4, 5])
+    assert writes == [(0, 8), (8, 7)]
+    np.testing.assert_array_equal(db.array("joined").read()["value"], np.concatenate(parts))
+    writes.clear()
+    db.load(str(tmp_path / "part0.npy"), into="joined")  # appended from row 15, in one write
+    assert writes == [(15, 3)]
+    np.testing.assert_array_equal(db.array("joined").read()["value"][15:], parts[0])

@@ -152,9 +152,12 @@ def _check_alike(opened: list[ArrayFile], concat: bool) -> None:
             raise LoadError(f"{f.path}: holds {theirs}; {first.path} holds {ours}")
 
 
-def default_chunks(shape: Sequence[int], itemsize: int) -> list[int]:
-    """Chunks of about _CHUNK_BYTES: the largest axis halved until they fit."""
+def default_chunks(shape: Sequence[int], itemsize: int, first: int | None = None) -> list[int]:
+    """Chunks of about _CHUNK_BYTES: the largest axis halved until they fit; with ``first``,
+    at most that many rows of the first axis (so a slab of whole chunks stays bounded)."""
     chunks = [max(1, int(n)) for n in shape]
+    if first is not None and chunks:
+        chunks[0] = max(1, min(chunks[0], first))
     while math.prod(chunks) * itemsize > _CHUNK_BYTES:
         axis = max(range(len(chunks)), key=lambda i: chunks[i])
         if chunks[axis] == 1:
@@ -170,7 +173,9 @@ def _new_spec(
 
     first = opened[0]
     itemsize = max(d.itemsize for d in first.dtypes.values())
-    chunks = options.chunks or default_chunks(first.shape, itemsize)
+    # files read along their first axis are written in slabs of whole chunks of it
+    rows = None if stacked and not concat else max(1, _SLAB_BYTES // max(1, first.row_bytes))
+    chunks = options.chunks or default_chunks(first.shape, itemsize, rows)
     if len(chunks) != len(first.dims):
         raise LoadError(
             f"chunks names {len(chunks)} sizes for the {len(first.dims)} dimensions "
@@ -308,7 +313,7 @@ def _write_all(
     and type on the way: no piece is copied again before the write.
     """
     stack = array.schema.ndim == len(opened[0].dims) + 1
-    steps = list(_steps(opened, plan, stack))
+    steps = _steps(opened, plan, stack, array.schema.dims[0].chunk)
     with ThreadPoolExecutor(threads, thread_name_prefix="tessera-load") as pool:
         pending: deque[tuple[int, dict[str, np.ndarray], list[Future[None]]]] = deque()
         try:
@@ -339,21 +344,35 @@ def _empty_slab(pieces: list[tuple[ArrayFile, int, int]], stack: bool) -> dict[s
 
 
 def _steps(
-    opened: list[ArrayFile], plan: list[int], stack: bool
+    opened: list[ArrayFile], plan: list[int], stack: bool, chunk: int
 ) -> list[tuple[int, list[tuple[ArrayFile, int, int]]]]:
-    """The writes: (first row in the array, pieces of files (file, lo, hi)), each about
-    _SLAB_BYTES and in whole chunks of the first dimension where the files allow."""
+    """The writes: (first row in the array, pieces of files (file, lo, hi)).
+
+    The files' rows (a file is one row when stacking) follow each other from
+    ``plan[0]``; each write is about _SLAB_BYTES and ends on a boundary of the
+    array's chunks along the first axis (``chunk`` rows), so no chunk is
+    written twice (a chunk written in part is read back and rewritten).
+    """
+    sizes = [1 if stack else f.shape[0] for f in opened]
+    offsets = [0, *np.cumsum(sizes)[:-1].tolist()]
+    row_bytes = opened[0].nbytes if stack else opened[0].row_bytes
+    target = max(1, _SLAB_BYTES // max(1, row_bytes))
+    if stack:
+        target = min(target, 64)
+    per = max(chunk, target // chunk * chunk)
+    start, total = plan[0], sum(sizes)
     steps: list[tuple[int, list[tuple[ArrayFile, int, int]]]] = []
-    if stack:  # whole files, several to a slab
-        per = max(1, min(64, _SLAB_BYTES // max(1, opened[0].nbytes)))
-        for i in range(0, len(opened), per):  # (stacked files have consecutive slots)
-            steps.append((plan[i], [(f, 0, f.shape[0]) for f in opened[i : i + per]]))
-        return steps
-    for f, start in zip(opened, plan, strict=True):
-        rows = max(1, _SLAB_BYTES // max(1, f.row_bytes))
-        for lo in range(0, f.shape[0], rows):
-            hi = min(f.shape[0], lo + rows)
-            steps.append((start + lo, [(f, lo, hi)]))
+    lo = 0
+    while lo < total:
+        here = start + lo
+        hi = min(total, here - here % chunk + per - start)
+        pieces = []
+        for f, offset, size in zip(opened, offsets, sizes, strict=True):
+            a, b = max(lo, offset), min(hi, offset + size)
+            if a < b:
+                pieces.append((f, 0, f.shape[0]) if stack else (f, a - offset, b - offset))
+        steps.append((here, pieces))
+        lo = hi
     return steps
 
 
