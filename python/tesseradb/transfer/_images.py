@@ -186,18 +186,21 @@ def _open_fits(path: str, fmt: str, *, hdu: Any = None, attr: str | None = None,
             and k not in ("COMMENT", "HISTORY")
             and isinstance(v, (str, int, float, bool))
         }
+        position = handle.index_of(unit)
         data_cache: dict[str, np.ndarray] = {}
 
         def read(lo: int, hi: int) -> dict[str, np.ndarray]:
-            # a FITS image is decoded whole (scaling, byte order) and then sliced:
-            # images are the size of one frame; the file is closed once read
+            # a FITS image is decoded whole (scaling, byte order) and then sliced; the file
+            # is opened again for it so that nothing but this cache holds the cells (an
+            # HDU keeps its decoded data for as long as it lives)
             if "all" not in data_cache:
                 try:
-                    data_cache["all"] = np.asarray(unit.data)
-                except (OSError, ValueError, TypeError) as err:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        with fits.open(path, memmap=False, lazy_load_hdus=True) as again:
+                            data_cache["all"] = np.asarray(again[position].data)
+                except (OSError, ValueError, TypeError, IndexError) as err:
                     raise LoadError(f"{path}: the image data cannot be read: {err}") from None
-                finally:
-                    handle.close()
             values = data_cache["all"]
             if values.shape != shape:
                 raise LoadError(f"{path}: the image holds {values.shape} cells, its header {shape}")
@@ -221,16 +224,10 @@ def _open_fits(path: str, fmt: str, *, hdu: Any = None, attr: str | None = None,
             origin,
             metadata={"fits": cards},
             read=read,
-            close=lambda: _release(data_cache, handle),
+            close=data_cache.clear,
         )
-    except BaseException:
-        handle.close()
-        raise
-
-
-def _release(cache: dict[str, np.ndarray], handle: Any) -> None:
-    cache.clear()
-    handle.close()
+    finally:
+        handle.close()  # headers only: the cells are read by read()
 
 
 def _fits_unit(path: str, handle: Any, hdu: Any) -> Any:
