@@ -122,8 +122,10 @@ class Tracker:
             self.done += amount
             if self.total is not None and self.done > self.total:
                 self.total = self.done  # a total that was an estimate
+            if self._callback is None:
+                return
             now = time.monotonic()
-            if self._callback is None or now - self._last < _EVENT_PERIOD:
+            if now - self._last < _EVENT_PERIOD:
                 return
             self._last = now
             event = ProgressEvent(self.task, self.done, self.total, self.unit)

@@ -67,7 +67,7 @@ from tesseradb.sql.relation import Estimate
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from tesseradb.progress import Cancel, ProgressLike
+    from tesseradb.progress import Cancel, ProgressLike, Tracker
 
 __all__ = ["CSVError", "Stream", "StreamOptions", "StreamWriteError"]
 
@@ -375,17 +375,15 @@ class Stream:
         ``cancel`` stops the call before it publishes anything.
         """
         self._check_writable()
-        from tesseradb.progress import tracker
+        if progress is None and cancel is None:  # (ingest is the hot path: no tracker)
+            segments = self._prepare(data, header, None)
+        else:
+            from tesseradb.progress import tracker
 
-        task = f"ingest into stream {self.name}"
-        with tracker(task, None, "records", progress, cancel, "stream.ingest") as watch:
-            if isinstance(data, (str, os.PathLike)) or hasattr(data, "read"):
-                segments = self._prepare_csv(data, header, watch.advance)
-            else:
-                table = self._store.conform(data)
-                watch.set_total(table.num_rows)
-                segments = self._store.prepare(table, watch.advance)
-            watch.check()  # the last moment a cancel keeps nothing: publishing is at once
+            task = f"ingest into stream {self.name}"
+            with tracker(task, None, "records", progress, cancel, "stream.ingest") as watch:
+                segments = self._prepare(data, header, watch)
+                watch.check()  # the last moment a cancel keeps nothing: publishing is at once
         self._store.publish(segments)  # gives the call's segments consecutive ids
         if segments:
             first = segments[0].id
@@ -402,6 +400,16 @@ class Stream:
             if durable:
                 self._wait_written({s.id for s in segments})
         return sum(s.num_records for s in segments)
+
+    def _prepare(self, data: Any, header: bool | None, watch: Tracker | None) -> list[Segment]:
+        """The segments of an ingest call's records (not yet published)."""
+        step = watch.advance if watch is not None else None
+        if isinstance(data, (str, os.PathLike)) or hasattr(data, "read"):
+            return self._prepare_csv(data, header, step)
+        table = self._store.conform(data)
+        if watch is not None:
+            watch.set_total(table.num_rows)
+        return self._store.prepare(table, step)
 
     def flush(self) -> None:
         """Return once every record ingested before the call is on disk, fsynced."""

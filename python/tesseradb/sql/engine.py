@@ -465,7 +465,7 @@ class SQLEngine:
             watch.check()
         with self._sessions(analysis):
             result = self._execute(text, params, analysis, sink, watch)
-        if sink is not None and result.num_rows + len(result.columns):
+        if sink is not None and result.shortcut is not None:
             sink(result.arrow().to_reader())  # a shortcut answered: hand its rows over
             return Result(_empty_table(), result.scan_stats, result.shortcut)
         return result
@@ -1249,11 +1249,10 @@ def _watching(cursor: duckdb.DuckDBPyConnection, watch: Tracker | None) -> Itera
             except Exception:
                 continue  # no statement running on the cursor yet, or it has just ended
             try:
-                if percent is not None and percent > reported:
-                    step = int(percent) - reported
-                    if step > 0:
-                        reported += step
-                        watch.advance(step)
+                step = int(percent or 0) - reported  # (-1 while DuckDB cannot tell)
+                if step > 0:
+                    reported += step
+                    watch.advance(step)
                 else:
                     watch.check()
             except CancelledError:

@@ -67,9 +67,9 @@ def load_arrays(
     options: ArrayLoad,
     exists: bool,
     tracker: Tracker,
-) -> tuple[Any, bool, int]:
-    """Load ``files`` into the array ``into`` (made if it does not exist); the array, whether
-    it was made, and the cells written. ``objects`` is the database's open objects."""
+) -> tuple[Any, int]:
+    """Load ``files`` into the array ``into`` (made if it does not exist); the array and the
+    cells written. ``objects`` is the database's open objects."""
     opened = _open_all(files, fmt, options, tracker)
     try:
         first = opened[0]
@@ -86,25 +86,22 @@ def load_arrays(
             concat = array.schema.ndim == len(first.dims)
             _check_alike(opened, concat)
             plan = _plan_existing(array, opened)
-            made = False
         else:
             _check_alike(opened, concat)
             array = objects.create(
                 "array", into, _new_spec(opened, stacked, concat, along, options)
             )
             plan = _plan_new(array, opened, stacked, concat)
-            made = True
-        total = sum(f.nbytes for f in opened)
-        tracker.set_total(total)
+        tracker.set_total(sum(f.nbytes for f in opened))
         try:
             with array.transaction(f"load {len(files)} file(s) of {fmt.upper()}"):
                 _write_all(array, opened, plan, options.threads, tracker)
         except BaseException:
-            if made:
+            if not exists:  # the array this load made goes again
                 objects.drop(into)
             raise
         cells = sum(math.prod(f.shape) for f in opened) * len(first.dtypes)
-        return array, made, cells
+        return array, cells
     finally:
         for f in opened:
             f.close()

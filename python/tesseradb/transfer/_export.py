@@ -16,13 +16,13 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tesseradb.errors import ExportError, InvalidArgumentError
 from tesseradb.progress import Cancel, ProgressLike, Tracker, tracker
+from tesseradb.transfer._load import path_bytes
 
 __all__ = ["Exported", "export", "write_rows"]
 
@@ -143,7 +143,7 @@ def export(
     except BaseException:
         _remove(partial)
         raise
-    return Exported(source, path, fmt, items, _size(path))
+    return Exported(source, path, fmt, items, path_bytes(path))
 
 
 def _is_name(source: str) -> bool:
@@ -172,12 +172,6 @@ def _remove(path: str) -> None:
         shutil.rmtree(path)
     elif os.path.lexists(path):
         os.remove(path)
-
-
-def _size(path: str) -> int:
-    if os.path.isdir(path):
-        return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
-    return os.path.getsize(path)
 
 
 # --- rows -------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ publishes them all at once, as every ingest call does.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -19,7 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tesseradb.errors import DocumentError, InvalidArgumentError, LoadError, TesseraError
+from tesseradb.errors import (
+    CancelledError,
+    DocumentError,
+    InvalidArgumentError,
+    LoadError,
+    TesseraError,
+)
 from tesseradb.progress import Cancel, ProgressLike, Tracker, tracker
 from tesseradb.transfer._arrays import ArrayLoad, load_arrays
 from tesseradb.transfer._images import expand, file_format
@@ -58,7 +63,6 @@ _KIND_FORMATS = {
     "collection": {"json", "jsonl"},
     "table": {"csv", "parquet", "arrow", "json", "jsonl"},
 }
-_CATALOG_KIND = {"array": "array", "stream": "stream", "collection": "collection"}
 _ARRAY_OPTIONS = {"along", "dims", "chunks", "variables", "hdu", "attr", "threads"}
 _STREAM_OPTIONS = {"descriptor", "index", "header"}
 
@@ -160,7 +164,7 @@ def load(
     if existing is not None:
         name = existing.name
     _check_options(target, options)
-    total = sum(_size(f) for f in files)
+    total = sum(path_bytes(f) for f in files)
     task = f"load {text} into {name}"
     with tracker(task, total, "bytes", progress, cancel, "db.load") as watch:
         watch.advance(0)  # the first event: the load has begun
@@ -171,9 +175,7 @@ def load(
 
 
 def _kind_of(catalog_kind: str) -> str:
-    if catalog_kind in ("table",):
-        return "table"
-    if catalog_kind in _CATALOG_KIND:
+    if catalog_kind in KINDS:  # (the catalog calls each loadable kind by the same name)
         return catalog_kind
     raise LoadError(f"a {catalog_kind} cannot be loaded into; give another name")
 
@@ -188,7 +190,8 @@ def _check_options(kind: str, options: dict[str, Any]) -> None:
         )
 
 
-def _size(path: str) -> int:
+def path_bytes(path: str) -> int:
+    """Bytes of a file, or of every file under a directory (a Zarr store)."""
     if os.path.isdir(path):
         return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
     return os.path.getsize(path)
@@ -202,7 +205,7 @@ def _load_array(
         from tesseradb.catalog import validate_name
 
         validate_name(name, "array")
-    array, _, cells = load_arrays(db.objects, files, fmt, name, ArrayLoad(**options), exists, watch)
+    array, cells = load_arrays(db.objects, files, fmt, name, ArrayLoad(**options), exists, watch)
     watch.set_total(watch.done)
     return cells, repr(array)
 
@@ -241,7 +244,7 @@ def _load_table(
     try:
         db.sql(statement, params, progress=part, cancel=watch.cancel_token or Cancel())
     except TesseraError as err:
-        if isinstance(err, LoadError) or "cancelled" in str(err):
+        if isinstance(err, (LoadError, CancelledError)):
             raise
         raise LoadError(f"{files[0] if len(files) == 1 else files}: {err}") from None
     finally:
@@ -320,7 +323,7 @@ def _record_table(files: list[str], fmt: str, stream: Any, watch: Tracker) -> An
 
     parts: list[Any] = []
     for path in files:
-        watch.advance(0)  # (checks for a cancel)
+        watch.check()
         if fmt == "parquet":
             try:
                 parts.append(pq.read_table(path))
@@ -494,9 +497,7 @@ def _json_objects(path: str, watch: Tracker) -> Iterator[bytes]:
             raise LoadError(
                 f"{path}: item {k} of the array is a {type(item).__name__}, not an object"
             )
-        out = io.StringIO()
-        json.dump(item, out, ensure_ascii=False)
-        yield out.getvalue().encode()
+        yield json.dumps(item, ensure_ascii=False).encode()
 
 
 _LOADERS = {
