@@ -66,7 +66,8 @@ def check_stream(
             Finding(
                 name,
                 f"call log {log.path.name}",
-                f"its last {torn} bytes are part of a record (an append a crash cut short)",
+                f"its last {torn} bytes are an append a crash cut short (part of a record, or "
+                "a call's first parts without its last)",
                 action="cut off" if repair else "",
                 repaired=repair,
             )

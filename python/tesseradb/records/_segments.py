@@ -166,10 +166,23 @@ class SegmentStore:
 
     def add_stored(self, segment_id: int, rows: int, lo: list[float], hi: list[float]) -> None:
         """Index a segment that is on disk already (a stream being reopened)."""
+        self.add_all_stored([(segment_id, rows, lo, hi)])
+
+    def add_all_stored(self, segments: Sequence[tuple[int, int, list[float], list[float]]]) -> None:
+        """Index segments on disk already (id, records, box), all together: a call staged
+        on disk becomes queryable at once."""
         with self._lock:
-            self._tree.insert(segment_id, lo, hi)
-            self._stored[segment_id] = rows
-            self._next_id = max(self._next_id, segment_id + 1)
+            for segment_id, rows, lo, hi in segments:
+                self._tree.insert(segment_id, lo, hi)
+                self._stored[segment_id] = rows
+                self._next_id = max(self._next_id, segment_id + 1)
+
+    def assign_ids(self, segments: Sequence[Segment]) -> None:
+        """Give segments consecutive ids without publishing them (a call staged on disk)."""
+        with self._lock:
+            for seg in segments:
+                seg.id = self._next_id
+                self._next_id += 1
 
     def add_damaged(
         self,

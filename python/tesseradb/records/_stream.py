@@ -50,7 +50,7 @@ from tesseradb.errors import (
     open_input,
 )
 from tesseradb.records._cache import ClockCache
-from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord
+from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord, chain
 from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
 from tesseradb.records._segment_file import (
     TEMPORARY_SUFFIX,
@@ -67,13 +67,14 @@ from tesseradb.sql.relation import Estimate
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from tesseradb.progress import Cancel, ProgressLike, Tracker
+    from tesseradb.progress import Cancel, ProgressLike
 
 __all__ = ["CSVError", "Stream", "StreamOptions", "StreamWriteError"]
 
 SEGMENT_SUFFIX = ".seg"
 CSV_BLOCK_BYTES = 16 << 20  # bytes of CSV text parsed at a time
 WRITE_BATCH = 64  # segments a writer puts on disk before it commits the calls they complete
+STAGE_BYTES = 128 << 20  # prepared segments a bounded call holds before writing them
 
 
 @dataclass(frozen=True)
@@ -367,23 +368,37 @@ class Stream:
 
         ``data`` is a pyarrow Table or RecordBatch, a numpy structured array,
         a bytes-like buffer of packed binary records laid out as the
-        descriptor says, or a CSV file (a path or a file object; ``header``
-        says whether its first line names the fields, None: detect). Either
-        all of a call's records are kept or, on an error, none.
-        ``durable=True`` returns only once they are on disk, fsynced.
-        ``progress`` counts the records prepared (:mod:`tesseradb.progress`);
-        ``cancel`` stops the call before it publishes anything.
+        descriptor says, a CSV file (a path or a file object; ``header``
+        says whether its first line names the fields, None: detect), or an
+        iterator of any of these (a generator, a ``pyarrow.RecordBatchReader``),
+        all one call. Either all of a call's records are kept or, on an
+        error, none.
+
+        A CSV file or an iterator is read in bounded memory: once its
+        prepared segments pass ``STAGE_BYTES`` they go to disk as they come,
+        and the call commits at its end, durably. ``durable=True`` returns
+        only once the records are on disk, fsynced. ``progress`` counts the
+        records prepared (a CSV file's bytes read; :mod:`tesseradb.progress`);
+        ``cancel`` stops the call before it commits anything.
         """
         self._check_writable()
+        if _is_file(data) or _is_parts(data):
+            return self._ingest_bounded(data, header, durable, progress, cancel)
         if progress is None and cancel is None:  # (ingest is the hot path: no tracker)
-            segments = self._prepare(data, header, None)
+            segments = self._store.prepare(self._store.conform(data))
         else:
             from tesseradb.progress import tracker
 
             task = f"ingest into stream {self.name}"
             with tracker(task, None, "records", progress, cancel, "stream.ingest") as watch:
-                segments = self._prepare(data, header, watch)
+                table = self._store.conform(data)
+                watch.set_total(table.num_rows)
+                segments = self._store.prepare(table, watch.advance)
                 watch.check()  # the last moment a cancel keeps nothing: publishing is at once
+        return self._publish(segments, durable)
+
+    def _publish(self, segments: list[Segment], durable: bool) -> int:
+        """Make a call's prepared segments queryable and queue them for the writers."""
         self._store.publish(segments)  # gives the call's segments consecutive ids
         if segments:
             first = segments[0].id
@@ -401,15 +416,66 @@ class Stream:
                 self._wait_written({s.id for s in segments})
         return sum(s.num_records for s in segments)
 
-    def _prepare(self, data: Any, header: bool | None, watch: Tracker | None) -> list[Segment]:
-        """The segments of an ingest call's records (not yet published)."""
-        step = watch.advance if watch is not None else None
-        if isinstance(data, (str, os.PathLike)) or hasattr(data, "read"):
-            return self._prepare_csv(data, header, step)
-        table = self._store.conform(data)
-        if watch is not None:
-            watch.set_total(table.num_rows)
-        return self._store.prepare(table, step)
+    def _ingest_bounded(
+        self,
+        data: Any,
+        header: bool | None,
+        durable: bool,
+        progress: ProgressLike,
+        cancel: Cancel | None,
+    ) -> int:
+        """One call over a CSV file or an iterator of parts, never whole in memory.
+
+        Prepared segments are held until they pass ``STAGE_BYTES``; from then
+        on they are written to disk as they come (:class:`_StagedCall`) and the
+        call commits as a chain in the call log at its end. A call that never
+        passes the bound is published as any other.
+        """
+        from tesseradb.progress import tracker
+
+        one_file = _is_file(data)
+        parts: Iterator[Any] = iter([data]) if one_file else iter(data)
+        total = _file_size(data) if one_file else None
+        task = f"ingest into stream {self.name}"
+        unit = "bytes" if one_file else "records"
+        with tracker(task, total, unit, progress, cancel, "stream.ingest") as watch:
+            count_records = None if one_file else watch.advance
+            count_bytes = watch.advance if one_file else None
+            held: list[Segment] = []
+            held_bytes = 0
+            staged: _StagedCall | None = None
+            try:
+                for part in parts:
+                    watch.check()
+                    for table in self._tables(part, header, count_bytes):
+                        segments = self._store.prepare(table, count_records)
+                        held.extend(segments)
+                        held_bytes += sum(s.nbytes for s in segments)
+                        if held_bytes >= STAGE_BYTES:
+                            staged = staged or _StagedCall(self)
+                            staged.write(held)
+                            held, held_bytes = [], 0
+                watch.check()  # the last moment a cancel keeps nothing
+                if staged is None:
+                    return self._publish(held, durable)
+                staged.write(held)
+                held = []
+                staged.wait()
+                watch.check()
+            except BaseException:
+                if staged is not None:
+                    staged.discard()
+                raise
+            return staged.commit()
+
+    def _tables(
+        self, part: Any, header: bool | None, count_bytes: Callable[[int], None] | None
+    ) -> Iterator[pa.Table]:
+        """A part of an ingest call as conformed tables (a CSV file block by block)."""
+        if _is_file(part):
+            yield from self._csv_tables(part, header, count_bytes)
+        else:
+            yield self._store.conform(part)
 
     def flush(self) -> None:
         """Return once every record ingested before the call is on disk, fsynced."""
@@ -504,10 +570,11 @@ class Stream:
         time.sleep(self.options.writer_period_ms / 1000 or 0.1)
 
     # --- CSV -------------------------------------------------------------------------
-    def _prepare_csv(
-        self, source: Any, header: bool | None, step: Callable[[int], None] | None = None
-    ) -> list[Segment]:
-        """Segments of a CSV file parsed in blocks with pyarrow (never whole in memory)."""
+    def _csv_tables(
+        self, source: Any, header: bool | None, count_bytes: Callable[[int], None] | None = None
+    ) -> Iterator[pa.Table]:
+        """A CSV file's records, conformed, block by block (parsed with pyarrow);
+        ``count_bytes`` is told the bytes read after each block."""
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
@@ -532,7 +599,7 @@ class Stream:
             else:
                 columns = names
             types = {f.name: f.arrow_type for f in self.descriptor.fields}
-            segments: list[Segment] = []
+            read = stream.tell() if stream.seekable() else 0
             try:
                 reader = pacsv.open_csv(  # parses the first block already
                     stream,
@@ -562,11 +629,15 @@ class Stream:
                         if _locate_csv_error(source, self.descriptor, columns, header):
                             raise _CSVRowError("a number outside its type's range")
                         infinities_checked = True
-                    segments.extend(self._store.prepare(conformed, step))
+                    yield conformed
+                    if count_bytes is not None and stream.seekable():
+                        now = stream.tell()
+                        if now > read:
+                            count_bytes(now - read)
+                            read = now
             except (pa.ArrowInvalid, _CSVRowError) as err:
                 detail = _locate_csv_error(source, self.descriptor, columns, header)
                 raise CSVError(f"{where}, {detail}" if detail else f"{where}: {err}") from None
-        return segments
 
     # --- queries ----------------------------------------------------------------------
     def schema(self) -> pa.Schema:
@@ -741,6 +812,95 @@ class Stream:
             raise TesseraError(f"stream {self.name!r} is closed")
 
 
+class _StagedCall:
+    """An ingest call written to disk as it is prepared, committed at its end.
+
+    Each ``write`` gives a run of segments consecutive ids (other calls may
+    take ids between runs) and writes them on a small pool, at most two runs
+    at a time, so memory holds about three runs whatever the call's size.
+    ``commit`` appends the runs to the call log as one chain: until then no
+    reader serves them, and a crash leaves files of no committed call, which
+    the next writer removes. ``discard`` removes them at once.
+    """
+
+    def __init__(self, stream: Stream) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.stream = stream
+        self.runs: list[tuple[int, int, int]] = []  # first id, segments, records
+        self.placed: list[tuple[int, int, list[float], list[float]]] = []  # id, records, box
+        self.bytes = 0
+        self._pool = ThreadPoolExecutor(max(1, stream.options.writer_threads))
+        self._writing: list[list[Any]] = []  # the futures of each run in flight
+
+    def write(self, segments: list[Segment]) -> None:
+        if not segments:
+            return
+        stream = self.stream
+        stream._store.assign_ids(segments)
+        records = sum(s.num_records for s in segments)
+        self.runs.append((segments[0].id, len(segments), records))
+        self.placed.extend((s.id, s.num_records, s.lo, s.hi) for s in segments)
+        while len(self._writing) >= 2:  # bounded memory: the oldest run first
+            self._finish(self._writing.pop(0))
+        compress = stream.options.compression == "zstd"
+        self._writing.append(
+            [
+                self._pool.submit(
+                    write_segment,
+                    stream._path(seg.id),
+                    seg,
+                    stream.descriptor,
+                    compress,
+                    sync_directory=False,
+                )
+                for seg in segments
+            ]
+        )
+
+    def _finish(self, futures: list[Any]) -> None:
+        for future in futures:
+            self.bytes += future.result()
+
+    def wait(self) -> None:
+        """Return once every run is on disk (raising what a write raised)."""
+        while self._writing:
+            self._finish(self._writing.pop(0))
+        fsync_directory(self.stream.directory)
+
+    def commit(self) -> int:
+        """Append the call's chain to the call log (now it is committed) and serve it."""
+        stream = self.stream
+        self._pool.shutdown()
+        try:
+            with stream._log_lock:
+                stream._log.append(chain(self.runs))
+        except BaseException as err:
+            with contextlib.suppress(OSError):
+                stream._log.cut_torn_tail()  # what of the chain reached the log
+            self.discard()
+            raise StreamWriteError(
+                f"stream {stream.name!r}: the call log could not be written: {err}"
+            ) from err
+        stream._store.add_all_stored(self.placed)
+        with stream._wake:
+            stream._bytes_on_disk += self.bytes
+        return sum(records for _, _, records in self.runs)
+
+    def discard(self) -> None:
+        """Remove every file of the call (those a crash would leave go at the next open)."""
+        for futures in self._writing:
+            for future in futures:
+                future.cancel()
+        self._pool.shutdown(wait=True)
+        self._writing = []
+        for segment_id, *_ in self.placed:
+            with contextlib.suppress(OSError):
+                self.stream._path(segment_id).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            fsync_directory(self.stream.directory)
+
+
 class _CSVRowError(Exception):
     """A parsed block does not fit the descriptor: the slow reader then finds the line."""
 
@@ -755,6 +915,33 @@ def _open_binary(source: Any) -> Iterator[IO[bytes]]:
         yield io.BytesIO(source.read().encode())  # text mode: pyarrow reads bytes
         return
     yield source
+
+
+def _is_file(data: Any) -> bool:
+    """A CSV file: a path or a file object."""
+    return isinstance(data, (str, os.PathLike)) or hasattr(data, "read")
+
+
+def _is_parts(data: Any) -> bool:
+    """An iterator of an ingest call's parts."""
+    import pyarrow as pa
+
+    return isinstance(data, (Iterator, pa.RecordBatchReader))
+
+
+def _file_size(source: Any) -> int | None:
+    """A CSV file's size in bytes (None for a file object that cannot say)."""
+    if isinstance(source, (str, os.PathLike)):
+        with contextlib.suppress(OSError, ValueError):  # (opening it says what is wrong)
+            return os.path.getsize(source)
+        return None
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        if source.seekable():
+            at = source.tell()
+            end = source.seek(0, os.SEEK_END)
+            source.seek(at)
+            return int(end - at)
+    return None
 
 
 def _peek_line(stream: IO[bytes]) -> bytes | None:

@@ -5,8 +5,8 @@ The kind comes from the target when it exists, else from ``kind=``, else from
 the files' format: images and grids become arrays, CSV/Parquet/Arrow plain
 tables, JSON collections, packed binary records a stream (which needs its
 descriptor). Memory stays bounded per kind (docs/load-export.md says the
-bounds): arrays and tables stream; a stream holds the call's records until it
-publishes them all at once, as every ingest call does.
+bounds): arrays and tables stream, and a stream's load is one ingest call over
+the files' blocks, which writes its segments as it goes and commits at the end.
 """
 
 from __future__ import annotations
@@ -301,58 +301,92 @@ def _load_stream(
             descriptor = infer_descriptor(files[0], fmt, options.get("index"))
         stream = db.create_stream(name, descriptor)
     try:
-        if fmt == "csv" and len(files) == 1:
-            watch.check()
-            records = stream.ingest(files[0], header=header)
+        if fmt == "csv" and len(files) == 1:  # the stream reads it, telling its bytes
+            records = stream.ingest(
+                files[0], header=header, progress=_Part(watch), cancel=watch.cancel_token
+            )
         else:
-            data = _record_table(files, fmt, stream, watch)
-            watch.check()  # the last moment a cancel keeps nothing: ingest publishes at once
-            records = stream.ingest(data)
+            parts = _record_parts(files, fmt, stream, watch)
+            records = stream.ingest(parts, header=header, cancel=watch.cancel_token)
     except BaseException:
         if not exists:
             db.drop(name)
         raise
-    watch.advance(watch.total or 0)
+    watch.advance(max(0, (watch.total or 0) - watch.done))
     return records, stream.descriptor.to_xml()
 
 
-def _record_table(files: list[str], fmt: str, stream: Any, watch: Tracker) -> Any:
-    """The records of every file as one table or buffer (a stream keeps a call whole)."""
+RECORD_BLOCK_BYTES = 16 << 20  # bytes of packed binary records read at a time
+
+
+def _record_parts(files: list[str], fmt: str, stream: Any, watch: Tracker) -> Iterator[Any]:
+    """The records of every file, a block at a time, for one ingest call (which holds
+    only what it has not yet written); the load's bytes advance as blocks are read."""
+    import pyarrow as pa
+
+    names = [f.name for f in stream.descriptor.fields]
+    for path in files:
+        size = path_bytes(path)
+        if fmt == "csv":  # the stream parses it
+            yield path
+            watch.advance(size)
+            continue
+        if fmt == "binary":
+            record = stream.descriptor.record_size
+            block = max(record, RECORD_BLOCK_BYTES // record * record)
+            if size % record:
+                raise LoadError(
+                    f"{path}: {size} bytes is not a whole number of {record}-byte records"
+                )
+            with open(path, "rb") as handle:
+                while chunk := handle.read(block):
+                    yield chunk
+                    watch.advance(len(chunk))
+            continue
+        try:
+            batches, rows = _record_batches(path, fmt)
+            done = 0
+            for batch in batches:
+                yield _select(batch, names, path)
+                advanced = size * (done + batch.num_rows) // rows - size * done // rows
+                done += batch.num_rows
+                watch.advance(advanced)
+        except (pa.ArrowInvalid, OSError) as err:
+            what = "Parquet file" if fmt == "parquet" else "Arrow IPC file or stream"
+            raise LoadError(f"{path}: not a readable {what}: {err}") from None
+
+
+def _select(batch: Any, names: list[str], path: str) -> Any:
+    """The record fields of a batch, by name."""
+    import pyarrow as pa
+
+    missing = [n for n in names if n not in batch.schema.names]
+    if missing:
+        raise LoadError(
+            f"{path}: the file has no column {', '.join(missing)}; the records' fields are "
+            f"{', '.join(names)}"
+        )
+    return pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
+
+
+def _record_batches(path: str, fmt: str) -> tuple[Iterator[Any], int]:
+    """A Parquet or Arrow IPC file's record batches (read as iterated) and its row count."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    parts: list[Any] = []
-    for path in files:
-        watch.check()
-        if fmt == "parquet":
-            try:
-                parts.append(pq.read_table(path))
-            except (pa.ArrowInvalid, OSError) as err:
-                raise LoadError(f"{path}: not a readable Parquet file: {err}") from None
-        elif fmt == "arrow":
-            parts.append(_read_arrow(path))
-        elif fmt == "csv":
-            parts.append(_read_csv(path))
-        else:  # packed binary: one buffer
-            with open(path, "rb") as handle:
-                parts.append(handle.read())
-    if fmt == "binary":
-        return b"".join(parts)
-    names = [f.name for f in stream.descriptor.fields]
+    if fmt == "parquet":
+        parquet = pq.ParquetFile(path)
+        return parquet.iter_batches(batch_size=65536), max(1, parquet.metadata.num_rows)
+    source = pa.memory_map(path)
     try:
-        return pa.concat_tables([p.select(names) for p in parts]) if len(parts) > 1 else parts[0]
-    except (pa.ArrowInvalid, KeyError) as err:
-        raise LoadError(f"{files[0]}: the files' columns do not match the records: {err}") from None
-
-
-def _read_csv(path: str) -> Any:
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    try:
-        return pacsv.read_csv(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise LoadError(f"{path}: not a readable CSV file: {err}") from None
+        file = pa.ipc.open_file(source)
+    except pa.ArrowInvalid:
+        source.seek(0)
+        stream = pa.ipc.open_stream(source)  # rows unknown until read: read it (mapped)
+        batches = list(stream)
+        return iter(batches), max(1, sum(b.num_rows for b in batches))
+    batches = [file.get_batch(i) for i in range(file.num_record_batches)]  # mapped, no copy
+    return iter(batches), max(1, sum(b.num_rows for b in batches))
 
 
 _ARROW_TO_FIELD = {
@@ -376,12 +410,16 @@ def infer_descriptor(path: str, fmt: str, index: Sequence[str] | None) -> dict[s
     first three numeric fields index the records unless ``index`` names others."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    if fmt == "parquet":
-        sample = pq.read_table(path)
-    elif fmt == "arrow":
-        sample = _read_arrow(path)
+    if fmt in ("parquet", "arrow"):  # the first block of records is the sample
+        try:
+            batches, _ = _record_batches(path, fmt)
+            first = next(iter(batches), None)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise LoadError(f"{path}: not a readable {fmt} file: {err}") from None
+        if first is None:
+            raise LoadError(f"{path}: holds no records to infer the fields from")
+        sample = pa.Table.from_batches([first])
     else:
         import pyarrow.csv as pacsv
 
