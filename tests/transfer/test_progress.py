@@ -249,3 +249,52 @@ def test_attach_and_index_builds_report_and_cancel(db: tesseradb.Database, tmp_p
         db.sql("SELECT count(*) FROM ptf.candidate WHERE mag < 18").scalar()
         == db.sql("SELECT count(*) FROM (SELECT * FROM ptf.candidate) WHERE mag < 18").scalar()
     )
+
+
+def test_a_merge_of_forks_reports_and_cancels(db: tesseradb.Database) -> None:
+    img = db.create_array(
+        "img",
+        [{"name": "y", "end": 8, "chunk": 2}, {"name": "x", "end": 4, "chunk": 4}],
+        {"v": "int64"},
+    )
+    versions = len(img.versions())
+    forks = [img.fork() for _ in range(3)]
+    for row, fork in enumerate(forks):
+        fork[2 * row : 2 * row + 2, 0:4] = {"v": np.full((2, 4), row + 1)}
+    cancel = Cancel()
+    with pytest.raises(CancelledError, match="merge 3 forks into array img: cancelled"):
+        img.merge(forks, cancel=cancel, progress=_cancel_after_first_event(cancel))
+    assert len(img.versions()) == versions  # nothing committed
+
+    forks = [img.fork() for _ in range(3)]
+    for row, fork in enumerate(forks):
+        fork[2 * row : 2 * row + 2, 0:4] = {"v": np.full((2, 4), row + 1)}
+    events: list[ProgressEvent] = []
+    img.merge(forks, progress=events.append)
+    _ends_at_100_percent(events)
+    assert events[-1].total == 3 and events[-1].unit == "forks"
+    assert len(img.versions()) == versions + 1
+    assert img[0:6, 0:4]["v"].tolist() == [[r // 2 + 1] * 4 for r in range(6)]
+
+
+def test_benchmark_steps_report_their_runs_and_cancel(tmp_path: Path) -> None:
+    from tesseradb.bench.runner import run_benchmark
+
+    events: list[ProgressEvent] = []
+    report = run_benchmark(
+        "load", "test", ["duckdb"], repeat=2, warmup=1, steps=events.append, scratch=tmp_path
+    )
+    assert report.agree
+    by_task: dict[str, list[ProgressEvent]] = {}
+    for event in events:
+        by_task.setdefault(event.task, []).append(event)
+    assert "csv_stream: tessera" in by_task and "csv_stream: duckdb" in by_task
+    for task_events in by_task.values():
+        _ends_at_100_percent(task_events)
+        assert task_events[-1].total == 3 and task_events[-1].unit == "runs"
+    cancel = Cancel()
+    cancel.cancel()
+    with pytest.raises(CancelledError, match="cancelled"):
+        run_benchmark(
+            "load", "test", ["duckdb"], repeat=1, warmup=0, cancel=cancel, scratch=tmp_path
+        )

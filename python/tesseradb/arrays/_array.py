@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from tesseradb.arrays._repository import Version
     from tesseradb.arrays._schema import ArraySchema
     from tesseradb.kinds import OpenObjects
+    from tesseradb.progress import Cancel, ProgressLike
 
 __all__ = ["Array", "ArrayCorruptError", "ArrayDtypeError", "ArrayFork", "ArrayView", "ChunkView"]
 
@@ -768,8 +769,21 @@ class Array(_ArrayBase):
             self._fork_base.discard_changes()
             self._fork_base = None
 
-    def merge(self, forks: Sequence[ArrayFork], message: str = "merge") -> str:
-        """Commit the work of ``forks`` (returned from their processes) as one version."""
+    def merge(
+        self,
+        forks: Sequence[ArrayFork],
+        message: str = "merge",
+        *,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
+    ) -> str:
+        """Commit the work of ``forks`` (returned from their processes) as one version.
+
+        ``progress`` counts the forks merged (:mod:`tesseradb.progress`);
+        ``cancel`` stops the merge before it commits, keeping nothing.
+        """
+        from tesseradb.progress import tracker
+
         self._check_writable()
         base = self._fork_base
         if base is None:
@@ -792,11 +806,21 @@ class Array(_ArrayBase):
                             "Nothing was committed"
                         )
                     owner[key] = i
-        try:
-            base.merge(*[f._session for f in forks])
-        except Exception as err:
-            raise TesseraError(f"array {self.name!r}: the forks cannot be merged ({err})") from None
-        self._repo.commit(base, message)
+        task = f"merge {len(forks)} forks into array {self.name}"
+        with tracker(task, len(forks), "forks", progress, cancel, "array.merge") as watch:
+            try:
+                watch.advance(0)
+                for f in forks:  # one at a time, as one call would, to report and cancel
+                    base.merge(f._session)
+                    watch.advance()
+            except BaseException as err:
+                base.discard_changes()
+                if not isinstance(err, Exception) or isinstance(err, TesseraError):
+                    raise  # a cancel (CancelledError), Ctrl-C
+                raise TesseraError(
+                    f"array {self.name!r}: the forks cannot be merged ({err}). Nothing was committed"
+                ) from None
+            self._repo.commit(base, message)
         return str(base.snapshot_id)
 
     @property

@@ -17,6 +17,7 @@ from typing import Any
 from tesseradb.bench.peers import peer
 from tesseradb.bench.registry import Benchmark, get_benchmark
 from tesseradb.errors import BenchmarkError
+from tesseradb.progress import Cancel, ProgressLike
 
 __all__ = [
     "BenchContext",
@@ -143,6 +144,8 @@ class BenchContext:
         self.repeat = repeat
         self.warmup = warmup
         self.progress = progress
+        self.steps: ProgressLike = None  # each measured case's runs (tesseradb.progress)
+        self.cancel: Cancel | None = None
         self.scratch: Path | None = None
         self.options: dict[str, Any] = {}  # a benchmark's own settings (ssdb: params, workdir)
 
@@ -164,18 +167,27 @@ class BenchContext:
 
         For a ``per_second`` metric, ``amount`` (records, bytes, ...) is divided by each time.
         """
+        from tesseradb.progress import tracker
+
         self.progress(f"{case}: {system}")
         answer = None
-        for _ in range(self.warmup if warmup is None else warmup):
-            answer = fn()
+        warmups = self.warmup if warmup is None else warmup
+        repeats = self.repeat if repeat is None else repeat
+        task = f"{case}: {system}"
         runs = []
-        for _ in range(self.repeat if repeat is None else repeat):
-            start = time.perf_counter()
-            answer = fn()
-            elapsed = time.perf_counter() - start
-            runs.append(
-                amount / elapsed if metric == "per_second" and amount is not None else elapsed
-            )
+        with tracker(task, warmups + repeats, "runs", self.steps, self.cancel, "bench") as watch:
+            watch.advance(0)
+            for _ in range(warmups):
+                answer = fn()
+                watch.advance()
+            for _ in range(repeats):
+                start = time.perf_counter()
+                answer = fn()
+                elapsed = time.perf_counter() - start
+                runs.append(
+                    amount / elapsed if metric == "per_second" and amount is not None else elapsed
+                )
+                watch.advance()
         self.record(system, case, runs, metric, unit)
         return answer
 
@@ -306,8 +318,15 @@ def run_benchmark(
     progress: Progress | None = None,
     scratch: Path | None = None,
     options: dict[str, Any] | None = None,
+    steps: ProgressLike = None,
+    cancel: Cancel | None = None,
 ) -> BenchReport:
-    """Run benchmark ``name`` at ``scale`` for tessera and ``peers`` (default: all its systems)."""
+    """Run benchmark ``name`` at ``scale`` for tessera and ``peers`` (default: all its systems).
+
+    ``progress`` is told each step's name; ``steps`` gets each measured case's
+    runs as :class:`tesseradb.progress.ProgressEvent` s, and ``cancel`` stops
+    the run at the next of them (a ``CancelledError``; nothing is reported).
+    """
     bench: Benchmark = get_benchmark(name)
     scale = scale or bench.default_scale
     if scale not in bench.scales:
@@ -331,6 +350,7 @@ def run_benchmark(
     report = BenchReport(name, scale, dict(bench.scales[scale]), machine_info())
     ctx = BenchContext(report, systems, repeat, warmup, progress or (lambda _msg: None))
     ctx.options = dict(options or {})
+    ctx.steps, ctx.cancel = steps, cancel
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix=f"tessera-bench-{name}-", dir=scratch) as tmp:

@@ -472,7 +472,14 @@ def bench(
     ] = False,
 ) -> None:
     """Run a benchmark against its peers in one run and report medians and agreement."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from tesseradb.bench.registry import available, get_benchmark
     from tesseradb.bench.runner import run_benchmark, write_report
@@ -509,18 +516,36 @@ def bench(
         if peers
         else None
     )
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     try:
         with Progress(*columns, console=_console(stderr=True), transient=True) as progress:
             task = progress.add_task(f"bench {name}", total=None)
+
+            def step(event: Any) -> None:  # a measured case's runs: the bar
+                progress.update(
+                    task,
+                    description=f"bench {name}: {event.task}",
+                    completed=event.done,
+                    total=event.total,
+                )
+
             report = run_benchmark(
                 name,
                 scale,
                 peer_list,
                 repeat=repeat,
                 warmup=warmup,
-                progress=lambda msg: progress.update(task, description=f"bench {name}: {msg}"),
+                progress=lambda msg: progress.update(
+                    task, description=f"bench {name}: {msg}", total=None, completed=0
+                ),
                 options=options,
+                steps=step,
             )
     except TesseraError as err:
         _fail(str(err))
