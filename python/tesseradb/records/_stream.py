@@ -36,6 +36,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -598,46 +599,50 @@ class Stream:
                 columns = [by_lower[c.lower()] for c in columns]
             else:
                 columns = names
-            types = {f.name: f.arrow_type for f in self.descriptor.fields}
-            read = stream.tell() if stream.seekable() else 0
-            try:
-                reader = pacsv.open_csv(  # parses the first block already
-                    stream,
-                    read_options=pacsv.ReadOptions(
-                        column_names=columns,
-                        skip_rows=1 if header else 0,
-                        block_size=CSV_BLOCK_BYTES,
-                    ),
-                    convert_options=pacsv.ConvertOptions(
-                        column_types=types,
-                        # records have no NULLs: "nan" is NaN, and an empty field an error
-                        null_values=[],
-                        strings_can_be_null=False,
-                        quoted_strings_can_be_null=False,
-                    ),
-                )
-                infinities_checked = False
-                for batch in reader:
-                    table = pa.Table.from_batches([batch]).select(names)
-                    try:
-                        conformed = self._store.conform(table)
-                    except DescriptorError as err:
-                        raise _CSVRowError(str(err)) from None
-                    if not infinities_checked and _has_infinity(conformed):
-                        # pyarrow reads 1e400 as inf: only written infinities are kept
-                        # (the slow reader looks at the texts, once for the whole file)
-                        if _locate_csv_error(source, self.descriptor, columns, header):
-                            raise _CSVRowError("a number outside its type's range")
-                        infinities_checked = True
-                    yield conformed
-                    if count_bytes is not None and stream.seekable():
-                        now = stream.tell()
-                        if now > read:
-                            count_bytes(now - read)
-                            read = now
-            except (pa.ArrowInvalid, _CSVRowError) as err:
-                detail = _locate_csv_error(source, self.descriptor, columns, header)
-                raise CSVError(f"{where}, {detail}" if detail else f"{where}: {err}") from None
+            convert = pacsv.ConvertOptions(
+                column_types={f.name: f.arrow_type for f in self.descriptor.fields},
+                # records have no NULLs: "nan" is NaN, and an empty field an error
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            )
+
+            def parse(block: bytes, skip: int) -> pa.Table:
+                """One block of whole lines, parsed by pyarrow's threads (without the GIL)."""
+                options = pacsv.ReadOptions(column_names=columns, skip_rows=skip, use_threads=True)
+                return pacsv.read_csv(pa.BufferReader(block), options, convert_options=convert)
+
+            # Blocks of whole lines (a record never spans lines: newlines in values are
+            # not allowed); the next block is parsed on a thread while this one's
+            # segments are built, so parsing, kd-trees and writes overlap.
+            blocks = _line_blocks(stream, CSV_BLOCK_BYTES)
+            infinities_checked = False
+            with ThreadPoolExecutor(1, thread_name_prefix="tessera-csv") as pool:
+                try:
+                    block = next(blocks, None)
+                    skip = 1 if header else 0
+                    pending = pool.submit(parse, block, skip) if block is not None else None
+                    while pending is not None:
+                        table = pending.result().select(names)
+                        size = len(block or b"")
+                        block = next(blocks, None)
+                        pending = pool.submit(parse, block, 0) if block is not None else None
+                        try:
+                            conformed = self._store.conform(table)
+                        except DescriptorError as err:
+                            raise _CSVRowError(str(err)) from None
+                        if not infinities_checked and _has_infinity(conformed):
+                            # pyarrow reads 1e400 as inf: only written infinities are kept
+                            # (the slow reader looks at the texts, once for the whole file)
+                            if _locate_csv_error(source, self.descriptor, columns, header):
+                                raise _CSVRowError("a number outside its type's range")
+                            infinities_checked = True
+                        yield conformed
+                        if count_bytes is not None:
+                            count_bytes(size)
+                except (pa.ArrowInvalid, _CSVRowError) as err:
+                    detail = _locate_csv_error(source, self.descriptor, columns, header)
+                    raise CSVError(f"{where}, {detail}" if detail else f"{where}: {err}") from None
 
     # --- queries ----------------------------------------------------------------------
     def schema(self) -> pa.Schema:
@@ -824,8 +829,6 @@ class _StagedCall:
     """
 
     def __init__(self, stream: Stream) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
         self.stream = stream
         self.runs: list[tuple[int, int, int]] = []  # first id, segments, records
         self.placed: list[tuple[int, int, list[float], list[float]]] = []  # id, records, box
@@ -942,6 +945,21 @@ def _file_size(source: Any) -> int | None:
             source.seek(at)
             return int(end - at)
     return None
+
+
+def _line_blocks(stream: IO[bytes], size: int) -> Iterator[bytes]:
+    """The stream's bytes in blocks of about ``size`` that end at a line's end."""
+    rest = b""
+    while chunk := stream.read(size):
+        data = rest + chunk if rest else chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:  # a line longer than the block: read on
+            rest = data
+            continue
+        yield data[:cut]
+        rest = data[cut:]
+    if rest:
+        yield rest
 
 
 def _peek_line(stream: IO[bytes]) -> bytes | None:
