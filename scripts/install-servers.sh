@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs PostgreSQL and MariaDB from Debian's packages when they are missing,
-# for the test fixtures that start throwaway servers. Needs root and apt-get;
+# for the test fixtures that start throwaway servers, and chromium with its
+# WebDriver for the console's browser tests (tests/server/test_console.py). Needs root and apt-get;
 # elsewhere it says what is missing and the server tests skip (or fail, with
 # TESSERA_REQUIRE_SERVERS=1).
 set -euo pipefail
@@ -9,11 +10,15 @@ have_postgres() { compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; }
 have_mariadb() { command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ]; }
 # PostGIS for the SS-DB benchmark's PostgreSQL peer (spatial indexes, as the paper's MySQL)
 have_postgis() { compgen -G "/usr/share/postgresql/*/extension/postgis.control" >/dev/null; }
+have_chromium() { command -v chromium >/dev/null; }
+have_chromedriver() { command -v chromedriver >/dev/null; }
 
 missing=()
 have_postgres || missing+=(postgresql)
 have_mariadb || missing+=(mariadb-server)
 have_postgis || missing+=(postgresql-15-postgis-3)
+have_chromium || missing+=(chromium)
+have_chromedriver || missing+=(chromium-driver)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

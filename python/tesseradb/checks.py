@@ -96,6 +96,7 @@ TOP_LEVEL = {
     "tables.duckdb.wal",
     "write.lock",
     "quarantine",
+    "server",  # the users of a served database (tesseradb.server)
 }
 QUARANTINE = "quarantine"
 

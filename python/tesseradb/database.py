@@ -86,8 +86,19 @@ class DatabaseInfo:
     bytes: int  # the whole directory on disk
 
 
-def connect(path: str | os.PathLike[str], read_only: bool = False) -> Database:
-    """Open the database directory at ``path``, creating it if needed (unless ``read_only``)."""
+def connect(
+    path: str | os.PathLike[str], read_only: bool = False, *, token: str | None = None
+) -> Database:
+    """Open the database directory at ``path``, creating it if needed (unless ``read_only``).
+
+    An ``http://`` or ``https://`` URL opens a database served by ``tessera serve``
+    instead (a :class:`tesseradb.server.RemoteDatabase`, with ``token=`` or the
+    ``TESSERA_TOKEN`` environment variable).
+    """
+    if isinstance(path, str) and path.startswith(("http://", "https://")):
+        from tesseradb.server import RemoteDatabase
+
+        return RemoteDatabase(path, token)  # type: ignore[return-value]
     return Database(path, read_only=read_only)
 
 
@@ -252,14 +263,27 @@ class Database:
             return self._engine.execute(text, params, watch=watch)
 
     def stream_sql(
-        self, text: str, sink: Callable[[pa.RecordBatchReader], Any], params: Any = None
+        self,
+        text: str,
+        sink: Callable[[pa.RecordBatchReader], Any],
+        params: Any = None,
+        *,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
     ) -> None:
         """Run a query and hand its rows to ``sink`` as an Arrow reader, batch by batch, while
-        it runs (rows are never gathered in memory: what an export of a big result uses)."""
+        it runs (rows are never gathered in memory: what an export of a big result uses).
+        ``progress`` and ``cancel`` are as for :meth:`sql`."""
         _require_str(text, "the SQL text", "db.stream_sql")
         _require_params(params, "db.stream_sql")
         self._check_open()
-        self._engine.execute(text, params, sink=sink)
+        if progress is None and cancel is None:
+            self._engine.execute(text, params, sink=sink)
+            return
+        from tesseradb.progress import tracker
+
+        with tracker("SQL statement", 100, "percent", progress, cancel, "db.stream_sql") as watch:
+            self._engine.execute(text, params, sink=sink, watch=watch)
 
     def interrupt(self) -> None:
         """Cancel the SQL statements running now; each raises InterruptedStatementError and

@@ -18,6 +18,7 @@ import os
 from typing import BinaryIO
 
 __all__ = [
+    "AccessDeniedError",
     "ArgoSyntaxError",
     "ArrayBoundsError",
     "ArrayConflictError",
@@ -58,6 +59,7 @@ __all__ = [
     "SQLExecutionError",
     "SQLSyntaxError",
     "SegmentFileError",
+    "ServerError",
     "StreamWriteError",
     "TableStoreError",
     "TesseraError",
@@ -330,6 +332,17 @@ class ExportError(TesseraError, ValueError):
 
 class CancelledError(TesseraError):
     """A long operation was cancelled (Ctrl-C or ``Cancel.cancel()``); nothing of it was kept."""
+
+
+# --- the server and its clients -----------------------------------------------------------
+
+
+class ServerError(TesseraError):
+    """A served database could not be reached, or answered with an error of its own."""
+
+
+class AccessDeniedError(ServerError, PermissionError):
+    """The server refused: no token, an unknown or revoked one, or rights that do not allow it."""
 
 
 # --- benchmarks ----------------------------------------------------------------------------

@@ -555,6 +555,119 @@ def bench(
         _fail("the systems did not return the same answers (see the checks above)")
 
 
+@app.command()
+def serve(
+    path: DatabaseDir,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    read_only: ReadOnlyFlag = False,
+    certfile: Annotated[
+        Path | None, typer.Option(help="TLS certificate (PEM), with --keyfile.")
+    ] = None,
+    keyfile: Annotated[Path | None, typer.Option(help="TLS private key (PEM).")] = None,
+    statement_seconds: Annotated[
+        float, typer.Option(help="Time limit of one statement, in seconds.")
+    ] = 300.0,
+) -> None:
+    """Serve the database over HTTP: the API, the web console at /, remote clients."""
+    from tesseradb.catalog import CATALOG_FILE
+    from tesseradb.errors import TesseraError
+    from tesseradb.server import Users
+    from tesseradb.server import serve as run
+
+    if not (path / CATALOG_FILE).is_file():
+        _fail(f"{path} is not a TesseraDB database; `tessera init {path}` makes one")
+    console = _console(stderr=True)
+    if not Users(path).list():
+        console.print(
+            f"note: {path} has no users yet: `tessera user add {path} NAME --rights admin` "
+            "makes one; until then every request but /health is refused"
+        )
+    try:
+        run(
+            path,
+            host,
+            port,
+            read_only=read_only,
+            certfile=None if certfile is None else str(certfile),
+            keyfile=None if keyfile is None else str(keyfile),
+            statement_seconds=statement_seconds,
+            ready=lambda url: console.print(f"serving {path} at {url}/ (Ctrl-C stops)"),
+        )
+    except TesseraError as err:
+        _fail(str(err))
+
+
+user_app = typer.Typer(
+    help="Users of a served database: tokens and rights (they take effect at once).",
+    no_args_is_help=True,
+)
+app.add_typer(user_app, name="user")
+
+
+@user_app.command("add")
+def user_add(
+    path: DatabaseDir,
+    name: Annotated[str, typer.Argument(help="The user's name.")],
+    rights: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rights",
+            help="read, write or admin for every kind, or KIND=LEVEL (array, stream, "
+            "collection, table, attached, assoc); repeat it. Default: read.",
+        ),
+    ] = None,
+) -> None:
+    """Make a user and print its token (shown only now; the database keeps its hash)."""
+    from tesseradb.catalog import CATALOG_FILE
+    from tesseradb.errors import TesseraError
+    from tesseradb.server import Users, parse_rights
+
+    if not (path / CATALOG_FILE).is_file():
+        _fail(f"{path} is not a TesseraDB database")
+    try:
+        token = Users(path).add(name, parse_rights(rights or []))
+    except TesseraError as err:
+        _fail(str(err))
+    typer.echo(token)
+    _console(stderr=True).print(
+        f"user {name} made; the line above is its token, shown only now", markup=False
+    )
+
+
+@user_app.command("revoke")
+def user_revoke(
+    path: DatabaseDir, name: Annotated[str, typer.Argument(help="The user's name.")]
+) -> None:
+    """Remove a user: its token stops working at the server's next request."""
+    from tesseradb.errors import TesseraError
+    from tesseradb.server import Users
+
+    try:
+        Users(path).revoke(name)
+    except TesseraError as err:
+        _fail(str(err))
+    _console().print(f"user {name} revoked", markup=False)
+
+
+@user_app.command("list")
+def user_list(path: DatabaseDir) -> None:
+    """The users and their rights (never their tokens)."""
+    from tesseradb.errors import TesseraError
+    from tesseradb.server import Users
+
+    try:
+        users = Users(path).list()
+    except TesseraError as err:
+        _fail(str(err))
+    console = _console()
+    if not users:
+        console.print("no users", markup=False)
+    for user in users:
+        rights = ", ".join(f"{k}={v}" for k, v in sorted(user.rights.items()))
+        console.print(f"{user.name}: {rights} (since {user.created})", markup=False)
+
+
 def _size(n: int) -> str:
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

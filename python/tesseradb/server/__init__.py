@@ -1,0 +1,154 @@
+"""Serving a database: ``tessera serve``, its HTTP API and console, users, the remote client.
+
+``serve(path)`` runs the ASGI application (:func:`make_app`, Starlette on
+uvicorn) over the database at ``path``, which the server process opens as its
+single writer. :class:`Users` keeps who may do what (``tessera user``), and
+:class:`RemoteDatabase` is what ``tesseradb.connect("http://host:port",
+token=...)`` returns. docs/server.md describes the API, the rights and the
+console.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.server._client import RemoteArray, RemoteCollection, RemoteDatabase, RemoteStream
+from tesseradb.server._users import LEVELS, User, UserError, Users, parse_rights
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from tesseradb.database import Database
+    from tesseradb.server._app import ServerOptions
+
+__all__ = [
+    "LEVELS",
+    "RemoteArray",
+    "RemoteCollection",
+    "RemoteDatabase",
+    "RemoteStream",
+    "ServerOptions",
+    "ServerThread",
+    "User",
+    "UserError",
+    "Users",
+    "make_app",
+    "parse_rights",
+    "serve",
+]
+
+
+def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
+    """The ASGI application serving ``db`` (see :mod:`tesseradb.server._app`)."""
+    from tesseradb.server._app import make_app as make
+
+    return make(db, options)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ServerOptions":
+        from tesseradb.server._app import ServerOptions
+
+        return ServerOptions
+    raise AttributeError(name)
+
+
+class ServerThread:
+    """An open database served from a thread of this process (a notebook, a test):
+    ``with ServerThread(db, port=0) as server: ... server.url ...``; ``port=0`` picks a
+    free port. ``options`` are :class:`ServerOptions` fields."""
+
+    def __init__(
+        self, db: Database, host: str = "127.0.0.1", port: int = 0, **options: Any
+    ) -> None:
+        import threading
+        import time
+
+        import uvicorn
+
+        from tesseradb.errors import ServerError
+        from tesseradb.server._app import ServerOptions
+
+        self.db = db
+        config = uvicorn.Config(
+            make_app(db, ServerOptions(**options)),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="tessera-serve", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise ServerError(f"the server on {host}:{port} did not start")
+            time.sleep(0.01)
+        bound = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://{host}:{bound}"
+
+    def stop(self) -> None:
+        """Stop serving (the database stays open)."""
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+    def __enter__(self) -> ServerThread:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        self.stop()
+
+
+def serve(
+    path: str | os.PathLike[str],
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    read_only: bool = False,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+    statement_seconds: float = 300.0,
+    ready: Any = None,
+) -> None:
+    """Serve the database at ``path`` until interrupted (then close it cleanly).
+
+    ``ready`` (a callable) is told the URL once the server listens.
+    """
+    import uvicorn
+
+    from tesseradb import connect
+    from tesseradb.server._app import ServerOptions
+
+    if (certfile is None) != (keyfile is None):
+        from tesseradb.errors import InvalidArgumentError
+
+        raise InvalidArgumentError("serve: TLS needs both certfile and keyfile")
+    db = connect(path, read_only=read_only)
+    try:
+        app = make_app(db, ServerOptions(read_only=read_only, statement_seconds=statement_seconds))
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            ssl_certfile=certfile,
+            ssl_keyfile=keyfile,
+            log_level="warning",
+            access_log=False,  # (paths only, never tokens; kept quiet for the console's polling)
+            timeout_graceful_shutdown=5,
+        )
+        server = uvicorn.Server(config)
+        if ready is not None:
+            scheme = "https" if certfile else "http"
+
+            original = server.startup
+
+            async def startup(sockets: Any = None) -> None:
+                await original(sockets)
+                ready(f"{scheme}://{host}:{port}")
+
+            server.startup = startup  # type: ignore[method-assign]
+        server.run()
+    finally:
+        db.close()

@@ -1,0 +1,395 @@
+"""A served database from another process: ``tesseradb.connect("http://host:port", token=...)``.
+
+:class:`RemoteDatabase` has the in-process database's ``sql()``, ``stream_sql()``,
+``argo()``, ``explain()``, ``info()``, ``schema()`` and ``check()``, and remote
+handles for arrays (``read``/``[...]``, images, cells, versions), streams
+(``range``, ``ingest``) and collections (``insert``, ``load_jsonl``). Results come
+as Arrow IPC and are the same :class:`~tesseradb.sql.result.Result`. An error
+the server reports is raised as the TesseraError class it names (else
+:class:`ServerError`); 401 and 403 are :class:`AccessDeniedError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tesseradb import errors
+from tesseradb.errors import AccessDeniedError, InvalidArgumentError, ServerError, TesseraError
+from tesseradb.kinds import ObjectInfo
+
+if TYPE_CHECKING:
+    import httpx
+    import numpy as np
+    import pyarrow as pa
+
+    from tesseradb.progress import Cancel
+    from tesseradb.sql.result import Result
+
+__all__ = ["RemoteArray", "RemoteCollection", "RemoteDatabase", "RemoteStream"]
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+
+def _raise_for(response: httpx.Response, where: str) -> None:
+    """Raise the error a failed response carries, as the class the server named."""
+    if response.status_code < 400:
+        return
+    try:
+        body = json.loads(response.read())
+        message, kind = str(body["error"]), str(body.get("type", ""))
+    except (ValueError, KeyError, TypeError):
+        message, kind = response.text[:500] or response.reason_phrase, ""
+    text = f"{where}: {message}"
+    if response.status_code in (401, 403):
+        raise AccessDeniedError(text)
+    cls = getattr(errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, TesseraError):
+        try:
+            error = cls(text)
+        except TypeError:  # a class that takes more than the message (UnknownTableError)
+            error = cls.__new__(cls)
+            Exception.__init__(error, text)
+        raise error
+    raise ServerError(f"{text} (HTTP {response.status_code})")
+
+
+class _ResponseFile(io.RawIOBase):
+    """A streamed response body as a file, for ``pyarrow.ipc.open_stream``."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._rest = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._rest:
+            try:
+                self._rest = next(self._chunks)
+            except StopIteration:
+                return 0
+        n = min(len(buffer), len(self._rest))
+        buffer[:n] = self._rest[:n]
+        self._rest = self._rest[n:]
+        return n
+
+
+def _key_text(key: Any) -> str:
+    """A numpy-style key (ints, slices) as the server's box text."""
+    parts = key if isinstance(key, tuple) else (key,)
+    out = []
+    for part in parts:
+        if isinstance(part, slice):
+            if part.step not in (None, 1):
+                raise InvalidArgumentError(f"a box has steps of 1, not {part.step}")
+            lo = "" if part.start is None else str(int(part.start))
+            hi = "" if part.stop is None else str(int(part.stop))
+            out.append(f"{lo}:{hi}")
+        elif part is Ellipsis or part is None:
+            out.append(":")
+        else:
+            out.append(str(int(part)))
+    return ",".join(out)
+
+
+class RemoteDatabase:
+    """A database served by ``tessera serve``, used through its HTTP API."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 300.0) -> None:
+        import httpx
+
+        if token is None:
+            token = os.environ.get("TESSERA_TOKEN")
+        if not token:
+            raise InvalidArgumentError(
+                f"connect({url!r}): a served database needs token= (or TESSERA_TOKEN)"
+            )
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(timeout, connect=10.0),
+        )
+        self.user = self._get("/api/whoami")
+        self.read_only = bool(self.user.get("read_only"))
+
+    def __repr__(self) -> str:
+        return f"RemoteDatabase({self.url!r}, user {self.user.get('name')!r})"
+
+    # --- plumbing -------------------------------------------------------------------
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        import httpx
+
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as err:
+            raise ServerError(f"{self.url}{path}: {type(err).__name__}: {err}") from None
+        _raise_for(response, f"{self.url}{path}")
+        return response
+
+    def _get(self, path: str, **params: Any) -> Any:
+        return self._request("GET", path, params=params).json()
+
+    def _post_json(self, path: str, body: Any) -> Any:
+        return self._request("POST", path, json=body).json()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RemoteDatabase:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        self.close()
+
+    # --- SQL ------------------------------------------------------------------------
+    def stream_sql(
+        self,
+        text: str,
+        sink: Callable[[pa.RecordBatchReader], Any],
+        params: Any = None,
+        *,
+        cancel: Cancel | None = None,
+    ) -> None:
+        """Run a statement; its rows reach ``sink`` as an Arrow reader while they arrive."""
+        import httpx
+        import pyarrow as pa
+
+        if not isinstance(text, str):
+            raise InvalidArgumentError(
+                f"db.sql: the SQL text must be a str, not {type(text).__name__}"
+            )
+        query_id = uuid.uuid4().hex
+        body = {"sql": text, "params": params, "query_id": query_id}
+        stop = threading.Event()
+        if cancel is not None:
+            threading.Thread(
+                target=self._cancel_when, args=(cancel, query_id, stop), daemon=True
+            ).start()
+        try:
+            with self._http.stream(
+                "POST", "/sql", json=body, headers={"Accept": ARROW_STREAM}
+            ) as response:
+                _raise_for(response, f"{self.url}/sql")
+                source = io.BufferedReader(_ResponseFile(response.iter_bytes()), 1 << 20)
+                try:
+                    reader = pa.ipc.open_stream(source)
+                except pa.ArrowInvalid as err:
+                    raise ServerError(f"{self.url}/sql: the answer is not Arrow ({err})") from None
+                sink(reader)
+        except httpx.HTTPError as err:
+            raise ServerError(f"{self.url}/sql: {type(err).__name__}: {err}") from None
+        finally:
+            stop.set()
+
+    def _cancel_when(self, cancel: Cancel, query_id: str, stop: threading.Event) -> None:
+        while not stop.wait(0.1):
+            if cancel.cancelled:
+                with contextlib.suppress(Exception):  # the statement may have ended meanwhile
+                    self._http.post(f"/queries/{query_id}/cancel")
+                return
+
+    def sql(self, text: str, params: Any = None, *, cancel: Cancel | None = None) -> Result:
+        """Run SQL on the server (DuckDB's dialect, as in-process); the rows as a Result."""
+        from tesseradb.sql.result import Result
+
+        tables: list[pa.Table] = []
+        self.stream_sql(
+            text, lambda reader: tables.append(reader.read_all()), params, cancel=cancel
+        )
+        return Result(tables[0])
+
+    def explain(self, text: str, params: Any = None) -> str:
+        return str(self._post_json("/explain", {"sql": text, "params": params})["plan"])
+
+    def argo(self, text: str, params: Any = None) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self._post_json(
+            "/argo", {"statement": text, "params": params}
+        )["rows"]
+        return rows
+
+    def queries(self) -> list[dict[str, Any]]:
+        """The statements running on the server (yours; an admin sees all)."""
+        found: list[dict[str, Any]] = self._get("/queries")["queries"]
+        return found
+
+    def cancel(self, query_id: str) -> None:
+        self._request("POST", f"/queries/{query_id}/cancel")
+
+    # --- the catalog ----------------------------------------------------------------
+    def info(self) -> list[ObjectInfo]:
+        """The objects you may read, with kinds and sizes."""
+        return [ObjectInfo(**o) for o in self._get("/catalog")["objects"]]
+
+    def describe(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self._get(f"/objects/{name}")
+        return found
+
+    def schema(self, name: str) -> pa.Schema:
+        quoted = '"' + name.replace('"', '""') + '"'
+        return self.sql(f"SELECT * FROM {quoted} LIMIT 0").arrow().schema
+
+    def check(self) -> dict[str, Any]:
+        found: dict[str, Any] = self._get("/check")
+        return found
+
+    # --- objects --------------------------------------------------------------------
+    def array(self, name: str, version: str | None = None) -> RemoteArray:
+        return RemoteArray(self, name, version)
+
+    def stream(self, name: str) -> RemoteStream:
+        return RemoteStream(self, name)
+
+    def collection(self, name: str) -> RemoteCollection:
+        return RemoteCollection(self, name)
+
+
+class RemoteArray:
+    """An array of a served database: boxes as numpy arrays or images, cells, versions."""
+
+    def __init__(self, db: RemoteDatabase, name: str, version: str | None) -> None:
+        self.db, self.name, self.version = db, name, version
+
+    def _params(self, **extra: Any) -> dict[str, Any]:
+        params = {k: v for k, v in extra.items() if v is not None}
+        if self.version:
+            params["version"] = self.version
+        return params
+
+    def read(
+        self, box: Any = None, attrs: Sequence[str] | str | None = None
+    ) -> dict[str, np.ndarray]:
+        """The attributes over ``box`` (a numpy-style key in indexes), as numpy arrays."""
+        import pyarrow as pa
+
+        wanted = [attrs] if isinstance(attrs, str) else list(attrs or [])
+        params = self._params(
+            box=_key_text(box) if box is not None else "",
+            attrs=",".join(wanted) or None,
+            format="arrow",
+        )
+        response = self.db._request("GET", f"/arrays/{self.name}/slab", params=params)
+        table = pa.ipc.open_stream(response.content).read_all()
+        shape = tuple(json.loads((table.schema.metadata or {})[b"shape"]))
+        return {c: table.column(c).to_numpy().reshape(shape) for c in table.column_names}
+
+    def __getitem__(self, key: Any) -> dict[str, np.ndarray]:
+        return self.read(key)
+
+    def image(
+        self,
+        box: Any,
+        attr: str,
+        cmap: str = "gray",
+        vmin: float | None = None,
+        vmax: float | None = None,
+        max_side: int = 1024,
+    ) -> bytes:
+        """A 2-D slice rendered by the server as PNG bytes."""
+        params = self._params(
+            box=_key_text(box), attr=attr, format="png", cmap=cmap, vmin=vmin, vmax=vmax,
+            max_side=max_side,
+        )  # fmt: skip
+        return self.db._request("GET", f"/arrays/{self.name}/slab", params=params).content
+
+    def cell(self, *at: int) -> dict[str, Any]:
+        params = self._params(at=",".join(str(int(i)) for i in at))
+        found: dict[str, Any] = self.db._get(f"/arrays/{self.name}/cell", **params)["values"]
+        return found
+
+    def versions(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.db.describe(self.name)["versions"]
+        return found
+
+    def at(self, version: str) -> RemoteArray:
+        return RemoteArray(self.db, self.name, version)
+
+
+class RemoteStream:
+    """A record stream of a served database: range queries and durable ingest."""
+
+    def __init__(self, db: RemoteDatabase, name: str) -> None:
+        self.db, self.name = db, name
+
+    def range(self, columns: Sequence[str] | None = None, **bounds: Any) -> pa.Table:
+        """Records with ``lo <= field <= hi`` for each ``field=(lo, hi)`` (None: open)."""
+        import pyarrow as pa
+
+        params: dict[str, Any] = {"format": "arrow"}
+        if columns:
+            params["columns"] = ",".join(columns)
+        for name, (lo, hi) in bounds.items():
+            params[name] = f"{'' if lo is None else lo}:{'' if hi is None else hi}"
+        response = self.db._request("GET", f"/streams/{self.name}/range", params=params)
+        return pa.ipc.open_stream(response.content).read_all()
+
+    def ingest(self, data: Any) -> int:
+        """Send records (a pyarrow Table or RecordBatch); returns once they are durable."""
+        import pyarrow as pa
+
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if not isinstance(data, pa.Table):
+            raise InvalidArgumentError(
+                f"stream {self.name!r}: a remote ingest takes a pyarrow Table, not {type(data).__name__}"
+            )
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, data.schema) as writer:
+            writer.write_table(data)
+        response = self.db._request(
+            "POST",
+            f"/streams/{self.name}/ingest",
+            content=sink.getvalue(),
+            headers={"Content-Type": ARROW_STREAM},
+        )
+        return int(response.json()["records"])
+
+    def plot(self, x: str, y: str, **bounds: Any) -> bytes:
+        params: dict[str, Any] = {"x": x, "y": y}
+        for name, (lo, hi) in bounds.items():
+            params[name] = f"{'' if lo is None else lo}:{'' if hi is None else hi}"
+        return self.db._request("GET", f"/streams/{self.name}/plot", params=params).content
+
+
+class RemoteCollection:
+    """A document collection of a served database."""
+
+    def __init__(self, db: RemoteDatabase, name: str) -> None:
+        self.db, self.name = db, name
+
+    def insert(self, document: dict[str, Any]) -> int:
+        return int(self.db._post_json(f"/collections/{self.name}/insert", document)["objids"][0])
+
+    def insert_many(self, documents: Sequence[dict[str, Any]]) -> list[int]:
+        ids: list[int] = self.db._post_json(f"/collections/{self.name}/insert", list(documents))[
+            "objids"
+        ]
+        return ids
+
+    def load_jsonl(self, source: str | os.PathLike[str] | Iterable[str]) -> int:
+        if isinstance(source, (str, os.PathLike)):
+            with open(source, "rb") as handle:
+                data = handle.read()
+        else:
+            data = "\n".join(line.rstrip("\n") for line in source).encode()
+        response = self.db._request(
+            "POST",
+            f"/collections/{self.name}/load",
+            content=data,
+            headers={"Content-Type": "application/x-ndjson"},
+        )
+        return int(response.json()["loaded"])
+
+    def documents(self, offset: int = 0, limit: int = 50) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.db._get(
+            f"/collections/{self.name}/documents", offset=offset, limit=limit
+        )["documents"]
+        return found

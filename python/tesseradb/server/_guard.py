@@ -1,0 +1,145 @@
+"""What a served statement may do, by its user's rights (checked before it runs).
+
+A user who is not an admin may run one statement at a time: queries
+(``SELECT``, ``WITH``, ``DESCRIBE``, ``SUMMARIZE``, ``SHOW``) with the read
+right on every kind of object they name, and ``INSERT``, ``UPDATE``,
+``DELETE``, ``CREATE TABLE``/``VIEW`` and ``DROP TABLE``/``VIEW`` with the
+write right on plain tables. Nothing else: a statement that could reach the
+file system, the network, extensions or settings (``COPY``, ``ATTACH``,
+``INSTALL``, ``LOAD``, ``SET``, ``PRAGMA``, ``CALL``, ``EXPORT``, a file
+named as a table, ``read_csv('/etc/...')``, ``glob``, ``getenv``, ``query``
+...) is refused, and so is a statement the parser cannot read. The check is
+an allow-list of statement shapes over sqlglot's tree plus a deny-list of
+functions; tests try each way in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tesseradb.errors import TesseraError
+
+__all__ = ["Refused", "check_statement"]
+
+
+class Refused(TesseraError):
+    """The user's rights do not allow the statement (HTTP 403)."""
+
+
+_READ_STATEMENTS = ("Select", "Union", "Intersect", "Except", "Describe", "Summarize", "Show")
+_WRITE_STATEMENTS = ("Insert", "Update", "Delete", "Create", "Drop")
+_DENIED_FUNCTIONS = {
+    "glob",
+    "sniff_csv",
+    "getenv",
+    "query",
+    "query_table",
+    "current_setting",
+    "load_aws_credentials",
+    "which_secret",
+    "json_execute_serialized_sql",
+    "parquet_metadata",
+    "parquet_schema",
+    "parquet_file_metadata",
+    "parquet_kv_metadata",
+    "parquet_bloom_probe",
+    "enable_profiling",
+    "checkpoint",
+    "force_checkpoint",
+}
+_DENIED_PREFIXES = ("read_", "pragma_", "duckdb_", "iceberg_", "delta_", "sqlite_", "postgres_")
+_DENIED_SUFFIXES = ("_scan", "_attach")
+_PATH_CHARACTERS = set("/\\~:*?.")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A statement that may run: whether it writes, and the objects it names."""
+
+    writes: bool
+    names: list[str]
+
+
+def _function_name(node: object) -> str:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    assert isinstance(node, exp.Func)
+    return node.sql_name().lower()
+
+
+def _denied(name: str) -> bool:
+    return (
+        name in _DENIED_FUNCTIONS
+        or name.startswith(_DENIED_PREFIXES)
+        or name.endswith(_DENIED_SUFFIXES)
+    )
+
+
+def check_statement(
+    text: str, is_admin: bool, may: Callable[[str, str], bool], kind_of: Callable[[str], str]
+) -> Checked:
+    """Refuse ``text`` unless its user may run it (``may(kind, level)``); ``kind_of(name)``
+    gives the kind of an object of the database (``table`` for anything else)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
+    except (ParseError, ValueError) as err:
+        if is_admin:
+            return Checked(True, [])
+        raise Refused(
+            f"the server cannot check this statement, so only an admin may run it "
+            f"({str(err).splitlines()[0]})"
+        ) from None
+    if is_admin:
+        return Checked(True, [])
+    if len(statements) != 1:
+        raise Refused(f"one statement per request, not {len(statements)}")
+    statement = statements[0]
+    shape = type(statement).__name__
+    if shape in ("Create", "Drop"):
+        target = str(statement.args.get("kind") or "").upper()
+        if target not in ("TABLE", "VIEW"):
+            raise Refused(f"{shape.upper()} {target or '...'} is for admins only")
+    if shape not in _READ_STATEMENTS + _WRITE_STATEMENTS:
+        word = text.strip().split(None, 1)[0].upper() if text.strip() else shape
+        raise Refused(f"{word} statements can reach files, extensions or settings: for admins only")
+    ctes = {str(c.alias).lower() for c in statement.find_all(exp.CTE)}
+    names: list[str] = []
+    for node in statement.walk():
+        if isinstance(node, exp.Func) and _denied(_function_name(node)):
+            raise Refused(
+                f"function {_function_name(node)}() can reach files, settings or other "
+                "statements: for admins only"
+            )
+        if isinstance(node, (exp.Command, exp.Copy, exp.Attach, exp.Set, exp.Pragma)):
+            raise Refused(f"{type(node).__name__.upper()} is for admins only")
+        if isinstance(node, exp.Table):
+            inner = node.this
+            if isinstance(inner, exp.Literal) or (
+                isinstance(inner, exp.Identifier) and _PATH_CHARACTERS & set(inner.name)
+            ):
+                raise Refused(
+                    f"{inner.sql(dialect='duckdb')} names a file: reading files is for admins only"
+                )
+            if node.catalog:
+                raise Refused(f"{node.sql(dialect='duckdb')}: other catalogs are for admins only")
+            name = node.db or node.name  # an attached file's dataset: the attachment
+            if name and name.lower() not in ctes:
+                names.append(name)
+    writes = shape in _WRITE_STATEMENTS
+    for name in names:
+        kind = kind_of(name)
+        if not may(kind, "read"):
+            raise Refused(f"reading {kind} {name!r} needs the read right on {kind}s")
+    if writes:
+        target = statement.find(exp.Table)
+        kind = kind_of(target.name) if target is not None else "table"
+        if not may(kind, "write") or not may("table", "write"):
+            raise Refused(f"{shape.upper()} needs the write right on {kind}s")
+    return Checked(writes, names)
