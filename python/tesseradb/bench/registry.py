@@ -39,6 +39,7 @@ _MODULES = {
     "ssdb": "tesseradb.bench.ssdb",
     "d4m": "tesseradb.bench.d4m",
     "load": "tesseradb.bench.load",
+    "server": "tesseradb.bench.server",
 }
 
 

@@ -20,11 +20,12 @@ it, keeping nothing.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import io
 import json
 import math
-import queue
 import threading
 import time
 import uuid
@@ -41,7 +42,7 @@ from tesseradb.errors import (
     TesseraError,
     UnknownTableError,
 )
-from tesseradb.server._guard import Refused, check_statement
+from tesseradb.server._guard import Refused, check_statement, may_write
 from tesseradb.server._users import User, Users
 
 if TYPE_CHECKING:
@@ -55,10 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["ServerOptions", "make_app"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+SMALL_ANSWER_BYTES = 1 << 20  # an answer up to this size is sent whole, not streamed
 NPY = "application/x-npy"
 NDJSON = "application/x-ndjson"
-PUBLIC_PATHS = ("/health", "/", "/console", "/favicon.ico")
-PUBLIC_PREFIXES = ("/static/",)
 
 
 @dataclass
@@ -142,6 +142,9 @@ class Server:
         self.options = options
         self.running: dict[str, Running] = {}
         self._lock = threading.Lock()
+        # statements run here, apart from the request threads (a statement waiting for a
+        # slow client must not starve the requests that would read its batches)
+        self.executor = concurrent.futures.ThreadPoolExecutor(64, "tessera-sql")
 
     # --- rights ----------------------------------------------------------------------
     def kind_of(self, name: str) -> str:
@@ -284,19 +287,25 @@ _END = object()
 
 
 class _Batches:
-    """Arrow batches handed from the statement's thread to the response, with backpressure."""
+    """Arrow batches handed from the statement's thread to the response: an asyncio queue
+    fed from the thread, with backpressure (the thread waits while four are unread)."""
 
-    def __init__(self, run: Running) -> None:
+    def __init__(self, run: Running, loop: asyncio.AbstractEventLoop) -> None:
         self.run = run
-        self.items: queue.Queue[Any] = queue.Queue(maxsize=4)
+        self.loop = loop
+        self.items: asyncio.Queue[Any] = asyncio.Queue()
+        self.room = threading.Semaphore(4)
 
     def put(self, item: Any) -> None:
-        while True:
-            try:
-                self.items.put(item, timeout=0.2)
-                return
-            except queue.Full:
+        while not self.room.acquire(timeout=0.2):
+            if self.run.cancel.cancelled:  # the response is gone: stop waiting
                 self.run.cancel.check(f"SQL statement {self.run.id}")
+        self.loop.call_soon_threadsafe(self.items.put_nowait, item)
+
+    async def get(self) -> Any:
+        item = await self.items.get()
+        self.room.release()
+        return item
 
     def sink(self, reader: pa.RecordBatchReader) -> None:
         self.put(("schema", reader.schema))
@@ -413,8 +422,6 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
     """The ASGI application serving ``db`` (its users are in the database's directory)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.middleware import Middleware
-    from starlette.middleware.base import BaseHTTPMiddleware
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
@@ -424,39 +431,33 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
     async def threaded(fn: Callable[..., Any], *args: Any) -> Any:
         return await run_in_threadpool(fn, *args)
 
-    # --- authentication --------------------------------------------------------
-    class Authenticate(BaseHTTPMiddleware):
-        async def dispatch(self, request: Request, call_next: Any) -> Response:
-            path = request.url.path
-            if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
-                return await call_next(request)
-            header = request.headers.get("authorization", "")
-            scheme, _, token = header.partition(" ")
-            try:
-                user = (
-                    server.users.authenticate(token.strip()) if scheme.lower() == "bearer" else None
-                )
-            except TesseraError as err:
-                return _error(err, 500)
-            if user is None:
-                why = "no token" if not header else "an unknown or revoked token"
-                return JSONResponse(
-                    {
-                        "error": f"{path}: {why}; send Authorization: Bearer <token>",
-                        "type": "Unauthorized",
-                    },
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-            request.state.user = user
-            try:
-                return await call_next(request)
-            except (HTTPError, TesseraError) as err:
-                return _error(err)
+    # --- authentication, and errors as JSON -----------------------------------
+    def authenticate(request: Request) -> Response | None:
+        """Put the token's user on the request, or answer 401 (a cheap hash and dict look-up:
+        done in each handler rather than in a middleware, which costs more per request)."""
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        user = server.users.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+        if user is None:
+            why = "no token" if not header else "an unknown or revoked token"
+            return JSONResponse(
+                {
+                    "error": f"{request.url.path}: {why}; send Authorization: Bearer <token>",
+                    "type": "Unauthorized",
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        request.state.user = user
+        return None
 
-    def handler(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    def handler(fn: Callable[[Request], Any], public: bool = False) -> Callable[[Request], Any]:
         async def wrapped(request: Request) -> Response:
             try:
+                if not public:
+                    refused = authenticate(request)
+                    if refused is not None:
+                        return refused
                 return await fn(request)  # type: ignore[no-any-return]
             except (HTTPError, TesseraError) as err:
                 return _error(err)
@@ -499,13 +500,14 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         if fmt == "json":
             cap = server.options.max_json_rows
             limit = cap if limit is None else min(limit, cap)
-        checked = await threaded(check_statement, text, user.is_admin, user.may, server.kind_of)
-        if checked.writes and server.options.read_only:
-            raise HTTPError(403, "the server is read-only", "ReadOnlyError")
+        # (the statement's shape is cached by its text: checked here, not on a thread)
+        check_statement(text, user.is_admin, user.may, server.kind_of)
+        if server.options.read_only and may_write(text):
+            raise HTTPError(403, "the server is read-only: it runs queries only", "ReadOnlyError")
         run = server.start(user, text, _field(body, "query_id", str, False))
-        batches = _Batches(run)
-        timer = threading.Timer(server.options.statement_seconds, _time_out, (run,))
-        timer.daemon = True
+        loop = asyncio.get_running_loop()
+        batches = _Batches(run, loop)
+        timer = loop.call_later(server.options.statement_seconds, _time_out, run)
 
         def execute() -> None:
             try:
@@ -515,27 +517,55 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
                 with contextlib.suppress(CancelledError):
                     batches.put(("error", err))
 
-        timer.start()
-        threading.Thread(target=execute, name=f"tessera-sql-{run.id}", daemon=True).start()
-        first = await threaded(batches.items.get)
-        if first[0] == "error":
+        def finish() -> None:
             timer.cancel()
+            if not run.finished:
+                run.cancel.cancel()  # the client left, or the page is whole
             server.finish(run)
+
+        loop.run_in_executor(server.executor, execute)
+        first = await batches.get()
+        if first[0] == "error":
+            finish()
             raise _statement_error(first[1], run, server)
         encoder = _encoder(fmt, offset, limit)
+        head: list[bytes] = []
+        if first[0] is _END:  # a statement without rows
+            import pyarrow as pa
+
+            head += [encoder.start(pa.schema([])), encoder.end()]
+            finish()
+            return Response(b"".join(head), media_type=encoder.media)
+        head.append(encoder.start(first[1]))
+        # A small answer goes in one response body; a large one streams as it comes.
+        size = len(head[0])
+        ended = False
+        while size < SMALL_ANSWER_BYTES:
+            item = await batches.get()
+            if item[0] is _END:
+                ended = True
+                break
+            if item[0] == "error":
+                finish()
+                raise _statement_error(item[1], run, server)
+            run.rows += item[1].num_rows
+            head.append(encoder.batch(item[1]))
+            size += len(head[-1])
+            if encoder.full:  # a JSON page is whole: stop the statement
+                ended = True
+                break
+        if ended:
+            head.append(encoder.end())
+            finish()
+            return Response(
+                b"".join(head), media_type=encoder.media, headers={"X-Tessera-Query": run.id}
+            )
 
         async def rows() -> AsyncIterator[bytes]:
-            item = first
             try:
-                if item[0] is _END:  # a statement without rows
-                    import pyarrow as pa
-
-                    yield encoder.start(pa.schema([]))
-                    yield encoder.end()
-                    return
-                yield encoder.start(item[1])
+                yield b"".join(head)
                 while True:
-                    item = await threaded(batches.items.get)
+                    item = await batches.get()
                     if item[0] is _END:
                         break
                     if item[0] == "error":
@@ -546,14 +576,10 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
                     if chunk:
                         yield chunk
                     if encoder.full:  # a JSON page is whole: stop the statement
-                        run.cancel.cancel()
                         break
                 yield encoder.end()
             finally:
-                timer.cancel()
-                if not run.finished:
-                    run.cancel.cancel()  # the client left, or the page is whole
-                server.finish(run)
+                finish()
 
         return StreamingResponse(
             rows(), media_type=encoder.media, headers={"X-Tessera-Query": run.id}
@@ -563,7 +589,7 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         user = _user(request)
         body = await _json(request, server)
         text = _field(body, "sql", str)
-        await threaded(check_statement, text, user.is_admin, user.may, server.kind_of)
+        check_statement(text, user.is_admin, user.may, server.kind_of)
         plan = await threaded(db.explain, text, body.get("params"))
         return JSONResponse({"plan": str(plan)})
 
@@ -728,9 +754,9 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         return JSONResponse({"documents": _jsonable(rows)})
 
     routes = [
-        Route("/health", handler(health)),
-        Route("/", handler(console)),
-        Route("/console", handler(console)),
+        Route("/health", handler(health, public=True)),
+        Route("/", handler(console, public=True)),
+        Route("/console", handler(console, public=True)),
         Route("/openapi.json", handler(openapi)),
         Route("/api/whoami", handler(whoami)),
         Route("/sql", handler(sql), methods=["POST"]),
@@ -756,7 +782,7 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
             name="static",
         ),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(Authenticate)])
+    app = Starlette(routes=routes)
     app.state.server = server
     return app
 

@@ -15,12 +15,13 @@ functions; tests try each way in.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tesseradb.errors import TesseraError
 
-__all__ = ["Refused", "check_statement"]
+__all__ = ["Refused", "check_statement", "may_write"]
 
 
 class Refused(TesseraError):
@@ -78,11 +79,21 @@ def _denied(name: str) -> bool:
     )
 
 
-def check_statement(
-    text: str, is_admin: bool, may: Callable[[str, str], bool], kind_of: Callable[[str], str]
-) -> Checked:
-    """Refuse ``text`` unless its user may run it (``may(kind, level)``); ``kind_of(name)``
-    gives the kind of an object of the database (``table`` for anything else)."""
+@dataclass(frozen=True)
+class _Shape:
+    """What a statement's text is, whoever runs it: why it is refused to non-admins (if it
+    is), whether it writes, the objects it names and the table it writes."""
+
+    refusal: str | None
+    writes: bool = False
+    names: tuple[str, ...] = ()
+    target: str | None = None
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape(text: str) -> _Shape:
+    """The statement's shape (parsed once per distinct text: clients repeat their
+    statements with new parameters, and parsing costs more than the check)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError
@@ -90,56 +101,75 @@ def check_statement(
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
     except (ParseError, ValueError) as err:
-        if is_admin:
-            return Checked(True, [])
-        raise Refused(
-            f"the server cannot check this statement, so only an admin may run it "
+        return _Shape(
+            "the server cannot check this statement, so only an admin may run it "
             f"({str(err).splitlines()[0]})"
-        ) from None
-    if is_admin:
-        return Checked(True, [])
+        )
     if len(statements) != 1:
-        raise Refused(f"one statement per request, not {len(statements)}")
+        return _Shape(f"one statement per request, not {len(statements)}")
     statement = statements[0]
     shape = type(statement).__name__
     if shape in ("Create", "Drop"):
         target = str(statement.args.get("kind") or "").upper()
         if target not in ("TABLE", "VIEW"):
-            raise Refused(f"{shape.upper()} {target or '...'} is for admins only")
+            return _Shape(f"{shape.upper()} {target or '...'} is for admins only")
     if shape not in _READ_STATEMENTS + _WRITE_STATEMENTS:
         word = text.strip().split(None, 1)[0].upper() if text.strip() else shape
-        raise Refused(f"{word} statements can reach files, extensions or settings: for admins only")
+        return _Shape(f"{word} statements can reach files, extensions or settings: for admins only")
     ctes = {str(c.alias).lower() for c in statement.find_all(exp.CTE)}
     names: list[str] = []
     for node in statement.walk():
         if isinstance(node, exp.Func) and _denied(_function_name(node)):
-            raise Refused(
+            return _Shape(
                 f"function {_function_name(node)}() can reach files, settings or other "
                 "statements: for admins only"
             )
         if isinstance(node, (exp.Command, exp.Copy, exp.Attach, exp.Set, exp.Pragma)):
-            raise Refused(f"{type(node).__name__.upper()} is for admins only")
+            return _Shape(f"{type(node).__name__.upper()} is for admins only")
         if isinstance(node, exp.Table):
             inner = node.this
             if isinstance(inner, exp.Literal) or (
                 isinstance(inner, exp.Identifier) and _PATH_CHARACTERS & set(inner.name)
             ):
-                raise Refused(
+                return _Shape(
                     f"{inner.sql(dialect='duckdb')} names a file: reading files is for admins only"
                 )
             if node.catalog:
-                raise Refused(f"{node.sql(dialect='duckdb')}: other catalogs are for admins only")
+                return _Shape(f"{node.sql(dialect='duckdb')}: other catalogs are for admins only")
             name = node.db or node.name  # an attached file's dataset: the attachment
             if name and name.lower() not in ctes:
                 names.append(name)
     writes = shape in _WRITE_STATEMENTS
-    for name in names:
+    written = statement.find(exp.Table) if writes else None
+    return _Shape(None, writes, tuple(names), written.name if written is not None else None)
+
+
+def check_statement(
+    text: str, is_admin: bool, may: Callable[[str, str], bool], kind_of: Callable[[str], str]
+) -> Checked:
+    """Refuse ``text`` unless its user may run it (``may(kind, level)``); ``kind_of(name)``
+    gives the kind of an object of the database (``table`` for anything else).
+
+    An admin's statements are not looked at (a read-only database refuses their writes
+    itself)."""
+    if is_admin:
+        return Checked(False, [])
+    shape = _shape(text)
+    if shape.refusal is not None:
+        raise Refused(shape.refusal)
+    for name in shape.names:
         kind = kind_of(name)
         if not may(kind, "read"):
             raise Refused(f"reading {kind} {name!r} needs the read right on {kind}s")
-    if writes:
-        target = statement.find(exp.Table)
-        kind = kind_of(target.name) if target is not None else "table"
+    if shape.writes:
+        kind = kind_of(shape.target) if shape.target else "table"
         if not may(kind, "write") or not may("table", "write"):
-            raise Refused(f"{shape.upper()} needs the write right on {kind}s")
-    return Checked(writes, names)
+            raise Refused(f"this statement writes: it needs the write right on {kind}s")
+    return Checked(shape.writes, list(shape.names))
+
+
+def may_write(text: str) -> bool:
+    """Whether a statement might write (anything but a plain query): what a read-only
+    server refuses, whoever asks."""
+    shape = _shape(text)
+    return shape.writes or shape.refusal is not None

@@ -1,0 +1,322 @@
+"""``tessera bench server``: a served database against PostgreSQL over loopback, with DuckDB
+in-process as the floor.
+
+- ``query_small``: one point query at a time (``seconds`` a query, the median of
+  several batches): tessera's remote client against ``tessera serve`` in
+  another process; tessera in-process (``query_small_in_process``);
+  PostgreSQL through psycopg over loopback; DuckDB in-process.
+- ``arrow_download``: a result of ``download_bytes`` (1 GB at ``small``)
+  streamed as Arrow IPC over loopback to the remote client (``per_second``,
+  bytes); DuckDB's ``fetch_arrow_table`` in-process is the floor.
+- ``queries_32_clients``: 32 clients in 4 processes of 8 threads each run a
+  read-mostly mix (90% point queries, 5% small range aggregates, 5% inserts)
+  for ``seconds``: queries a second, and p50/p99 latencies
+  (``queries_32_clients_p50``/``_p99``, seconds) for tessera and PostgreSQL.
+
+Every system's answers to the point queries, the download (rows and sums)
+and the mix's writes are checked to agree.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.bench.registry import Benchmark, register
+
+if TYPE_CHECKING:
+    from tesseradb.bench.runner import BenchContext
+
+ROWS = 1_000_000  # the point-query table
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``tessera serve`` in another process, once it answers."""
+    import httpx
+
+    port = _free_port()
+    tessera = Path(sys.executable).with_name("tessera")
+    command = [str(tessera), "serve", str(path), "--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    process.kill()
+    from tesseradb.errors import BenchmarkError
+
+    raise BenchmarkError(f"tessera serve did not start: {process.stderr.read().decode()[-500:]}")  # type: ignore[union-attr]
+
+
+def _per_query(fn: Any, count: int, batches: int = 5) -> list[float]:
+    """Seconds a call, for ``batches`` batches of ``count`` calls (after a warm-up)."""
+    for i in range(min(count, 50)):
+        fn(i)
+    out = []
+    for b in range(batches):
+        started = time.perf_counter()
+        for i in range(count):
+            fn(b * count + i)
+        out.append((time.perf_counter() - started) / count)
+    return out
+
+
+# --- the concurrent mix: client processes -------------------------------------------------
+def _mix_worker(args: tuple[str, str, str, int, int, float, int]) -> dict[str, Any]:
+    """One client process: ``threads`` threads running the mix against ``system``."""
+    system, url, token, threads, first_client, seconds, rows = args
+    import random
+
+    latencies: list[float] = []
+    writes: list[tuple[int, int]] = []
+    counts = [0]
+    lock = threading.Lock()
+    start_at = time.monotonic() + 0.5
+    deadline = start_at + seconds
+
+    def run(client: int) -> None:
+        rng = random.Random(client)
+        if system == "tessera":
+            import httpx
+
+            http = httpx.Client(
+                base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+            )
+
+            def query(sql: str, params: list[Any]) -> Any:
+                response = http.post(
+                    "/sql", json={"sql": sql, "params": params},
+                    headers={"Accept": "application/json"},
+                )  # fmt: skip
+                response.raise_for_status()
+                return response.json()["rows"]
+        else:
+            import psycopg
+
+            con = psycopg.connect(url, autocommit=True)
+
+            def query(sql: str, params: list[Any]) -> Any:
+                with con.cursor() as cur:
+                    cur.execute(sql.replace("?", "%s"), params)
+                    return cur.fetchall() if cur.description else None
+
+        mine, seq = [], 0
+        while time.monotonic() < start_at:
+            time.sleep(0.01)
+        while time.monotonic() < deadline:
+            kind = rng.random()
+            began = time.perf_counter()
+            if kind < 0.90:
+                i = rng.randrange(rows)
+                query("SELECT f FROM points WHERE i = ?", [i])
+            elif kind < 0.95:
+                lo = rng.randrange(rows - 1000)
+                query("SELECT count(*), sum(f) FROM points WHERE i BETWEEN ? AND ?", [lo, lo + 999])
+            else:
+                seq += 1
+                query("INSERT INTO writes VALUES (?, ?)", [client, seq])
+                mine.append((client, seq))
+            elapsed = time.perf_counter() - began
+            with lock:
+                latencies.append(elapsed)
+                counts[0] += 1
+        with lock:
+            writes.extend(mine)
+
+    workers = [threading.Thread(target=run, args=(first_client + t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return {"latencies": latencies, "count": counts[0], "writes": writes}
+
+
+def _mix(system: str, url: str, token: str, ctx: BenchContext) -> dict[str, Any]:
+    import multiprocessing
+
+    processes, threads = 4, 8
+    seconds = float(ctx.params["seconds"])
+    jobs = [(system, url, token, threads, p * threads, seconds, ROWS) for p in range(processes)]
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        parts = pool.map(_mix_worker, jobs)
+    latencies = sorted(x for p in parts for x in p["latencies"])
+    return {
+        "qps": sum(p["count"] for p in parts) / seconds,
+        "p50": latencies[len(latencies) // 2],
+        "p99": latencies[int(len(latencies) * 0.99)],
+        "writes": sorted(w for p in parts for w in p["writes"]),
+    }
+
+
+# --- the benchmark -------------------------------------------------------------------------
+def run(ctx: BenchContext) -> None:
+    import duckdb
+
+    import tesseradb
+    from tesseradb.server import Users, parse_rights
+
+    assert ctx.scratch is not None
+    path = ctx.scratch / "served.tdb"
+    download_rows = int(ctx.params["download_bytes"]) // 32  # four 8-byte columns
+    points_sql = f"SELECT range AS i, range * 0.5 AS f FROM range({ROWS})"
+    big_sql = (
+        f"SELECT range AS a, range * 2 AS b, range * 0.5 AS c, range % 1000 AS d "
+        f"FROM range({download_rows})"
+    )
+    with tesseradb.connect(path) as db:
+        ctx.progress("making the tables")
+        db.sql(f"CREATE TABLE points AS {points_sql}")
+        db.sql("CREATE TABLE writes (client INTEGER, seq BIGINT)")
+        db.sql(f"CREATE TABLE big AS {big_sql}")
+        answers_point: dict[str, Any] = {}
+        if ctx.wants("tessera"):
+            ctx.progress("query_small: tessera in-process")
+            runs = _per_query(
+                lambda i: db.sql("SELECT f FROM points WHERE i = ?", [i * 7919 % ROWS]), 100
+            )
+            ctx.record("tessera", "query_small_in_process", runs)
+    token = Users(path).add("bench", parse_rights(["write"]))
+    answers_download: dict[str, Any] = {}
+    mixes: dict[str, dict[str, Any]] = {}
+    if ctx.wants("tessera"):
+        process, url = _serve(path)
+        try:
+            with tesseradb.connect(url, token=token) as remote:
+                ctx.progress("query_small: tessera over loopback")
+                runs = _per_query(
+                    lambda i: remote.sql("SELECT f FROM points WHERE i = ?", [i * 7919 % ROWS]),
+                    100,
+                )
+                ctx.record("tessera", "query_small", runs)
+                answers_point["tessera"] = remote.sql(
+                    "SELECT f FROM points WHERE i = ?", [12345]
+                ).fetchall()
+                size = download_rows * 32
+                got: dict[str, Any] = {}
+
+                def download() -> None:
+                    table = remote.sql("SELECT * FROM big").arrow()
+                    got["rows"] = table.num_rows
+
+                ctx.measure("tessera", "arrow_download", download, "per_second", "B/s", amount=size)
+                answers_download["tessera"] = [(got["rows"],)]
+            ctx.progress("queries_32_clients: tessera")
+            mixes["tessera"] = _mix("tessera", url, token, ctx)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        with tesseradb.connect(path, read_only=True) as db:
+            mixes["tessera"]["stored"] = sorted(db.sql("SELECT * FROM writes").fetchall())
+    if ctx.wants("duckdb"):
+        con = duckdb.connect()
+        con.execute(f"CREATE TABLE points AS {points_sql}")
+        con.execute(f"CREATE TABLE big AS {big_sql}")
+        runs = _per_query(
+            lambda i: con.execute("SELECT f FROM points WHERE i = ?", [i * 7919 % ROWS]).fetchall(),
+            100,
+        )
+        ctx.record("duckdb", "query_small", runs)
+        answers_point["duckdb"] = con.execute(
+            "SELECT f FROM points WHERE i = ?", [12345]
+        ).fetchall()
+        size = download_rows * 32
+        rows: dict[str, int] = {}
+
+        def fetch() -> None:
+            rows["n"] = con.sql("SELECT * FROM big").to_arrow_table().num_rows
+
+        ctx.measure("duckdb", "arrow_download", fetch, "per_second", "B/s", amount=size)
+        answers_download["duckdb"] = [(rows["n"],)]
+        con.close()
+    if ctx.wants("postgresql"):
+        import psycopg
+
+        from tesseradb.bench.servers import postgres_server
+
+        with postgres_server(fsync=True) as server:
+            with psycopg.connect(server.url, autocommit=True) as con:
+                con.execute(
+                    "CREATE TABLE points AS SELECT i, i * 0.5 AS f "
+                    f"FROM generate_series(0, {ROWS - 1}) AS i"
+                )
+                con.execute("ALTER TABLE points ADD PRIMARY KEY (i)")
+                con.execute("CREATE TABLE writes (client INTEGER, seq BIGINT)")
+                con.execute("ANALYZE points")
+                ctx.progress("query_small: postgresql over loopback")
+
+                def point(i: int) -> Any:
+                    with con.cursor() as cur:
+                        cur.execute("SELECT f FROM points WHERE i = %s", [i * 7919 % ROWS])
+                        return cur.fetchall()
+
+                ctx.record("postgresql", "query_small", _per_query(point, 100))
+                with con.cursor() as cur:
+                    cur.execute("SELECT f FROM points WHERE i = %s", [12345])
+                    answers_point["postgresql"] = cur.fetchall()
+            ctx.progress("queries_32_clients: postgresql")
+            mixes["postgresql"] = _mix("postgresql", server.url, "", ctx)
+            with psycopg.connect(server.url, autocommit=True) as con:
+                mixes["postgresql"]["stored"] = sorted(
+                    tuple(r) for r in con.execute("SELECT * FROM writes").fetchall()
+                )
+    for system, mix in mixes.items():
+        ctx.record(system, "queries_32_clients", [mix["qps"]], "per_second", "queries/s")
+        ctx.record(system, "queries_32_clients_p50", [mix["p50"]])
+        ctx.record(system, "queries_32_clients_p99", [mix["p99"]])
+    if len(answers_point) > 1:
+        ctx.check("query_small", answers_point)
+    if len(answers_download) > 1:
+        ctx.check("arrow_download", answers_download)
+    if mixes:
+        # every acknowledged write of the mix is stored, in each system
+        ctx.check(
+            "queries_32_clients_writes",
+            {s: [(m["writes"] == m["stored"],)] for s, m in mixes.items()}
+            | {"expected": [(True,)]},
+        )
+
+
+register(
+    Benchmark(
+        name="server",
+        description="tessera serve: a point query, a large Arrow download and 32 concurrent clients vs PostgreSQL over loopback, DuckDB in-process as the floor",
+        scales={
+            "test": {"download_bytes": 8 << 20, "seconds": 2},
+            "tiny": {"download_bytes": 128 << 20, "seconds": 10},
+            "small": {"download_bytes": 1 << 30, "seconds": 30},
+        },
+        systems=("tessera", "postgresql", "duckdb"),
+        run=run,
+        default_scale="tiny",
+        notes=(
+            "query_small is seconds a point query (median of 5 batches of 100); "
+            "query_small_in_process is the same query in-process",
+            "arrow_download is bytes a second of a result streamed as Arrow IPC",
+            "queries_32_clients: 32 clients in 4 processes, 90% point queries, 5% range "
+            "aggregates, 5% inserts",
+        ),
+    )
+)
