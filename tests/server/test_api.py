@@ -8,6 +8,7 @@ import io
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -387,3 +388,20 @@ def test_the_openapi_schema_lists_every_route(served: Served, tokens: dict[str, 
     assert routes <= set(schema["paths"]), routes - set(schema["paths"])
     assert set(schema["paths"]) == set(OPENAPI["paths"])
     json.dumps(schema)
+
+
+def test_an_admin_loads_a_server_file_with_progress(
+    served: Served, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    source = tmp_path / "slices.npy"
+    np.save(source, np.arange(2 * 64 * 64, dtype="f4").reshape(2, 64, 64))
+    body = {"source": str(source), "into": "slices"}
+    refused = served.client(tokens["writer"]).post("/load", json=body)
+    assert refused.status_code == 403
+    assert served.db.catalog.get("slices") is None
+    done = served.client(tokens["admin"]).post("/load", json=body)
+    assert done.status_code == 200, done.text
+    assert done.json()["kind"] == "array" and done.json()["items"] == 2 * 64 * 64
+    bad = served.client(tokens["admin"]).post("/load", json={"source": str(tmp_path / "none.npy")})
+    assert bad.status_code in (400, 404)
+    assert "none.npy" in bad.json()["error"]

@@ -169,6 +169,7 @@ def test_32_clients_for_60_s_with_a_kill_9_midway_lose_no_acknowledged_write(
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     server = _start(path, port)
+    started = [server]
     deadline = time.monotonic() + SECONDS
     clients = [Client(n, url, token, deadline) for n in range(CLIENTS)]
     for client in clients:
@@ -179,6 +180,7 @@ def test_32_clients_for_60_s_with_a_kill_9_midway_lose_no_acknowledged_write(
         server.wait()
         killed_at = time.monotonic()
         server = _start(path, port)
+        started.append(server)
         restarted_in = time.monotonic() - killed_at
         for client in clients:
             client.join(SECONDS + 120)
@@ -188,6 +190,9 @@ def test_32_clients_for_60_s_with_a_kill_9_midway_lose_no_acknowledged_write(
             server.wait(30)
         except subprocess.TimeoutExpired:
             server.kill()
+    for process in started:  # what the servers logged never holds the token
+        assert process.stderr is not None
+        assert token not in process.stderr.read().decode(errors="replace")
     done = sum((c.done for c in clients), Counter())
     failed = sum((c.failed for c in clients), Counter())
     wrong = [w for c in clients for w in c.wrong]

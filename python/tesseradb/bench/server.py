@@ -180,7 +180,7 @@ def run(ctx: BenchContext) -> None:
     download_rows = int(ctx.params["download_bytes"]) // 32  # four 8-byte columns
     points_sql = f"SELECT range AS i, range * 0.5 AS f FROM range({ROWS})"
     big_sql = (
-        f"SELECT range AS a, range * 2 AS b, range * 0.5 AS c, range % 1000 AS d "
+        f"SELECT range AS a, range * 2 AS b, CAST(range AS DOUBLE) * 0.5 AS c, range % 1000 AS d "
         f"FROM range({download_rows})"
     )
     with tesseradb.connect(path) as db:

@@ -308,9 +308,23 @@ class _Batches:
         return item
 
     def sink(self, reader: pa.RecordBatchReader) -> None:
-        self.put(("schema", reader.schema))
+        """Hand over a small answer whole, once (each handoff between threads costs a
+        wake-up), and a large one batch by batch as it comes."""
+        held: list[pa.RecordBatch] | None = []
+        size = 0
         for batch in reader:
-            self.put(("batch", batch))
+            if held is None:
+                self.put(("batch", batch))
+                continue
+            held.append(batch)
+            size += batch.nbytes
+            if size > SMALL_ANSWER_BYTES:
+                self.put(("schema", reader.schema))
+                for kept in held:
+                    self.put(("batch", kept))
+                held = None
+        if held is not None:
+            self.put(("whole", reader.schema, held))
 
 
 def _encoder(fmt: str, offset: int, limit: int | None) -> Any:
@@ -318,33 +332,23 @@ def _encoder(fmt: str, offset: int, limit: int | None) -> Any:
 
 
 class _ArrowEncoder:
-    """An Arrow IPC stream, written batch by batch."""
+    """An Arrow IPC stream: the schema's message, each batch's, the end-of-stream marker
+    (each message serialized once, straight into a buffer that is sent as it is)."""
 
     media = ARROW_STREAM
+    _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
     def __init__(self, offset: int, limit: int | None) -> None:
-        self._out = io.BytesIO()
-        self._writer: Any = None
+        pass
 
-    def _drain(self) -> bytes:
-        data = self._out.getvalue()
-        self._out.seek(0)
-        self._out.truncate()
-        return data
+    def start(self, schema: pa.Schema) -> Any:
+        return memoryview(schema.serialize())
 
-    def start(self, schema: pa.Schema) -> bytes:
-        import pyarrow as pa
-
-        self._writer = pa.ipc.new_stream(self._out, schema)
-        return self._drain()
-
-    def batch(self, batch: pa.RecordBatch) -> bytes:
-        self._writer.write_batch(batch)
-        return self._drain()
+    def batch(self, batch: pa.RecordBatch) -> Any:
+        return memoryview(batch.serialize())
 
     def end(self) -> bytes:
-        self._writer.close()
-        return self._drain()
+        return self._EOS
 
     @property
     def full(self) -> bool:
@@ -530,36 +534,30 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
             raise _statement_error(first[1], run, server)
         encoder = _encoder(fmt, offset, limit)
         head: list[bytes] = []
-        if first[0] is _END:  # a statement without rows
+        if first[0] in (_END, "whole"):  # a small answer (or none) goes in one body
             import pyarrow as pa
 
-            head += [encoder.start(pa.schema([])), encoder.end()]
-            finish()
-            return Response(b"".join(head), media_type=encoder.media)
-        head.append(encoder.start(first[1]))
-        # A small answer goes in one response body; a large one streams as it comes.
-        size = len(head[0])
-        ended = False
-        while size < SMALL_ANSWER_BYTES:
-            item = await batches.get()
-            if item[0] is _END:
-                ended = True
-                break
-            if item[0] == "error":
-                finish()
-                raise _statement_error(item[1], run, server)
-            run.rows += item[1].num_rows
-            head.append(encoder.batch(item[1]))
-            size += len(head[-1])
-            if encoder.full:  # a JSON page is whole: stop the statement
-                ended = True
-                break
-        if ended:
+            if first[0] is _END:  # a statement without rows
+                head.append(encoder.start(pa.schema([])))
+            else:
+                # the answer is whole, but the statement may not have committed yet: answer
+                # only once it has (an acknowledged write is a committed one)
+                end = await batches.get()
+                if end[0] == "error":
+                    finish()
+                    raise _statement_error(end[1], run, server)
+                head.append(encoder.start(first[1]))
+                for batch in first[2]:
+                    run.rows += batch.num_rows
+                    head.append(encoder.batch(batch))
+                    if encoder.full:
+                        break
             head.append(encoder.end())
             finish()
             return Response(
                 b"".join(head), media_type=encoder.media, headers={"X-Tessera-Query": run.id}
             )
+        head.append(encoder.start(first[1]))
 
         async def rows() -> AsyncIterator[bytes]:
             try:
@@ -740,6 +738,41 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         count = await threaded(db.collection(name).load_jsonl, lines)
         return JSONResponse({"loaded": count})
 
+    async def load_file(request: Request) -> Response:
+        """``db.load`` of a file on the server's machine (admins only: it reads the server's
+        files), listed with its progress among the running statements until it ends."""
+        user = _user(request)
+        if not user.is_admin:
+            raise HTTPError(403, "loading the server's files is for admins only", "Refused")
+        if server.options.read_only:
+            raise HTTPError(403, "the server is read-only", "ReadOnlyError")
+        body = await _json(request, server)
+        source = _field(body, "source", str)
+        into = _field(body, "into", str, False)
+        kind = _field(body, "kind", str, False)
+        options = _field(body, "options", dict, False, {})
+        run = server.start(user, f"load {source}" + (f" into {into}" if into else ""), None)
+        try:
+            loaded = await threaded(
+                lambda: db.load(
+                    source, into=into, kind=kind, progress=run.update, cancel=run.cancel, **options
+                )
+            )
+        except CancelledError:
+            raise HTTPError(409, f"the load of {source} was cancelled; nothing was kept") from None
+        finally:
+            server.finish(run)
+        return JSONResponse(
+            {
+                "name": loaded.name,
+                "kind": loaded.kind,
+                "created": loaded.created,
+                "items": loaded.items,
+                "bytes": loaded.bytes,
+                "query_id": run.id,
+            }
+        )
+
     async def documents(request: Request) -> Response:
         name = server.object_kind(request.path_params["name"], "collection")
         server.require(_user(request), "collection", "read", name)
@@ -776,6 +809,7 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         Route("/collections/{name}/insert", handler(insert), methods=["POST"]),
         Route("/collections/{name}/load", handler(load), methods=["POST"]),
         Route("/collections/{name}/documents", handler(documents)),
+        Route("/load", handler(load_file), methods=["POST"]),
         Mount(
             "/static",
             app=StaticFiles(packages=[("tesseradb.server", "static")]),

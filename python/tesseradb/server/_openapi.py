@@ -105,6 +105,7 @@ OPENAPI: dict[str, Any] = {
         },
         "/collections/{name}/insert": {"post": {**_op("insert a JSON object or a list of them", body="application/json"), "parameters": _NAME}},
         "/collections/{name}/load": {"post": {**_op("load JSON lines", body="application/x-ndjson"), "parameters": _NAME}},
+        "/load": {"post": _op("admins: load a file on the server's machine: body {source, into?, kind?, options?}; listed with its progress in /queries while it runs", body="application/json")},
         "/collections/{name}/documents": {"get": {**_op("a page of documents: offset=, limit=", query=["offset", "limit"]), "parameters": _NAME}},
     },
 }  # fmt: skip

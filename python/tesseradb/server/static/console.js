@@ -497,6 +497,25 @@ async function listQueries() {
 }
 $("queries-refresh").onclick = guarded(listQueries);
 
+$("load-run").onclick = guarded(async () => {
+  const body = { source: $("load-source").value.trim() };
+  if ($("load-into").value.trim()) body.into = $("load-into").value.trim();
+  if ($("load-kind").value) body.kind = $("load-kind").value;
+  $("load-status").textContent = "loading...";
+  const poll = setInterval(() => listQueries().catch(() => {}), 500);
+  try {
+    const done = await apiJSON("/load", body);
+    $("load-status").textContent = (done.created ? "created " : "appended to ") + done.kind + " " + done.name + ": " + done.items.toLocaleString() + " items";
+    await loadCatalog();
+  } catch (error) {
+    $("load-status").textContent = "";
+    throw error;
+  } finally {
+    clearInterval(poll);
+    await listQueries().catch(() => {});
+  }
+});
+
 // --- start -------------------------------------------------------------------------------
 if (state.token) {
   signIn(state.token).catch(() => signOut());
