@@ -8,10 +8,6 @@ from __future__ import annotations
 import io
 import os
 import random
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -24,12 +20,11 @@ import pyarrow as pa
 import pytest
 
 import tesseradb
-from tesseradb.server import Users, parse_rights
+from tesseradb.server import ServerProcess, Users, parse_rights
 
 CLIENTS = 32
 SECONDS = float(os.environ.get("TESSERA_LOAD_SECONDS", "60"))
 ARROW = "application/vnd.apache.arrow.stream"
-TESSERA = Path(sys.executable).with_name("tessera")
 DESCRIPTOR = {
     "fields": [
         {"name": "client", "type": "int32"},
@@ -38,31 +33,6 @@ DESCRIPTOR = {
     ],
     "index": ["client", "seq"],
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(path: Path, port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [str(TESSERA), "serve", str(path), "--port", str(port), "--statement-seconds", "30"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None:
-            raise AssertionError(f"tessera serve exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
-        time.sleep(0.1)
-    raise AssertionError("tessera serve did not start in 60 s")
 
 
 class Client(threading.Thread):
@@ -166,33 +136,24 @@ def test_32_clients_for_60_s_with_a_kill_9_midway_lose_no_acknowledged_write(
         db.sql("CREATE TABLE acks (client INTEGER, seq BIGINT)")
         db.create_stream("events", DESCRIPTOR)
     token = Users(path).add("lab", parse_rights(["write"]))
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = _start(path, port)
-    started = [server]
+    server = ServerProcess(path, 0, "--statement-seconds", "30")
+    url, started = server.url, [server]
     deadline = time.monotonic() + SECONDS
     clients = [Client(n, url, token, deadline) for n in range(CLIENTS)]
     for client in clients:
         client.start()
     try:
         time.sleep(SECONDS / 2)
-        os.kill(server.pid, signal.SIGKILL)
-        server.wait()
+        server.kill()
         killed_at = time.monotonic()
-        server = _start(path, port)
+        server = ServerProcess(path, server.port, "--statement-seconds", "30")
         started.append(server)
         restarted_in = time.monotonic() - killed_at
         for client in clients:
             client.join(SECONDS + 120)
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    for process in started:  # what the servers logged never holds the token
-        assert process.stderr is not None
-        assert token not in process.stderr.read().decode(errors="replace")
+        logged = [process.stop() for process in started]
+    assert not any(token in text for text in logged)  # what the servers logged: no token
     done = sum((c.done for c in clients), Counter())
     failed = sum((c.failed for c in clients), Counter())
     wrong = [w for c in clients for w in c.wrong]

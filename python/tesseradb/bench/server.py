@@ -19,12 +19,8 @@ and the mix's writes are checked to agree.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.bench.registry import Benchmark, register
@@ -33,39 +29,6 @@ if TYPE_CHECKING:
     from tesseradb.bench.runner import BenchContext
 
 ROWS = 1_000_000  # the point-query table
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _serve(path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``tessera serve`` in another process, once it answers."""
-    import httpx
-
-    port = _free_port()
-    tessera = Path(sys.executable).with_name("tessera")
-    command = [str(tessera), "serve", str(path), "--port", str(port)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None:
-            break
-        time.sleep(0.1)
-    process.kill()
-    from tesseradb.errors import BenchmarkError
-
-    raise BenchmarkError(f"tessera serve did not start: {process.stderr.read().decode()[-500:]}")  # type: ignore[union-attr]
 
 
 def _per_query(fn: Any, count: int, batches: int = 5) -> list[float]:
@@ -173,7 +136,7 @@ def run(ctx: BenchContext) -> None:
     import duckdb
 
     import tesseradb
-    from tesseradb.server import Users, parse_rights
+    from tesseradb.server import ServerProcess, Users, parse_rights
 
     assert ctx.scratch is not None
     path = ctx.scratch / "served.tdb"
@@ -199,7 +162,8 @@ def run(ctx: BenchContext) -> None:
     answers_download: dict[str, Any] = {}
     mixes: dict[str, dict[str, Any]] = {}
     if ctx.wants("tessera"):
-        process, url = _serve(path)
+        served = ServerProcess(path)
+        url = served.url
         try:
             with tesseradb.connect(url, token=token) as remote:
                 ctx.progress("query_small: tessera over loopback")
@@ -223,11 +187,7 @@ def run(ctx: BenchContext) -> None:
             ctx.progress("queries_32_clients: tessera")
             mixes["tessera"] = _mix("tessera", url, token, ctx)
         finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            served.stop()
         with tesseradb.connect(path, read_only=True) as db:
             mixes["tessera"]["stored"] = sorted(db.sql("SELECT * FROM writes").fetchall())
     if ctx.wants("duckdb"):

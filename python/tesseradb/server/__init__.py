@@ -29,6 +29,7 @@ __all__ = [
     "RemoteDatabase",
     "RemoteStream",
     "ServerOptions",
+    "ServerProcess",
     "ServerThread",
     "User",
     "UserError",
@@ -99,6 +100,71 @@ class ServerThread:
 
     def __exit__(self, *args: object) -> None:
         self.stop()
+
+
+class ServerProcess:
+    """``tessera serve`` in a child process, once it answers (benchmarks, load tests): its
+    ``url``; ``stop()`` ends it cleanly, ``kill()`` with SIGKILL. ``port=0`` picks a free
+    port; ``args`` are more ``tessera serve`` options."""
+
+    def __init__(self, path: str | os.PathLike[str], port: int = 0, *args: str) -> None:
+        import socket
+        import subprocess
+        import sys
+        import time
+        from pathlib import Path
+
+        import httpx
+
+        from tesseradb.errors import ServerError
+
+        if port == 0:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = int(probe.getsockname()[1])
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        tessera = Path(sys.executable).with_name("tessera")
+        self.process = subprocess.Popen(
+            [str(tessera), "serve", os.fspath(path), "--port", str(port), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.process.kill()
+        stderr = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+        raise ServerError(f"tessera serve {os.fspath(path)} did not start: {stderr[-500:]}")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown (what a crash does)."""
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> str:
+        """End it with SIGTERM (SIGKILL after 30 s); returns what it wrote to stderr."""
+        import subprocess
+
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
 
 
 def serve(
