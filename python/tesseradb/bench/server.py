@@ -217,30 +217,30 @@ def run(ctx: BenchContext) -> None:
         from tesseradb.bench.servers import postgres_server
 
         with postgres_server(fsync=True) as server:
-            with psycopg.connect(server.url, autocommit=True) as con:
-                con.execute(
+            with psycopg.connect(server.url, autocommit=True) as pg:
+                pg.execute(
                     "CREATE TABLE points AS SELECT i, i * 0.5 AS f "
                     f"FROM generate_series(0, {ROWS - 1}) AS i"
                 )
-                con.execute("ALTER TABLE points ADD PRIMARY KEY (i)")
-                con.execute("CREATE TABLE writes (client INTEGER, seq BIGINT)")
-                con.execute("ANALYZE points")
+                pg.execute("ALTER TABLE points ADD PRIMARY KEY (i)")
+                pg.execute("CREATE TABLE writes (client INTEGER, seq BIGINT)")
+                pg.execute("ANALYZE points")
                 ctx.progress("query_small: postgresql over loopback")
 
                 def point(i: int) -> Any:
-                    with con.cursor() as cur:
+                    with pg.cursor() as cur:
                         cur.execute("SELECT f FROM points WHERE i = %s", [i * 7919 % ROWS])
                         return cur.fetchall()
 
                 ctx.record("postgresql", "query_small", _per_query(point, 100))
-                with con.cursor() as cur:
+                with pg.cursor() as cur:
                     cur.execute("SELECT f FROM points WHERE i = %s", [12345])
                     answers_point["postgresql"] = cur.fetchall()
             ctx.progress("queries_32_clients: postgresql")
             mixes["postgresql"] = _mix("postgresql", server.url, "", ctx)
-            with psycopg.connect(server.url, autocommit=True) as con:
+            with psycopg.connect(server.url, autocommit=True) as pg:
                 mixes["postgresql"]["stored"] = sorted(
-                    tuple(r) for r in con.execute("SELECT * FROM writes").fetchall()
+                    tuple(r) for r in pg.execute("SELECT * FROM writes").fetchall()
                 )
     for system, mix in mixes.items():
         ctx.record(system, "queries_32_clients", [mix["qps"]], "per_second", "queries/s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["OPENAPI"]
@@ -11,7 +12,7 @@ def _op(
     summary: str,
     *,
     body: str | None = None,
-    query: list[str] = (),
+    query: Sequence[str] = (),
     returns: str = "application/json",
 ) -> dict[str, Any]:
     op: dict[str, Any] = {

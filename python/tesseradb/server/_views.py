@@ -170,7 +170,9 @@ def _finite(values: np.ndarray) -> Any:
     import numpy as np
 
     if values.dtype.kind == "f" and not np.isfinite(values).all():
-        return np.where(np.isnan(values), None, values.astype(object))
+        out = values.astype(object)
+        out[np.isnan(values)] = None
+        return out
     return values
 
 
