@@ -405,3 +405,15 @@ def test_an_admin_loads_a_server_file_with_progress(
     bad = served.client(tokens["admin"]).post("/load", json={"source": str(tmp_path / "none.npy")})
     assert bad.status_code in (400, 404)
     assert "none.npy" in bad.json()["error"]
+
+
+def test_a_missing_object_is_object_not_found_for_the_remote_client(
+    served: Served, tokens: dict[str, str]
+) -> None:
+    from tesseradb.errors import ObjectNotFoundError
+
+    with tesseradb.connect(served.url, token=tokens["reader"]) as remote:
+        with pytest.raises(ObjectNotFoundError, match="no object 'nosuch'"):
+            remote.array("nosuch")[0:1, 0:1]
+        with pytest.raises(ObjectNotFoundError):
+            remote.describe("nosuch")

@@ -169,7 +169,7 @@ class Server:
     def object_kind(self, name: str, expected: str) -> str:
         entry = self.db.catalog.get(name)
         if entry is None:
-            raise HTTPError(404, f"no object {name!r} in the database", "UnknownObjectError")
+            raise HTTPError(404, f"no object {name!r} in the database", "ObjectNotFoundError")
         kind = self.kind_of(entry.name)
         if kind != expected:
             raise HTTPError(400, f"{name!r} is a {kind}, not a {expected}", "InvalidArgumentError")
@@ -608,7 +608,7 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         for run in server.visible(_user(request)):
             if run.id == qid:
                 return JSONResponse(run.public())
-        raise HTTPError(404, f"no running query {qid!r} of yours", "UnknownObjectError")
+        raise HTTPError(404, f"no running query {qid!r} of yours", "ObjectNotFoundError")
 
     async def cancel(request: Request) -> Response:
         qid = request.path_params["qid"]
@@ -616,7 +616,7 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
             if run.id == qid:
                 run.cancel.cancel()
                 return JSONResponse({"cancelled": qid})
-        raise HTTPError(404, f"no running query {qid!r} of yours", "UnknownObjectError")
+        raise HTTPError(404, f"no running query {qid!r} of yours", "ObjectNotFoundError")
 
     # --- the catalog ----------------------------------------------------------
     async def catalog(request: Request) -> Response:
@@ -642,7 +642,7 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         name = request.path_params["name"]
         entry = db.catalog.get(name)
         if entry is None and name not in db.tables():
-            raise HTTPError(404, f"no object {name!r} in the database", "UnknownObjectError")
+            raise HTTPError(404, f"no object {name!r} in the database", "ObjectNotFoundError")
         kind = server.kind_of(name)
         server.require(_user(request), kind, "read", name)
         return JSONResponse(_jsonable(await threaded(describe_object, db, name, kind)))
