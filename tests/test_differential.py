@@ -308,6 +308,21 @@ def test_every_kind_answers_as_duckdb_over_a_plain_copy(kind: str, tmp_path: Pat
             if shortcut is not None:
                 assert ours.shortcut == shortcut, f"{kind} {dtype}: {template} ran as SQL"
                 COUNTS[f"{kind} answered by the {shortcut} shortcut"] += 1
+                # the same shortcut hands the same rows to a sink (exports, the server)
+                batches: list[pa.Table] = []
+                sunk = db.stream_sql(
+                    template.format(t=ours_name),
+                    lambda r, into=batches: into.append(r.read_all()),
+                )
+                assert sunk.shortcut == shortcut, f"{kind} {dtype}: {template} streamed as SQL"
+                table = pa.concat_tables(batches)
+                streamed = list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+                if "ORDER BY" not in template and "GROUP BY" not in template:
+                    streamed = canonical(streamed)
+                assert same(ours.columns, streamed, theirs, bound), (
+                    f"{kind} {dtype}: {template} streamed\nours:   {streamed}\nduckdb: {theirs}"
+                )
+                COUNTS[f"{kind} answered by the {shortcut} shortcut through a sink"] += 1
         reference.unregister("plain")
         db.drop(name.split(".")[0])
 

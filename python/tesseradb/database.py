@@ -270,20 +270,20 @@ class Database:
         *,
         progress: ProgressLike = None,
         cancel: Cancel | None = None,
-    ) -> None:
+    ) -> Result:
         """Run a query and hand its rows to ``sink`` as an Arrow reader, batch by batch, while
         it runs (rows are never gathered in memory: what an export of a big result uses).
-        ``progress`` and ``cancel`` are as for :meth:`sql`."""
+        ``progress`` and ``cancel`` are as for :meth:`sql`. Returns a Result without rows
+        that says how the statement was answered (``scan_stats``, ``shortcut``)."""
         _require_str(text, "the SQL text", "db.stream_sql")
         _require_params(params, "db.stream_sql")
         self._check_open()
         if progress is None and cancel is None:
-            self._engine.execute(text, params, sink=sink)
-            return
+            return self._engine.execute(text, params, sink=sink)
         from tesseradb.progress import tracker
 
         with tracker("SQL statement", 100, "percent", progress, cancel, "db.stream_sql") as watch:
-            self._engine.execute(text, params, sink=sink, watch=watch)
+            return self._engine.execute(text, params, sink=sink, watch=watch)
 
     def interrupt(self) -> None:
         """Cancel the SQL statements running now; each raises InterruptedStatementError and
