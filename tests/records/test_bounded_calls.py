@@ -24,14 +24,8 @@ from tesseradb.progress import Cancel
 from tesseradb.records import _stream
 from tesseradb.records._calls import CONTINUED, CONTINUES, CallLog, CallRecord, chain
 
-DESCRIPTOR = {
-    "fields": [
-        {"name": "call", "type": "int64"},
-        {"name": "k", "type": "int64"},
-        {"name": "v", "type": "double"},
-    ],
-    "index": ["v", "k"],
-}
+from .test_atomic_calls import DESCRIPTOR
+
 PART = 20_000  # records per part of a call
 STAGE = 256 << 10  # the bound in these tests: a call of more than ~6 parts is staged
 
@@ -190,9 +184,7 @@ def test_a_bad_late_part_keeps_nothing(tmp_path: Path) -> None:
 def test_memory_stays_bounded_whatever_the_call_size(tmp_path: Path) -> None:
     """A 96 MB call (uncompressed records) grows the process by a fraction of that."""
 
-    def rss() -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    from tesseradb.bench.load import _rss as rss
 
     with make(tmp_path / "db", segment_bytes=1 << 20) as db:
         stream = db.stream("s")

@@ -20,6 +20,7 @@ from PIL import Image
 import tesseradb
 from tesseradb.errors import AccessDeniedError, CancelledError, UnknownTableError
 from tesseradb.server import Users
+from tesseradb.server._client import ipc_bytes
 from tesseradb.server._openapi import OPENAPI
 
 from .conftest import Served
@@ -155,11 +156,9 @@ def test_bad_writes_change_nothing(served: Served, tokens: dict[str, str]) -> No
         response = client.post(path, **kwargs)
         assert response.status_code in (400, 415), (path, response.text)
     wrong = pa.table({"t": [1.0], "sensor": ["not a number"], "value": [0.5]})
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, wrong.schema) as writer:
-        writer.write_table(wrong)
+    body = ipc_bytes(wrong)
     response = client.post(
-        "/streams/readings/ingest", content=sink.getvalue(), headers={"Content-Type": ARROW}
+        "/streams/readings/ingest", content=body, headers={"Content-Type": ARROW}
     )
     assert response.status_code == 400
     assert (db.stream("readings").num_records, db.collection("docs").count()) == before
@@ -194,14 +193,12 @@ def test_a_read_only_user_writes_nothing(served: Served, tokens: dict[str, str])
         db.sql("SELECT count(*) FROM plain").scalar(),
     )
     table = pa.table({"t": [1e6], "sensor": pa.array([1], pa.int32()), "value": [0.5]})
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
+    body = ipc_bytes(table)
     attempts = [
         client.post("/sql", json={"sql": "INSERT INTO plain VALUES (5000, 1.0)"}),
         client.post("/sql", json={"sql": "DROP TABLE plain"}),
         client.post("/sql", json={"sql": "CREATE TABLE x AS SELECT 1"}),
-        client.post("/streams/readings/ingest", content=sink.getvalue(), headers={"Content-Type": ARROW}),
+        client.post("/streams/readings/ingest", content=body, headers={"Content-Type": ARROW}),
         client.post("/collections/docs/insert", json={"k": 99}),
         client.post("/argo", json={"statement": 'INSERT INTO docs VALUES {"k": 100}'}),
     ]  # fmt: skip

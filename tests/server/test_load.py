@@ -5,7 +5,6 @@ every answer was right (issue 22)."""
 
 from __future__ import annotations
 
-import io
 import os
 import random
 import threading
@@ -21,6 +20,7 @@ import pytest
 
 import tesseradb
 from tesseradb.server import ServerProcess, Users, parse_rights
+from tesseradb.server._client import ipc_bytes
 
 CLIENTS = 32
 SECONDS = float(os.environ.get("TESSERA_LOAD_SECONDS", "60"))
@@ -108,11 +108,9 @@ class Client(threading.Thread):
                     "value": np.full(10, float(seq)),
                 }
             )
-            sink = io.BytesIO()
-            with pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(table)
+            body = ipc_bytes(table)
             response = self.http.post(
-                "/streams/events/ingest", content=sink.getvalue(), headers={"Content-Type": ARROW}
+                "/streams/events/ingest", content=body, headers={"Content-Type": ARROW}
             )
             if response.status_code >= 500:
                 raise _Unavailable(response.text)

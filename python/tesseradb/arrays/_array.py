@@ -815,11 +815,12 @@ class Array(_ArrayBase):
                     watch.advance()
             except BaseException as err:
                 base.discard_changes()
-                if not isinstance(err, Exception) or isinstance(err, TesseraError):
-                    raise  # a cancel (CancelledError), Ctrl-C
-                raise TesseraError(
-                    f"array {self.name!r}: the forks cannot be merged ({err}). Nothing was committed"
-                ) from None
+                if isinstance(err, Exception) and not isinstance(err, TesseraError):
+                    raise TesseraError(
+                        f"array {self.name!r}: the forks cannot be merged ({err}). "
+                        "Nothing was committed"
+                    ) from None
+                raise  # a cancel (CancelledError), Ctrl-C
             self._repo.commit(base, message)
         return str(base.snapshot_id)
 

@@ -29,6 +29,19 @@ if TYPE_CHECKING:
     from tesseradb.bench.runner import BenchContext
 
 ROWS = 1_000_000  # the point-query table
+POINT = "SELECT f FROM points WHERE i = ?"
+
+
+def _key(i: int) -> int:
+    """The ``i``-th point query's key: spread over the table, the same for every system."""
+    return i * 7919 % ROWS
+
+
+def _download_answer(table: Any) -> list[tuple[int, int, int]]:
+    """What every system's download must agree on: its rows and two columns' sums."""
+    import pyarrow.compute as pc
+
+    return [(table.num_rows, pc.sum(table["a"]).as_py(), pc.sum(table["d"]).as_py())]
 
 
 def _per_query(fn: Any, count: int, batches: int = 5) -> list[float]:
@@ -91,7 +104,7 @@ def _mix_worker(args: tuple[str, str, str, int, int, float, int]) -> dict[str, A
             began = time.perf_counter()
             if kind < 0.90:
                 i = rng.randrange(rows)
-                query("SELECT f FROM points WHERE i = ?", [i])
+                query(POINT, [i])
             elif kind < 0.95:
                 lo = rng.randrange(rows - 1000)
                 query("SELECT count(*), sum(f) FROM points WHERE i BETWEEN ? AND ?", [lo, lo + 999])
@@ -141,6 +154,7 @@ def run(ctx: BenchContext) -> None:
     assert ctx.scratch is not None
     path = ctx.scratch / "served.tdb"
     download_rows = int(ctx.params["download_bytes"]) // 32  # four 8-byte columns
+    size = download_rows * 32
     points_sql = f"SELECT range AS i, range * 0.5 AS f FROM range({ROWS})"
     big_sql = (
         f"SELECT range AS a, range * 2 AS b, CAST(range AS DOUBLE) * 0.5 AS c, range % 1000 AS d "
@@ -154,9 +168,7 @@ def run(ctx: BenchContext) -> None:
         answers_point: dict[str, Any] = {}
         if ctx.wants("tessera"):
             ctx.progress("query_small: tessera in-process")
-            runs = _per_query(
-                lambda i: db.sql("SELECT f FROM points WHERE i = ?", [i * 7919 % ROWS]), 100
-            )
+            runs = _per_query(lambda i: db.sql(POINT, [_key(i)]), 100)
             ctx.record("tessera", "query_small_in_process", runs)
     token = Users(path).add("bench", parse_rights(["write"]))
     answers_download: dict[str, Any] = {}
@@ -167,23 +179,18 @@ def run(ctx: BenchContext) -> None:
         try:
             with tesseradb.connect(url, token=token) as remote:
                 ctx.progress("query_small: tessera over loopback")
-                runs = _per_query(
-                    lambda i: remote.sql("SELECT f FROM points WHERE i = ?", [i * 7919 % ROWS]),
-                    100,
-                )
+                runs = _per_query(lambda i: remote.sql(POINT, [_key(i)]), 100)
                 ctx.record("tessera", "query_small", runs)
-                answers_point["tessera"] = remote.sql(
-                    "SELECT f FROM points WHERE i = ?", [12345]
-                ).fetchall()
-                size = download_rows * 32
-                got: dict[str, Any] = {}
+                answers_point["tessera"] = remote.sql(POINT, [12345]).fetchall()
 
-                def download() -> None:
-                    table = remote.sql("SELECT * FROM big").arrow()
-                    got["rows"] = table.num_rows
+                def download() -> Any:
+                    return remote.sql("SELECT * FROM big").arrow()
 
-                ctx.measure("tessera", "arrow_download", download, "per_second", "B/s", amount=size)
-                answers_download["tessera"] = [(got["rows"],)]
+                table = ctx.measure(
+                    "tessera", "arrow_download", download, "per_second", "B/s", amount=size
+                )
+                answers_download["tessera"] = _download_answer(table)
+                del table
             ctx.progress("queries_32_clients: tessera")
             mixes["tessera"] = _mix("tessera", url, token, ctx)
         finally:
@@ -194,22 +201,16 @@ def run(ctx: BenchContext) -> None:
         con = duckdb.connect()
         con.execute(f"CREATE TABLE points AS {points_sql}")
         con.execute(f"CREATE TABLE big AS {big_sql}")
-        runs = _per_query(
-            lambda i: con.execute("SELECT f FROM points WHERE i = ?", [i * 7919 % ROWS]).fetchall(),
-            100,
-        )
+        runs = _per_query(lambda i: con.execute(POINT, [_key(i)]).fetchall(), 100)
         ctx.record("duckdb", "query_small", runs)
-        answers_point["duckdb"] = con.execute(
-            "SELECT f FROM points WHERE i = ?", [12345]
-        ).fetchall()
-        size = download_rows * 32
-        rows: dict[str, int] = {}
+        answers_point["duckdb"] = con.execute(POINT, [12345]).fetchall()
 
-        def fetch() -> None:
-            rows["n"] = con.sql("SELECT * FROM big").to_arrow_table().num_rows
+        def fetch() -> Any:
+            return con.sql("SELECT * FROM big").to_arrow_table()
 
-        ctx.measure("duckdb", "arrow_download", fetch, "per_second", "B/s", amount=size)
-        answers_download["duckdb"] = [(rows["n"],)]
+        table = ctx.measure("duckdb", "arrow_download", fetch, "per_second", "B/s", amount=size)
+        answers_download["duckdb"] = _download_answer(table)
+        del table
         con.close()
     if ctx.wants("postgresql"):
         import psycopg
@@ -229,12 +230,12 @@ def run(ctx: BenchContext) -> None:
 
                 def point(i: int) -> Any:
                     with pg.cursor() as cur:
-                        cur.execute("SELECT f FROM points WHERE i = %s", [i * 7919 % ROWS])
+                        cur.execute(POINT.replace("?", "%s"), [_key(i)])
                         return cur.fetchall()
 
                 ctx.record("postgresql", "query_small", _per_query(point, 100))
                 with pg.cursor() as cur:
-                    cur.execute("SELECT f FROM points WHERE i = %s", [12345])
+                    cur.execute(POINT.replace("?", "%s"), [12345])
                     answers_point["postgresql"] = cur.fetchall()
             ctx.progress("queries_32_clients: postgresql")
             mixes["postgresql"] = _mix("postgresql", server.url, "", ctx)

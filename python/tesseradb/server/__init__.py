@@ -55,6 +55,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+def _uvicorn(app: Any, host: str, port: int, **options: Any) -> Any:
+    """A uvicorn server for ``app``: warnings only, no access log (it would log paths, never
+    tokens, but the console polls)."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, **options
+    )
+    return uvicorn.Server(config)
+
+
 class ServerThread:
     """An open database served from a thread of this process (a notebook, a test):
     ``with ServerThread(db, port=0) as server: ... server.url ...``; ``port=0`` picks a
@@ -66,20 +77,11 @@ class ServerThread:
         import threading
         import time
 
-        import uvicorn
-
         from tesseradb.errors import ServerError
         from tesseradb.server._app import ServerOptions
 
         self.db = db
-        config = uvicorn.Config(
-            make_app(db, ServerOptions(**options)),
-            host=host,
-            port=port,
-            log_level="warning",
-            access_log=False,
-        )
-        self.server = uvicorn.Server(config)
+        self.server = _uvicorn(make_app(db, ServerOptions(**options)), host, port)
         self.thread = threading.Thread(target=self.server.run, name="tessera-serve", daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -111,6 +113,7 @@ class ServerProcess:
         import socket
         import subprocess
         import sys
+        import tempfile
         import time
         from pathlib import Path
 
@@ -125,10 +128,12 @@ class ServerProcess:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         tessera = Path(sys.executable).with_name("tessera")
+        # what it logs goes to a file, read at the end: a pipe nobody drains could fill
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (it lives as long as the child; stop() closes it)
         self.process = subprocess.Popen(
             [str(tessera), "serve", os.fspath(path), "--port", str(port), *args],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=self._log,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -141,12 +146,12 @@ class ServerProcess:
                 break
             time.sleep(0.1)
         self.process.kill()
-        stderr = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
-        raise ServerError(f"tessera serve {os.fspath(path)} did not start: {stderr[-500:]}")
+        self.process.wait()
+        raise ServerError(f"tessera serve {os.fspath(path)} did not start: {self._logged()[-500:]}")
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
+    def _logged(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown (what a crash does)."""
@@ -164,7 +169,11 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        return self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+        if self._log.closed:
+            return ""
+        logged = self._logged()
+        self._log.close()
+        return logged
 
 
 def serve(
@@ -182,7 +191,8 @@ def serve(
 
     ``ready`` (a callable) is told the URL once the server listens.
     """
-    import uvicorn
+    import threading
+    import time
 
     from tesseradb import connect
     from tesseradb.server._app import ServerOptions
@@ -194,27 +204,24 @@ def serve(
     db = connect(path, read_only=read_only)
     try:
         app = make_app(db, ServerOptions(read_only=read_only, statement_seconds=statement_seconds))
-        config = uvicorn.Config(
+        server = _uvicorn(
             app,
-            host=host,
-            port=port,
+            host,
+            port,
             ssl_certfile=certfile,
             ssl_keyfile=keyfile,
-            log_level="warning",
-            access_log=False,  # (paths only, never tokens; kept quiet for the console's polling)
             timeout_graceful_shutdown=5,
         )
-        server = uvicorn.Server(config)
         if ready is not None:
-            scheme = "https" if certfile else "http"
+            url = f"{'https' if certfile else 'http'}://{host}:{port}"
 
-            original = server.startup
+            def tell() -> None:
+                while not server.started and not server.should_exit:
+                    time.sleep(0.05)
+                if server.started:
+                    ready(url)
 
-            async def startup(sockets: Any = None) -> None:
-                await original(sockets)
-                ready(f"{scheme}://{host}:{port}")
-
-            server.startup = startup  # type: ignore[method-assign]
+            threading.Thread(target=tell, name="tessera-serve-ready", daemon=True).start()
         server.run()
     finally:
         db.close()

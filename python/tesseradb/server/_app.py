@@ -30,17 +30,16 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import (
     CancelledError,
-    InvalidArgumentError,
+    InterruptedStatementError,
     ReadOnlyError,
     TesseraError,
-    UnknownTableError,
 )
 from tesseradb.server._guard import Refused, check_statement, may_write
 from tesseradb.server._users import User, Users
@@ -93,7 +92,6 @@ class Running:
     timed_out: bool = False
     finished: bool = False
     rows: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def update(self, event: Any) -> None:
         self.done, self.total = event.done, event.total
@@ -115,13 +113,11 @@ def _status_of(err: BaseException) -> int:
     status = getattr(err, "status", None)
     if isinstance(status, int):  # HTTPError, and errors that carry theirs (TooLarge: 413)
         return status
-    if isinstance(err, Refused):
-        return 403
-    if isinstance(err, ReadOnlyError):
+    if isinstance(err, (Refused, ReadOnlyError)):
         return 403
     if isinstance(err, CancelledError):
         return 409
-    if isinstance(err, (UnknownTableError, LookupError)):
+    if isinstance(err, LookupError):  # ObjectNotFoundError, UnknownTableError, ...
         return 404
     return 400
 
@@ -827,9 +823,7 @@ def _time_out(run: Running) -> None:
 
 
 def _statement_error(err: BaseException, run: Running, server: Server) -> BaseException:
-    if isinstance(err, CancelledError) or (
-        isinstance(err, TesseraError) and "interrupted" in str(err).lower()
-    ):
+    if isinstance(err, (CancelledError, InterruptedStatementError)):
         if run.timed_out:
             return HTTPError(
                 408,
@@ -840,6 +834,6 @@ def _statement_error(err: BaseException, run: Running, server: Server) -> BaseEx
         return HTTPError(409, "the statement was cancelled; nothing was kept", "CancelledError")
     if isinstance(err, (TesseraError, HTTPError)):
         return err
-    if isinstance(err, (InvalidArgumentError, ValueError, TypeError)):
+    if isinstance(err, (ValueError, TypeError)):
         return HTTPError(400, str(err), "InvalidArgumentError")
     return HTTPError(500, f"the server failed: {type(err).__name__}: {err}", "ServerError")

@@ -82,6 +82,24 @@ class _ResponseFile(io.RawIOBase):
         return n
 
 
+def ipc_bytes(table: pa.Table) -> bytes:
+    """A table as an Arrow IPC stream (the API's Arrow bodies and answers)."""
+    import pyarrow as pa
+
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _ranges(bounds: dict[str, Any]) -> dict[str, str]:
+    """``field=(lo, hi)`` bounds as the API's ``field=lo:hi`` parameters (None: open)."""
+    return {
+        name: f"{'' if lo is None else lo}:{'' if hi is None else hi}"
+        for name, (lo, hi) in bounds.items()
+    }
+
+
 def _key_text(key: Any) -> str:
     """A numpy-style key (ints, slices) as the server's box text."""
     parts = key if isinstance(key, tuple) else (key,)
@@ -234,8 +252,9 @@ class RemoteDatabase:
         return found
 
     def schema(self, name: str) -> pa.Schema:
-        quoted = '"' + name.replace('"', '""') + '"'
-        return self.sql(f"SELECT * FROM {quoted} LIMIT 0").arrow().schema
+        from tesseradb.sql.tables import quote_identifier
+
+        return self.sql(f"SELECT * FROM {quote_identifier(name)} LIMIT 0").arrow().schema
 
     def check(self) -> dict[str, Any]:
         found: dict[str, Any] = self._get("/check")
@@ -323,11 +342,9 @@ class RemoteStream:
         """Records with ``lo <= field <= hi`` for each ``field=(lo, hi)`` (None: open)."""
         import pyarrow as pa
 
-        params: dict[str, Any] = {"format": "arrow"}
+        params: dict[str, Any] = {"format": "arrow", **_ranges(bounds)}
         if columns:
             params["columns"] = ",".join(columns)
-        for name, (lo, hi) in bounds.items():
-            params[name] = f"{'' if lo is None else lo}:{'' if hi is None else hi}"
         response = self.db._request("GET", f"/streams/{self.name}/range", params=params)
         return pa.ipc.open_stream(response.content).read_all()
 
@@ -341,21 +358,16 @@ class RemoteStream:
             raise InvalidArgumentError(
                 f"stream {self.name!r}: a remote ingest takes a pyarrow Table, not {type(data).__name__}"
             )
-        sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, data.schema) as writer:
-            writer.write_table(data)
         response = self.db._request(
             "POST",
             f"/streams/{self.name}/ingest",
-            content=sink.getvalue(),
+            content=ipc_bytes(data),
             headers={"Content-Type": ARROW_STREAM},
         )
         return int(response.json()["records"])
 
     def plot(self, x: str, y: str, **bounds: Any) -> bytes:
-        params: dict[str, Any] = {"x": x, "y": y}
-        for name, (lo, hi) in bounds.items():
-            params[name] = f"{'' if lo is None else lo}:{'' if hi is None else hi}"
+        params: dict[str, Any] = {"x": x, "y": y, **_ranges(bounds)}
         return self.db._request("GET", f"/streams/{self.name}/plot", params=params).content
 
 

@@ -21,11 +21,12 @@ import json
 import os
 import secrets
 import threading
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tesseradb._durable import fsync_path
 from tesseradb.errors import InvalidArgumentError, TesseraError
 
 __all__ = ["LEVELS", "User", "UserError", "Users"]
@@ -107,10 +108,7 @@ class Users:
             if key != self._seen:
                 try:
                     data = json.loads(self.path.read_text())
-                    users = {
-                        u["name"]: User(u["name"], u["token_sha256"], u["rights"], u["created"])
-                        for u in data["users"]
-                    }
+                    users = {u["name"]: User(**u) for u in data["users"]}
                 except (OSError, ValueError, KeyError, TypeError) as err:
                     raise UserError(f"{self.path}: not a readable users file ({err})") from None
                 self._users, self._seen = users, key
@@ -118,29 +116,14 @@ class Users:
 
     def _write(self, users: dict[str, User]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {
-            "users": [
-                {
-                    "name": u.name,
-                    "token_sha256": u.token_sha256,
-                    "rights": u.rights,
-                    "created": u.created,
-                }
-                for u in users.values()
-            ]
-        }
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
+            json.dump({"users": [asdict(u) for u in users.values()]}, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o600)
         os.replace(tmp, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        fsync_path(self.path.parent)
 
     def list(self) -> list[User]:
         return sorted(self._read().values(), key=lambda u: u.name)

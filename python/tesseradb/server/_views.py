@@ -10,6 +10,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import InvalidArgumentError, TesseraError
+from tesseradb.server._client import ipc_bytes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -73,8 +74,9 @@ def describe_object(db: Database, name: str, kind: str) -> dict[str, Any]:
         out["indexes"] = {k: dict(v) for k, v in attachment.index_specs.items()}
         out["tables"] = sorted(attachment.layouts)
     elif kind == "table":
-        quoted = '"' + name.replace('"', '""') + '"'
-        out["rows"] = db.sql(f"SELECT count(*) FROM {quoted}").scalar()
+        from tesseradb.sql.tables import quote_identifier
+
+        out["rows"] = db.sql(f"SELECT count(*) FROM {quote_identifier(name)}").scalar()
     return out
 
 
@@ -159,10 +161,7 @@ def read_slab(
     shape = next(iter(data.values())).shape
     table = pa.table({a: v.reshape(-1) for a, v in data.items()})
     table = table.replace_schema_metadata({"shape": json.dumps(list(shape))})
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue(), "application/vnd.apache.arrow.stream"
+    return ipc_bytes(table), "application/vnd.apache.arrow.stream"
 
 
 def _finite(values: np.ndarray) -> Any:
@@ -270,7 +269,6 @@ def _bounds(db: Database, name: str, query: dict[str, str]) -> tuple[Any, dict[s
 
 def stream_range(db: Database, name: str, query: dict[str, str], fmt: str) -> tuple[bytes, str]:
     """Records of a stream within per-field ranges (``field=lo:hi``), as Arrow or JSON."""
-    import pyarrow as pa
 
     stream, bounds = _bounds(db, name, query)
     columns = [c for c in query.get("columns", "").split(",") if c] or None
@@ -284,10 +282,7 @@ def stream_range(db: Database, name: str, query: dict[str, str], fmt: str) -> tu
             "rows": [list(r.values()) for r in table.to_pylist()],
         }
         return json.dumps(body, default=str).encode(), "application/json"
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue(), "application/vnd.apache.arrow.stream"
+    return ipc_bytes(table), "application/vnd.apache.arrow.stream"
 
 
 def stream_plot(db: Database, name: str, query: dict[str, str]) -> bytes:
