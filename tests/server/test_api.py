@@ -414,3 +414,24 @@ def test_a_missing_object_is_object_not_found_for_the_remote_client(
             remote.array("nosuch")[0:1, 0:1]
         with pytest.raises(ObjectNotFoundError):
             remote.describe("nosuch")
+
+
+def test_a_statement_failing_mid_answer_is_an_error_not_a_short_answer(
+    served: Served, tokens: dict[str, str]
+) -> None:
+    import httpx
+
+    from tesseradb.errors import ServerError
+
+    # the first 2M rows (16 MB) stream out before the row that fails
+    text = (
+        "SELECT CASE WHEN range < 2000000 THEN range ELSE error('boom') END AS v "
+        "FROM range(3000000)"
+    )
+    with tesseradb.connect(served.url, token=tokens["admin"]) as remote:
+        with pytest.raises(ServerError):
+            remote.sql(text)
+        assert remote.sql("SELECT 1").scalar() == 1  # the server goes on
+    client = served.client(tokens["admin"])
+    with pytest.raises(httpx.RemoteProtocolError):
+        client.post("/sql", json={"sql": text}, headers={"Accept": ARROW}).read()

@@ -563,8 +563,11 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
                     if item[0] is _END:
                         break
                     if item[0] == "error":
-                        # the header is sent: the stream ends without its end marker
-                        return
+                        # The status is sent, and an Arrow stream without its end marker
+                        # still reads as whole: raising makes the server drop the connection
+                        # before the body's last chunk, which every client sees as a cut
+                        # answer rather than a short one.
+                        raise _StatementFailed(str(item[1])) from item[1]
                     run.rows += item[1].num_rows
                     chunk = encoder.batch(item[1])
                     if chunk:
@@ -815,6 +818,10 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
     app = Starlette(routes=routes)
     app.state.server = server
     return app
+
+
+class _StatementFailed(Exception):
+    """A statement failed after its answer began: the response is broken off."""
 
 
 def _time_out(run: Running) -> None:

@@ -92,6 +92,25 @@ def ipc_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
+def _read_all(reader: pa.RecordBatchReader, where: str) -> pa.Table:
+    """A whole Arrow answer (a damaged one is the server's error, said as such)."""
+    import pyarrow as pa
+
+    try:
+        return reader.read_all()
+    except pa.ArrowInvalid as err:
+        raise ServerError(f"{where}: the answer is not whole Arrow ({err})") from None
+
+
+def _arrow_table(content: bytes, where: str) -> pa.Table:
+    import pyarrow as pa
+
+    try:
+        return _read_all(pa.ipc.open_stream(content), where)
+    except pa.ArrowInvalid as err:
+        raise ServerError(f"{where}: the answer is not Arrow ({err})") from None
+
+
 def _ranges(bounds: dict[str, Any]) -> dict[str, str]:
     """``field=(lo, hi)`` bounds as the API's ``field=lo:hi`` parameters (None: open)."""
     return {
@@ -221,7 +240,7 @@ class RemoteDatabase:
 
         tables: list[pa.Table] = []
         self.stream_sql(
-            text, lambda reader: tables.append(reader.read_all()), params, cancel=cancel
+            text, lambda reader: tables.append(_read_all(reader, self.url)), params, cancel=cancel
         )
         return Result(tables[0])
 
@@ -287,7 +306,6 @@ class RemoteArray:
         self, box: Any = None, attrs: Sequence[str] | str | None = None
     ) -> dict[str, np.ndarray]:
         """The attributes over ``box`` (a numpy-style key in indexes), as numpy arrays."""
-        import pyarrow as pa
 
         wanted = [attrs] if isinstance(attrs, str) else list(attrs or [])
         params = self._params(
@@ -296,7 +314,7 @@ class RemoteArray:
             format="arrow",
         )
         response = self.db._request("GET", f"/arrays/{self.name}/slab", params=params)
-        table = pa.ipc.open_stream(response.content).read_all()
+        table = _arrow_table(response.content, f"{self.db.url}/arrays/{self.name}/slab")
         shape = tuple(json.loads((table.schema.metadata or {})[b"shape"]))
         return {c: table.column(c).to_numpy().reshape(shape) for c in table.column_names}
 
@@ -340,13 +358,12 @@ class RemoteStream:
 
     def range(self, columns: Sequence[str] | None = None, **bounds: Any) -> pa.Table:
         """Records with ``lo <= field <= hi`` for each ``field=(lo, hi)`` (None: open)."""
-        import pyarrow as pa
 
         params: dict[str, Any] = {"format": "arrow", **_ranges(bounds)}
         if columns:
             params["columns"] = ",".join(columns)
         response = self.db._request("GET", f"/streams/{self.name}/range", params=params)
-        return pa.ipc.open_stream(response.content).read_all()
+        return _arrow_table(response.content, f"{self.db.url}/streams/{self.name}/range")
 
     def ingest(self, data: Any) -> int:
         """Send records (a pyarrow Table or RecordBatch); returns once they are durable."""
