@@ -30,6 +30,8 @@ def build(path: Path, tmp: Path) -> None:
     db.sql("CREATE TABLE t (a INTEGER)")
     db.sql("INSERT INTO t VALUES (1), (2), (3)")
     a = db.create_array("a", [{"name": "x", "end": 4000, "chunk": 1000}], {"v": "float64"})
+    # the chunk of x's world coordinates, apart from the attribute's chunks
+    (tmp / "coordinates").write_text("\n".join(p.name for p in _chunks_folder(path).iterdir()))
     a[0:4000] = {"v": np.random.default_rng(1).random(4000)}
     s = db.create_stream("s", {"fields": [{"name": "x", "type": "double"}], "index": ["x"]})
     s.ingest(pa.table({"x": [1.0, 2.0, 3.0]}))
@@ -54,8 +56,30 @@ def flip(path: Path, at: int = 40) -> None:
     path.write_bytes(bytes(data))
 
 
+def _chunks_folder(database: Path) -> Path:
+    return database / "arrays" / "a" / "repo" / "chunks"
+
+
 def chunk_files(database: Path) -> list[Path]:
-    return sorted((database / "arrays" / "a" / "repo" / "chunks").iterdir())
+    """The chunk files of array a's attribute v."""
+    coordinates = set((database.parent / "coordinates").read_text().split())
+    return sorted(p for p in _chunks_folder(database).iterdir() if p.name not in coordinates)
+
+
+def test_damaged_world_coordinates_are_named_then_rewritten(database: Path) -> None:
+    """The dimension's coordinate variable (for direct xarray opens) is checked, and being
+    derived from the schema, rewritten by a repair: no cell is lost."""
+    coordinates = (database.parent / "coordinates").read_text().split()
+    assert len(coordinates) == 1
+    (_chunks_folder(database) / coordinates[0]).write_bytes(b"")
+    with tesseradb.connect(database, read_only=True) as db:
+        [finding] = db.check().damaged
+        assert finding.object == "a" and finding.part == "world coordinates of dimension 'x'"
+    result = runner.invoke(app, ["check", "--repair", str(database)])
+    assert result.exit_code == 0, result.output
+    with tesseradb.connect(database) as db:
+        assert db.check().ok
+        assert db.sql("SELECT count(*) FROM a").fetchall() == [(4000,)]
 
 
 def test_a_whole_database_checks_clean(database: Path) -> None:

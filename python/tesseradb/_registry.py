@@ -25,6 +25,7 @@ from tesseradb.errors import (
     ObjectNotFoundError,
     ReadOnlyError,
 )
+from tesseradb.executor import ExecutorSlot
 from tesseradb.kinds import Kind, KindContext, ObjectInfo
 from tesseradb.sql.tables import PLAIN_KINDS
 
@@ -42,11 +43,13 @@ SESSION_KIND = "relation"  # what kind_of says of a relation registered for the 
 class Registry:
     """Kinds, open objects and session relations of one open database."""
 
-    def __init__(self, path: Path, catalog: Catalog, read_only: bool) -> None:
+    def __init__(
+        self, path: Path, catalog: Catalog, read_only: bool, executors: ExecutorSlot
+    ) -> None:
         self.catalog = catalog
         self.read_only = read_only
         self.closed = False
-        self.context = KindContext(path, read_only, self, self.touched)
+        self.context = KindContext(path, read_only, self, self.touched, executors)
         # catalog kind -> the factory of its Kind; a room is imported when its kind is first needed
         self._factories: dict[str, Callable[[KindContext], Kind]] = {}
         self._kinds: dict[Callable[[KindContext], Kind], Kind] = {}  # factory -> its one instance

@@ -40,6 +40,7 @@ from tesseradb.errors import (
     ObjectNotFoundError,
     require_text,
 )
+from tesseradb.executor import Executor, ExecutorSlot, as_executor
 from tesseradb.kinds import Kind, KindContext, ObjectInfo
 from tesseradb.sql.engine import Explain, SQLEngine
 from tesseradb.sql.relation import ArrowRelation, Relation
@@ -87,10 +88,16 @@ class DatabaseInfo:
 
 
 def connect(
-    path: str | os.PathLike[str], read_only: bool = False, *, token: str | None = None
+    path: str | os.PathLike[str],
+    read_only: bool = False,
+    *,
+    token: str | None = None,
+    cluster: Any = None,
 ) -> Database:
     """Open the database directory at ``path``, creating it if needed (unless ``read_only``).
 
+    ``cluster`` (a ``dask.distributed.Client``) runs chunk- and file-parallel
+    work on its workers instead of this process's threads (:meth:`Database.use`).
     An ``http://`` or ``https://`` URL opens a database served by ``tessera serve``
     instead (a :class:`tesseradb.server.RemoteDatabase`, with ``token=`` or the
     ``TESSERA_TOKEN`` environment variable).
@@ -98,8 +105,16 @@ def connect(
     if isinstance(path, str) and path.startswith(("http://", "https://")):
         from tesseradb.server import RemoteDatabase
 
+        if cluster is not None:
+            raise InvalidArgumentError(
+                "connect: cluster= is for a database directory; a served database "
+                "runs its parallel work where the server runs"
+            )
         return RemoteDatabase(path, token)  # type: ignore[return-value]
-    return Database(path, read_only=read_only)
+    executor = as_executor(cluster)  # checked before the database opens
+    db = Database(path, read_only=read_only)
+    db.use(executor)
+    return db
 
 
 def _require_str(value: object, what: str, where: str) -> None:
@@ -163,7 +178,8 @@ class Database:
             if self._lock is not None:
                 self._lock.release()
             raise
-        self._registry = registry = Registry(self.path, self.catalog, read_only)
+        self._executors = ExecutorSlot()
+        self._registry = registry = Registry(self.path, self.catalog, read_only, self._executors)
         self._engine = SQLEngine(registry, self.path / TABLE_STORE_FILE, read_only)
         for kind, target in KINDS.items():
             registry.declare(_room_kind(target), kind)
@@ -226,6 +242,25 @@ class Database:
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else "read-write"
         return f"Database({str(self.path)!r}, {mode})"
+
+    # --- where parallel work runs ---------------------------------------------------------
+    def use(self, cluster: Any = None) -> Executor:
+        """Run chunk- and file-parallel work on ``cluster`` from now on; returns the executor.
+
+        ``cluster`` is a ``dask.distributed.Client`` (its workers must see the
+        database's directory), an :class:`~tesseradb.executor.Executor`, or
+        None for threads in this process (the default). Work already running
+        finishes where it started.
+        """
+        self._check_open()
+        executor = as_executor(cluster)
+        self._executors.set(executor)
+        return executor
+
+    @property
+    def executor(self) -> Executor:
+        """Where chunk- and file-parallel work runs now (:meth:`use`)."""
+        return self._executors.current
 
     @property
     def format_version(self) -> int:

@@ -32,6 +32,7 @@ __all__ = [
     "BenchmarkError",
     "CSVError",
     "CancelledError",
+    "ClusterError",
     "DamagedStorageError",
     "DatabaseClosedError",
     "DatabaseLockedError",
@@ -335,6 +336,11 @@ class CancelledError(TesseraError):
 
 
 # --- the server and its clients -----------------------------------------------------------
+
+
+class ClusterError(TesseraError):
+    """Parallel work on a Dask cluster failed for the cluster's sake (lost, or a task kept
+    killing its workers); nothing of the operation was committed."""
 
 
 class ServerError(TesseraError):

@@ -17,9 +17,11 @@ data model") and listing it in :data:`tesseradb.database.KINDS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from tesseradb.executor import ExecutorSlot, default_slot
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -73,6 +75,8 @@ class KindContext:
     read_only: bool
     objects: OpenObjects
     on_write: Callable[[str], None]  # "this object changed" (ObjectInfo.modified)
+    # where chunk- and file-parallel work runs (threads, or a Dask cluster after db.use)
+    executors: ExecutorSlot = field(default_factory=default_slot)
 
 
 @runtime_checkable

@@ -220,8 +220,10 @@ def test_a_second_process_cannot_write_the_database(tmp_path: Path) -> None:
 def test_a_corrupted_chunk_is_named(db: tesseradb.Database) -> None:
     arr = db.create_array("c", [{"name": "x", "end": 20000, "chunk": 10000}], {"v": "float64"})
     rng = np.random.default_rng(0)
+    folder = Path(db.path) / "arrays" / "c" / "repo" / "chunks"
+    before = set(folder.iterdir())  # the dimension's world coordinates
     arr[0:20000] = rng.standard_normal(20000)  # incompressible: chunk files, not inlined
-    chunk_files = sorted((Path(db.path) / "arrays" / "c" / "repo" / "chunks").iterdir())
+    chunk_files = sorted(set(folder.iterdir()) - before)
     assert len(chunk_files) == 2
     target = chunk_files[0]
     data = bytearray(target.read_bytes())
@@ -235,8 +237,10 @@ def test_a_corrupted_chunk_is_named(db: tesseradb.Database) -> None:
 
 def _two_chunk_array(db: tesseradb.Database) -> tuple[Any, list[Path]]:
     arr = db.create_array("c", [{"name": "x", "end": 20000, "chunk": 10000}], {"v": "float64"})
+    folder = Path(db.path) / "arrays" / "c" / "repo" / "chunks"
+    before = set(folder.iterdir())  # the dimension's world coordinates
     arr[0:20000] = np.random.default_rng(0).standard_normal(20000)  # chunk files, not inlined
-    files = sorted((Path(db.path) / "arrays" / "c" / "repo" / "chunks").iterdir())
+    files = sorted(set(folder.iterdir()) - before)
     assert len(files) == 2
     return arr, files
 

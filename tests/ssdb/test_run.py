@@ -170,18 +170,19 @@ def test_interrupted_load_resumes_to_the_same_run(tmp_path: Path, monkeypatch: A
         }
     with tesseradb.connect(tmp_path / "broken.tdb") as db:
         run = db.ssdb("r", config="test")
-        real = run.cook
-        calls = {"n": 0}
+        from tesseradb.ssdb import _run
 
-        def failing(image: int, *args: Any, **kwargs: Any) -> Any:
-            calls["n"] += 1
-            if image == 6:  # midway through the second cycle
+        real = _run.cook_images
+
+        def failing(array: Any, origins: dict[int, Any], *args: Any, **kwargs: Any) -> Any:
+            if 6 in origins:  # the second cycle, its images stored, before it is cooked
                 raise KeyboardInterrupt
-            return real(image, *args, **kwargs)
+            return real(array, origins, *args, **kwargs)
 
-        monkeypatch.setattr(run, "cook", failing)
+        monkeypatch.setattr(_run, "cook_images", failing)
         with pytest.raises(KeyboardInterrupt):
             run.load()
+        monkeypatch.undo()
         assert run.cycles_done == 1
     with tesseradb.connect(tmp_path / "broken.tdb") as db:
         run = db.ssdb("r")

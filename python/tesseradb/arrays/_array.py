@@ -11,7 +11,10 @@ sees half of a commit. Parallel writer processes each take a picklable
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import threading
+from collections import abc
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,10 +32,12 @@ from tesseradb.errors import (
     TesseraError,
     require_text,
 )
+from tesseradb.executor import ExecutorSlot, default_slot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Sequence
     from datetime import datetime
+    from pathlib import Path
 
     import icechunk
     import numpy as np
@@ -143,6 +148,8 @@ class _ArrayBase:
     name: str
     schema: ArraySchema
     _repo: ArrayRepository
+    # where chunk-parallel work runs: the database's slot (set by the array kind)
+    _executors: ExecutorSlot = default_slot()
 
     # session policy (subclasses decide)
     def _read_session(self) -> icechunk.Session:
@@ -154,6 +161,30 @@ class _ArrayBase:
 
     def _commit(self, session: icechunk.Session, message: str) -> None:
         raise NotImplementedError
+
+    # --- parallel tasks -----------------------------------------------------------
+    def _fan_out(
+        self,
+        session: icechunk.Session,
+        task: Callable[[ArraySnapshot, Any], Any],
+        items: Sequence[Any],
+        what: str,
+        limit: int | None = None,
+    ) -> list[Any]:
+        """``task(snapshot, item)`` for every item through the database's executor.
+
+        The snapshot reads the version ``session`` holds: in this process it
+        shares the open repository; on a Dask worker it is unpickled there and
+        reads the repository's files itself.
+        """
+        source = ArraySnapshot(self.name, self.schema, self._repo, session)
+        executor = self._executors.current
+        return executor.map(
+            functools.partial(task, source),
+            items,
+            what=f"{what} of array {self.name!r}",
+            limit=limit,
+        )
 
     # --- zarr access ---------------------------------------------------------------
     def _zarr(self, session: icechunk.Session, attr: str) -> Any:
@@ -370,6 +401,13 @@ class _ArrayBase:
         shape[axis] = hi[axis]
         for a in self.schema.attrs:
             self._zarr(session, a.name).resize(tuple(shape))
+        dim = self.schema.dims[axis].name
+        coordinate = self._repo.coordinate_array(session, dim)
+        if coordinate is not None:  # the world coordinates grow with the dimension
+            coordinate.resize((hi[axis],))
+            coordinate[extent[axis] : hi[axis]] = self.schema.world_axis(
+                axis, extent[axis], hi[axis]
+            )
 
     def put_triples(self, coords: Any, values: Any, workers: int | None = None) -> int:
         """Write scattered cells: their coordinates and values (D4M's putTriple).
@@ -630,25 +668,108 @@ class _ArrayBase:
         _require_callable(fn, f"array {self.name!r}: map_chunks")
         session = self._read_session()
         plans = self._chunk_plans(session, box, overlap, attrs, True)
+        return self._fan_out(
+            session, functools.partial(_call_on_view, fn), plans, "map_chunks", workers
+        )
 
-        def run(plan: tuple[Any, ...]) -> Any:
-            return fn(self._chunk_view(session, *plan))
+    def map_boxes(
+        self,
+        fn: Callable[[ChunkView], Any],
+        boxes: Sequence[Any],
+        attrs: Sequence[str] | str | None = None,
+        workers: int | None = None,
+    ) -> list[Any]:
+        """``fn`` on each of ``boxes`` (keys in indexes, as for reads) in parallel; results in order.
 
-        with ThreadPoolExecutor(workers or _threads()) as pool:
-            return list(pool.map(run, plans))
+        Each task reads its own box, so a box is decoded once, by the thread
+        or Dask worker that works on it (SS-DB cooks an image per task). ``fn``
+        gets a :class:`ChunkView` whose ``coords`` is ``(position in boxes,)``
+        and whose core is the whole box.
+        """
+        _require_callable(fn, f"array {self.name!r}: map_boxes")
+        if isinstance(boxes, (str, bytes)) or not isinstance(boxes, abc.Sequence):
+            raise InvalidArgumentError(
+                f"array {self.name!r}: map_boxes takes a list of boxes, not {type(boxes).__name__}"
+            )
+        session = self._read_session()
+        extent = self.extent(session)
+        chosen = self._attrs(attrs)
+        plans = []
+        for i, key in enumerate(boxes):
+            region = parse_key(key, self.schema, extent, self.name)
+            box = Box(region.lo, region.hi)
+            plans.append(((i,), box, box, chosen))
+        return self._fan_out(
+            session, functools.partial(_call_on_view, fn), plans, "map_boxes", workers
+        )
+
+    # --- Dask -----------------------------------------------------------------------------
+    def to_dask(self, attr: str | None = None, box: Any = None) -> Any:
+        """One attribute over ``box`` as a lazy ``dask.array.Array``, a block per stored chunk.
+
+        Its tasks read the chunks of the version read now (a later write does
+        not change it), in whatever process computes them: threads here, or
+        the workers of the user's ``dask.distributed`` cluster. ``attr`` may be
+        left out when the array has one attribute.
+        """
+        if attr is None:
+            if len(self.schema.attrs) != 1:
+                raise InvalidArgumentError(
+                    f"array {self.name!r} has attributes {', '.join(self.schema.attr_names)}; "
+                    "to_dask needs attr= to name one"
+                )
+            chosen = self.schema.attrs[0]
+        elif isinstance(attr, str):
+            chosen = self._attrs(attr)[0]
+        else:
+            raise InvalidArgumentError(
+                f"array {self.name!r}: to_dask's attr names one attribute (a str), not {attr!r}"
+            )
+        session = self._read_session()
+        region = parse_key(box, self.schema, self.extent(session), self.name)
+        lazy = self._lazy(session, chosen, Box(region.lo, region.hi))
+        return region.squeeze(lazy)
+
+    def _lazy(self, session: icechunk.Session, attr: Any, box: Box) -> Any:
+        import dask.array as da
+
+        source = _LazyAttribute(
+            ArraySnapshot(self.name, self.schema, self._repo, session), attr.name, box
+        )
+        # blocks follow the stored chunks, cut by the box's edges
+        blocks = []
+        for axis, (lo, hi) in enumerate(zip(box.lo, box.hi, strict=True)):
+            side = self.schema.chunk_shape[axis]
+            edges = [lo, *range((lo // side + 1) * side, hi, side), hi] if hi > lo else [lo]
+            blocks.append(tuple(b - a for a, b in itertools.pairwise(edges)) or (0,))
+        name = f"tessera-{self.name}-{attr.name}-{session.snapshot_id}-{box.lo}-{box.hi}"
+        return da.from_array(source, chunks=tuple(blocks), name=name, asarray=True, lock=False)
 
     # --- xarray -------------------------------------------------------------------------
-    def to_xarray(self, box: Any = None, attrs: Sequence[str] | str | None = None) -> xr.Dataset:
-        """The box as an ``xarray.Dataset`` with world coordinates on every dimension."""
+    def to_xarray(
+        self, box: Any = None, attrs: Sequence[str] | str | None = None, lazy: bool = False
+    ) -> xr.Dataset:
+        """The box as an ``xarray.Dataset`` with world coordinates on every dimension.
+
+        ``lazy=True`` gives Dask-backed variables (:meth:`to_dask`): nothing
+        is read until they are computed, on the user's own Dask scheduler.
+        """
         import xarray as xr
 
+        if not isinstance(lazy, bool):
+            raise InvalidArgumentError(
+                f"array {self.name!r}: to_xarray's lazy is True or False, not {lazy!r}"
+            )
         session = self._read_session()
         region = parse_key(box, self.schema, self.extent(session), self.name)
         coords = region.world_coords(self.schema)
         dims = self.schema.dim_names
         data = {}
         for a in self._attrs(attrs):
-            values = self._read_box(session, a, region)
+            if lazy:
+                values = self._lazy(session, a, Box(region.lo, region.hi))
+            else:
+                values = self._read_box(session, a, region)
             data[a.name] = xr.Variable(
                 dims, values, attrs={"fill_value": a.fill, "nullable": a.nullable}
             )
@@ -656,6 +777,11 @@ class _ArrayBase:
         if region.dropped:
             ds = ds.isel({dims[i]: 0 for i in region.dropped})
         return ds
+
+
+def _call_on_view(fn: Callable[[ChunkView], Any], source: ArraySnapshot, plan: Any) -> Any:
+    """One task of :meth:`map_chunks`: read the chunk with its halo, call ``fn`` on it."""
+    return fn(source._chunk_view(source._session, *plan))
 
 
 def _threads() -> int:
@@ -958,7 +1084,9 @@ class Array(_ArrayBase):
 
     def at(self, version: str | None = None, as_of: datetime | None = None) -> Array:
         """This array at a past ``version`` (snapshot id) or ``as_of`` a time, read-only."""
-        return Array(self.name, self.schema, self._repo, True, version, as_of)
+        past = Array(self.name, self.schema, self._repo, True, version, as_of)
+        past._executors = self._executors
+        return past
 
     # --- lazy views -------------------------------------------------------------------
     def between(self, box: Any) -> ArrayView:
@@ -966,8 +1094,8 @@ class Array(_ArrayBase):
         return ArrayView(self, parse_key(box, self.schema, self.extent(), self.name))
 
 
-class ArrayFork(_ArrayBase):
-    """A writer in another process: pickle it there, write, pickle it back, ``arr.merge([...])``."""
+class ArraySnapshot(_ArrayBase):
+    """One version of an array, for tasks: picklable, so a Dask worker reads it from the files."""
 
     def __init__(self, name: str, schema: ArraySchema, repo: ArrayRepository, session: Any) -> None:
         self.name = name
@@ -990,11 +1118,59 @@ class ArrayFork(_ArrayBase):
 
         self.name = state["name"]
         self.schema = ArraySchema.from_dict(state["schema"])
-        self._repo = ArrayRepository(self.name, Path(state["dir"]))
+        self._repo = _worker_repository(self.name, Path(state["dir"]))
         self._session = state["session"]
 
     def _read_session(self) -> Any:
         return self._session
+
+    def _write_session(self) -> tuple[Any, bool]:
+        raise ReadOnlyError(f"array {self.name!r}: a snapshot for reading tasks is not written")
+
+
+class _LazyAttribute:
+    """One attribute over a box of a snapshot, sliceable as dask.array.from_array wants."""
+
+    def __init__(self, source: ArraySnapshot, attr: str, box: Box) -> None:
+        self.source = source
+        self.attr = attr
+        self.box = box
+        attribute = source.schema.attribute(attr)
+        self.dtype = attribute.numpy_dtype
+        self.shape = box.shape
+        self.ndim = len(box.shape)
+
+    def __getitem__(self, key: tuple[slice, ...]) -> np.ndarray:
+        if not isinstance(key, tuple):
+            key = (key,)
+        lo, hi = [], []
+        for axis, k in enumerate(key):
+            start, stop, _ = k.indices(self.shape[axis])
+            lo.append(self.box.lo[axis] + start)
+            hi.append(self.box.lo[axis] + max(start, stop))
+        source = self.source
+        attribute = source.schema.attribute(self.attr)
+        return source._read_box(source._session, attribute, Box(tuple(lo), tuple(hi)))
+
+
+_WORKER_REPOSITORIES: dict[str, ArrayRepository] = {}
+_WORKER_LOCK = threading.Lock()
+
+
+def _worker_repository(name: str, directory: Path) -> ArrayRepository:
+    """The repository at ``directory``, opened once per process (a worker runs many tasks)."""
+    key = f"{name}\0{directory}"
+    with _WORKER_LOCK:
+        repo = _WORKER_REPOSITORIES.get(key)
+        if repo is None:
+            if len(_WORKER_REPOSITORIES) > 256:
+                _WORKER_REPOSITORIES.clear()
+            repo = _WORKER_REPOSITORIES[key] = ArrayRepository(name, directory)
+        return repo
+
+
+class ArrayFork(ArraySnapshot):
+    """A writer in another process: pickle it there, write, pickle it back, ``arr.merge([...])``."""
 
     def _write_session(self) -> tuple[Any, bool]:
         return self._session, False

@@ -11,7 +11,7 @@ older versions are history and are never rewritten.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import chunk_box
 from tesseradb.arrays._decode import clear_chunk_cache
@@ -44,6 +44,13 @@ def check_array(array: Array, repair: bool) -> tuple[list[Finding], Verified]:
             except ArrayCorruptError as err:
                 reason = str(err).split(": ", 1)[-1]
                 bad.append((attr.name, coords, reason, math.prod(box.shape)))
+    # the dimensions' world coordinates are derived from the schema: a damaged or wrong
+    # coordinate variable is rewritten, no cell is lost
+    bad_axes: list[tuple[int, str]] = []
+    for axis in range(array.schema.ndim):
+        problem = _coordinate_problem(array, session, axis, extent[axis])
+        if problem is not None:
+            bad_axes.append((axis, problem))
     old_versions = 0
     for version in array.versions()[1:]:
         try:
@@ -56,24 +63,40 @@ def check_array(array: Array, repair: bool) -> tuple[list[Finding], Verified]:
                 Finding(array.name, f"version {version.id}", f"cannot be opened: {err}")
             )
 
-    if bad and repair:
+    if (bad or bad_axes) and repair:
         writable = repo.writable()
         for attr_name, coords, _, _ in bad:
             zarr_array = repo.zarr_array(writable, attr_name)
             prefix = f"{zarr_array.path}/" if zarr_array.path else ""
             with repo.damage(f"chunk {coords} of attribute {attr_name!r}"):
                 sync(writable.store.delete(prefix + zarr_array.metadata.encode_chunk_key(coords)))
-        version = repo.commit(
-            writable, f"tessera check --repair: dropped {len(bad)} unreadable chunk(s)"
-        )
+        for axis, _ in bad_axes:
+            coordinate = repo.coordinate_array(writable, array.schema.dims[axis].name)
+            if coordinate is not None and extent[axis]:
+                coordinate[:] = array.schema.world_axis(axis, 0, extent[axis])
+        done = [f"dropped {len(bad)} unreadable chunk(s)"] if bad else []
+        done += [f"rewrote {len(bad_axes)} dimension(s)' world coordinates"] if bad_axes else []
+        repaired_in = repo.commit(writable, f"tessera check --repair: {', '.join(done)}")
         clear_chunk_cache()
+    for axis, reason in bad_axes:
+        findings.append(
+            Finding(
+                array.name,
+                f"world coordinates of dimension {array.schema.dims[axis].name!r}",
+                reason,
+                action=f"rewritten in version {repaired_in}" if repair else "",
+                repaired=repair,
+            )
+        )
     for attr_name, coords, reason, cells in bad:
         findings.append(
             Finding(
                 array.name,
                 f"attribute {attr_name!r}, chunk {coords}",
                 reason,
-                action=f"dropped in version {version}: reads as the fill value" if repair else "",
+                action=f"dropped in version {repaired_in}: reads as the fill value"
+                if repair
+                else "",
                 lost=f"{cells:,} cells" if repair else "",
                 repaired=repair,
             )
@@ -83,3 +106,25 @@ def check_array(array: Array, repair: bool) -> tuple[list[Finding], Verified]:
         f"{old_versions:,} older version(s) opened"
     )
     return findings, Verified(array.name, "array", what)
+
+
+def _coordinate_problem(array: Array, session: Any, axis: int, length: int) -> str | None:
+    """What is wrong with the coordinate variable of dimension ``axis``, or None.
+
+    A repository made before arrays kept coordinate variables has none: nothing is wrong.
+    """
+    import numpy as np
+
+    dim = array.schema.dims[axis].name
+    try:
+        coordinate = array._repo.coordinate_array(session, dim)
+        if coordinate is None:
+            return None
+        values = np.asarray(coordinate[:]) if length else np.empty(0, np.int64)
+    except Exception as err:  # any failure to read them is what the check reports
+        return f"cannot be read ({type(err).__name__}: {err})"
+    if values.shape != (length,) or not np.array_equal(
+        values, array.schema.world_axis(axis, 0, length)
+    ):
+        return "do not match the array's dimension"
+    return None

@@ -45,6 +45,7 @@ class ArrayKind(KindBase):
         repo = ArrayRepository(name, self.folder(name))
         array = Array(name, ArraySchema.from_dict(spec["schema"]), repo, self.context.read_only)
         array._siblings = self.context.objects  # operators' into= make arrays beside it
+        array._executors = self.context.executors
         return array
 
     def relations(self, opened: Array) -> Mapping[str, Relation]:

@@ -11,6 +11,7 @@ import ast
 import functools
 import math
 from collections import abc
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -201,8 +202,6 @@ def regrid(
     import numpy as np
     import xarray as xr
 
-    from tesseradb import _core
-
     if method != "mean":
         raise OperatorError(f"unknown regrid method {method!r}; this version has 'mean'")
     schema = array.schema
@@ -221,57 +220,79 @@ def regrid(
     out_shape = tuple(w.shape[0] for w in weights)
     session = array._read_session()
     cells_per_row = max(1, math.prod(shape[1:]))
-    step = rows_per_slab or max(1, math.ceil(fr[0]) * max(1, (1 << 24) // cells_per_row))
-
-    def one(attr: Any) -> Any:
-        result = np.full(out_shape, np.nan, dtype=np.float64)
-        k = 0
-        while k < out_shape[0]:
-            # output rows [k, k2) need input rows [floor(k f), ceil(k2 f))
-            k2 = min(out_shape[0], k + max(1, int(step / fr[0])))
-            first = math.floor(k * fr[0])
-            last = min(shape[0], math.ceil(k2 * fr[0]))
-            slab = Box((box.lo[0] + first, *box.lo[1:]), (box.lo[0] + last, *box.hi[1:]))
-            w0 = weights[0][k:k2, first:last]
-            csr = [_csr(w) for w in (w0, *weights[1:])] if len(shape) == 3 else []
-            if not attr.nullable and csr:
-                # no NULL cells: the weights separate, and Rust contracts each stored
-                # chunk as it decodes it, never making the slab
-                fused = array._regrid_box(session, attr, slab, csr)
-                if fused is not None:
-                    result[k:k2] = fused
-                    k = k2
-                    continue
-            values = array._read_box(session, attr, slab)
-            null = attr.null_mask(values)
-            if null is None and csr and values.dtype.kind in "iuf":
-                result[k:k2] = _core.regrid_block(np.ascontiguousarray(values), csr)
-                k = k2
-                continue
-            values = values.astype(np.float64)
-            valid = np.ones(values.shape, dtype=np.float64)
-            if null is not None:
-                valid[null] = 0.0
-                values[null] = 0.0
-            num = _apply_weights(values, [w0, *weights[1:]])
-            den = _apply_weights(valid, [w0, *weights[1:]])
-            with np.errstate(all="ignore"):
-                result[k:k2] = np.where(den > 0, num / den, np.nan)
-            k = k2
-        return result
-
-    from concurrent.futures import ThreadPoolExecutor
-
+    # slabs of up to 16M input cells, and at least two per worker so that every
+    # worker (thread or Dask worker) has work: output rows per slab
+    executor = array._executors.current
+    rows = rows_per_slab or max(1, math.ceil(fr[0]) * max(1, (1 << 24) // cells_per_row))
+    out_rows = max(1, int(rows / fr[0]))
+    if rows_per_slab is None:
+        out_rows = min(out_rows, max(1, -(-out_shape[0] // (2 * executor.workers))))
     chosen = array._attrs(attrs)
-    # attributes in parallel threads: decoding and the kernel release the GIL
-    with ThreadPoolExecutor(max(1, min(len(chosen), 4))) as pool:
-        results = list(pool.map(one, chosen))
-    data = {a.name: (schema.dim_names, r) for a, r in zip(chosen, results, strict=True)}
+    slabs = [
+        (attr.name, k, min(out_shape[0], k + out_rows))
+        for attr in chosen
+        for k in range(0, out_shape[0], out_rows)
+    ]
+    plan = _RegridPlan(box, tuple(shape), weights, fr[0])
+    parts = array._fan_out(session, functools.partial(_regrid_slab, plan), slabs, "regrid")
+    results = {a.name: np.full(out_shape, np.nan, dtype=np.float64) for a in chosen}
+    for (name, k, k2), rows_out in zip(slabs, parts, strict=True):
+        results[name][k:k2] = rows_out
+    data = {a.name: (schema.dim_names, results[a.name]) for a in chosen}
     coords = {}
     for axis, dim in enumerate(schema.dims):
         first = math.floor((box.lo[axis] + schema.world_shift(axis)) / fr[axis])
         coords[dim.name] = np.arange(first, first + out_shape[axis], dtype=np.int64)
     return xr.Dataset(data, coords=coords, attrs={"regrid": [str(f) for f in fr]})
+
+
+@dataclass(frozen=True)
+class _RegridPlan:
+    """What every slab task of one regrid shares: the box and the weights of each axis."""
+
+    box: Box
+    shape: tuple[int, ...]
+    weights: list[Any]  # per axis, (output cells x input cells) sparse matrices
+    factor0: Fraction  # input cells per output cell along the first axis
+
+
+def _regrid_slab(plan: _RegridPlan, source: Any, slab_rows: tuple[str, int, int]) -> Any:
+    """Output rows [k, k2) of one attribute: a task of :func:`regrid`.
+
+    They need input rows [floor(k f), ceil(k2 f)) of the box.
+    """
+    import numpy as np
+
+    from tesseradb import _core
+
+    name, k, k2 = slab_rows
+    attr = source.schema.attribute(name)
+    session = source._read_session()
+    box, shape, weights = plan.box, plan.shape, plan.weights
+    first = math.floor(k * plan.factor0)
+    last = min(shape[0], math.ceil(k2 * plan.factor0))
+    slab = Box((box.lo[0] + first, *box.lo[1:]), (box.lo[0] + last, *box.hi[1:]))
+    w0 = weights[0][k:k2, first:last]
+    csr = [_csr(w) for w in (w0, *weights[1:])] if len(shape) == 3 else []
+    if not attr.nullable and csr:
+        # no NULL cells: the weights separate, and Rust contracts each stored
+        # chunk as it decodes it, never making the slab
+        fused = source._regrid_box(session, attr, slab, csr)
+        if fused is not None:
+            return fused
+    values = source._read_box(session, attr, slab)
+    null = attr.null_mask(values)
+    if null is None and csr and values.dtype.kind in "iuf":
+        return _core.regrid_block(np.ascontiguousarray(values), csr)
+    values = values.astype(np.float64)
+    valid = np.ones(values.shape, dtype=np.float64)
+    if null is not None:
+        valid[null] = 0.0
+        values[null] = 0.0
+    num = _apply_weights(values, [w0, *weights[1:]])
+    den = _apply_weights(valid, [w0, *weights[1:]])
+    with np.errstate(all="ignore"):
+        return np.where(den > 0, num / den, np.nan)
 
 
 # --- apply ----------------------------------------------------------------------------------
@@ -401,23 +422,26 @@ def apply(
         used = list(schema.attrs)
     session = array._read_session()
     parts = array._written_parts(session, box)
-
-    def one(part: Box) -> np.ndarray:
-        env: dict[str, Any] = {a.name: array._read_box(session, a, part) for a in used}
-        for axis, (dim_name, world) in enumerate(part.world_coords(schema).items()):
-            shape = [1] * schema.ndim
-            shape[axis] = part.shape[axis]
-            env[dim_name] = world.reshape(shape)
-        result = np.asarray(fn(env))
-        result = np.broadcast_to(result, part.shape)
-        return result
-
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(workers or 4) as pool:
-        results = list(pool.map(one, [p for _, p in parts]))
+    task = functools.partial(_apply_part, fn, [a.name for a in used])
+    results = array._fan_out(session, task, [p for _, p in parts], "apply", workers)
     dtype = np.result_type(*results) if results else np.dtype(np.float64)
     return {c: (p, r) for (c, p), r in zip(parts, results, strict=True)}, dtype
+
+
+def _apply_part(
+    fn: Callable[[dict[str, Any]], Any], used: Sequence[str], source: Any, part: Box
+) -> np.ndarray:
+    """The derived attribute over one written chunk's part of the box: a task of :func:`apply`."""
+    import numpy as np
+
+    schema = source.schema
+    session = source._read_session()
+    env: dict[str, Any] = {n: source._read_box(session, schema.attribute(n), part) for n in used}
+    for axis, (dim_name, world) in enumerate(part.world_coords(schema).items()):
+        shape = [1] * schema.ndim
+        shape[axis] = part.shape[axis]
+        env[dim_name] = world.reshape(shape)
+    return np.broadcast_to(np.asarray(fn(env)), part.shape)
 
 
 # --- overlay ----------------------------------------------------------------------------------

@@ -11,8 +11,10 @@ making rows: per chunk, numpy reductions over the non-grouped axes.
 
 from __future__ import annotations
 
+import functools
 import math
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import Box
@@ -316,16 +318,6 @@ def aggregate(
     regions = [] if box is None else array._written_parts(session, box)
     acc = _Accumulator(resolved, groups_shape)
 
-    def partial(region: Box) -> Any:
-        data = {name: array._read_box(session, attr, region) for name, attr in attrs_used.items()}
-        mask = None
-        if filter_cols:
-            mask = _filter_mask(schema, predicate, filter_cols, region, data)
-        axes = tuple(i for i in range(schema.ndim) if i not in group_axes)
-        order = [*group_axes]  # reduce the rest, then put group axes in group-by order
-        offset = tuple(region.lo[a] - box.lo[a] for a in group_axes)  # type: ignore[union-attr]
-        return offset, acc.partial(data, mask, axes, order, region.shape)
-
     if group_axes and not regions:
         return pa.table({out: pa.array([], _result_type(fn, a)) for out, fn, a in resolved})
     if (
@@ -334,11 +326,45 @@ def aggregate(
         or box is None
         or not _fold_in_rust(array, session, acc, box, regions)
     ):
-        with ThreadPoolExecutor(_workers()) as pool:
-            for offset, part in pool.map(partial, [r for _, r in regions]):
-                acc.combine(offset, part)
+        # a task's accumulator has no groups: it only knows what to compute
+        plan = _PartialPlan(
+            attrs_used, filter_cols, predicate, group_axes, box, _Accumulator(resolved, ())
+        )
+        task = functools.partial(_partial_aggregate, plan)
+        for offset, part in array._fan_out(
+            session, task, [r for _, r in regions], "aggregate", _workers()
+        ):
+            acc.combine(offset, part)
     assert box is not None or not group_axes
     return pa.table(acc.finish(schema, box, group_axes))
+
+
+@dataclass(frozen=True)
+class _PartialPlan:
+    """What every chunk task of one native aggregate shares."""
+
+    attrs_used: dict[str, Any]  # attribute name -> Attribute, read per chunk
+    filter_cols: list[str]  # columns the predicate tests cell by cell
+    predicate: Any
+    group_axes: list[int]
+    box: Box | None
+    acc: _Accumulator  # without group state: its partial() computes a chunk's part
+
+
+def _partial_aggregate(plan: _PartialPlan, source: Any, region: Box) -> tuple[Any, Any]:
+    """One chunk's partial aggregates over its part of the box: a task of :func:`aggregate`."""
+    schema = source.schema
+    session = source._read_session()
+    data = {name: source._read_box(session, a, region) for name, a in plan.attrs_used.items()}
+    mask = None
+    if plan.filter_cols:
+        mask = _filter_mask(schema, plan.predicate, plan.filter_cols, region, data)
+    axes = tuple(i for i in range(schema.ndim) if i not in plan.group_axes)
+    order = [*plan.group_axes]  # reduce the rest, then put group axes in group-by order
+    box = plan.box
+    assert box is not None
+    offset = tuple(region.lo[a] - box.lo[a] for a in plan.group_axes)
+    return offset, plan.acc.partial(data, mask, axes, order, region.shape)
 
 
 def _fold_in_rust(
@@ -360,24 +386,57 @@ def _fold_in_rust(
         return False
     if not regions:
         return True  # no written chunk in the box: no rows
-    chunk_shape = array.schema.chunk_shape
-    where = str(array._repo.directory)
     entries: dict[str, Any] = {}
     coords = [c for c, _ in regions]
+    wanted = {
+        name: any(fn in ("min", "max") and a is attr for _, fn, a in acc.items)
+        for name, attr in acc.attrs.items()
+    }
+    # one Rust call folds the chunks in parallel in this process; on a cluster
+    # each worker folds a share of them
+    executor = array._executors.current
+    shares = 2 * executor.workers if executor.remote else 1
+    step = max(1, -(-len(coords) // shares))
+    groups = [coords[i : i + step] for i in range(0, len(coords), step)]
+    task = functools.partial(_reduce_chunks, wanted, box)
+    folded = array._fan_out(session, task, groups, "aggregate")
     for name, attr in acc.attrs.items():
-        extremes = any(fn in ("min", "max") and a is attr for _, fn, a in acc.items)
-        zarr_array = array._zarr(session, name)
-        stored = reduce_box(session, where, zarr_array, attr, box, coords, chunk_shape, extremes)
-        if stored is None:
-            return False
-        partials, failed = stored
-        if failed is not None:
-            raise array._corrupt(attr, *failed)
-        entry = _fold_partials(attr, partials, extremes)
+        partials = []
+        for share in folded:
+            stored = share[name]
+            if stored is None:
+                return False
+            found, failed = stored
+            if failed is not None:
+                raise array._corrupt(attr, *failed)
+            partials += found
+        entry = _fold_partials(attr, partials, wanted[name])
         if entry is not None:
             entries[name] = entry
     acc.combine((), {"rows": np.int64(sum(r.size for _, r in regions)), **entries})
     return True
+
+
+def _reduce_chunks(
+    wanted: dict[str, bool], box: Box, source: Any, coords: list[tuple[int, ...]]
+) -> dict[str, Any]:
+    """Each attribute's (count, sum, min, max, NaN seen) per chunk of ``coords``, reduced in
+    Rust (:func:`reduce_box`; min and max where ``wanted``): a task of the native fold."""
+    session = source._read_session()
+    where = str(source._repo.directory)
+    return {
+        name: reduce_box(
+            session,
+            where,
+            source._zarr(session, name),
+            source.schema.attribute(name),
+            box,
+            coords,
+            source.schema.chunk_shape,
+            extremes,
+        )
+        for name, extremes in wanted.items()
+    }
 
 
 def _fold_partials(

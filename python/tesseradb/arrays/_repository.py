@@ -175,7 +175,33 @@ class ArrayRepository:
                 # values: SQL shows the cells of every written chunk
                 config={"write_empty_chunks": True},
             )
+        # each dimension's world coordinates as a coordinate variable, so that
+        # xr.open_zarr on the repository (without TesseraDB) shows world coordinates
+        for axis, dim in enumerate(schema.dims):
+            coordinate = group.create_array(
+                dim.name,
+                shape=(shape[axis],),
+                chunks=(max(dim.chunk, 1 << 16),),
+                dtype="int64",
+                compressors=compressors,
+                dimension_names=[dim.name],
+                attributes={"tessera": "world coordinates of dimension " + dim.name},
+            )
+            if shape[axis]:
+                coordinate[:] = schema.world_axis(axis, 0, shape[axis])
         self.commit(session, "create array")
+
+    def coordinate_array(self, session: icechunk.Session, dim: str) -> Any | None:
+        """The coordinate variable of dimension ``dim``, or None in a repository made before
+        arrays had them (their direct opens show indexes, not world coordinates)."""
+        import zarr
+        import zarr.errors
+
+        try:
+            mode = "r" if session.read_only else "r+"
+            return zarr.open_array(session.store, path=dim, mode=mode, zarr_format=3)
+        except (FileNotFoundError, KeyError, zarr.errors.BaseZarrError):
+            return None
 
     # --- sessions and commits ---------------------------------------------------
     def writable(self) -> icechunk.Session:

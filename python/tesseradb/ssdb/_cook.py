@@ -11,11 +11,14 @@ so the two give the same numbers bit for bit (tested).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import InvalidArgumentError
+from tesseradb.executor import Executor, Threads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -165,6 +168,91 @@ def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return merged
 
 
+def _windows(
+    r0: int, r1: int, c0: int, c1: int, side_y: int, side_x: int
+) -> list[tuple[int, int, int, int]]:
+    """The stored chunks' parts of rows [r0, r1) x columns [c0, c1): (top, bottom, left, right)."""
+    windows = []
+    for top in range(r0 - r0 % side_y, r1, side_y):
+        for left in range(c0 - c0 % side_x, c1, side_x):
+            windows.append(
+                (max(top, r0), min(top + side_y, r1), max(left, c0), min(left + side_x, c1))
+            )
+    return windows
+
+
+@dataclass(frozen=True)
+class _Cooking:
+    """What every window of one cook shares: F1's parameters and the cooked rectangle."""
+
+    threshold: int
+    d1: int
+    d2: int
+    rect: tuple[int, int, int, int]  # rows [r0, r1) x columns [c0, c1) of the image
+    sides: tuple[int, int]  # the raw array's chunk side in rows and columns
+
+
+def _window_part(
+    how: _Cooking, pix: np.ndarray, core: tuple[int, int, int, int]
+) -> tuple[tuple[int, int, int, int], int, int, np.ndarray]:
+    """A window's core, the row and column of its halo's corner, and its pixels with the halo
+    (``pix`` holds the cooked rectangle)."""
+    r0, r1, c0, c1 = how.rect
+    top, bottom = max(r0, core[0] - how.d1), min(r1, core[1] + how.d1)
+    left, right = max(c0, core[2] - how.d1), min(c1, core[3] + how.d1)
+    return core, top, left, pix[top - r0 : bottom - r0, left - c0 : right - c0]
+
+
+def _cook_window(
+    how: _Cooking,
+    origin: tuple[int, int],
+    window: tuple[tuple[int, int, int, int], int, int, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """F1 over one window with its halo, keeping the observations centred in its core."""
+    core, top, left, part = window
+    world_core = (
+        origin[0] + core[2],
+        origin[1] + core[0],
+        origin[0] + core[3],
+        origin[1] + core[1],
+    )
+    return _kernel(
+        part, how.threshold, how.d1, how.d2, (origin[0] + left, origin[1] + top), world_core
+    )
+
+
+def _cook_whole_image(how: _Cooking, origins: list[tuple[int, int]], view: Any) -> Any:
+    """A task of :func:`cook_images`: one image (read by the task), its windows one by one."""
+    pix = view.data["pix"][0]
+    origin = origins[view.coords[0]]  # the image's place in the list of boxes
+    windows = _windows(*how.rect, *how.sides)
+    return _concat([_cook_window(how, origin, _window_part(how, pix, w)) for w in windows])
+
+
+def cook_images(
+    array: Array,
+    origins: dict[int, tuple[int, int]],
+    threshold: int,
+    d1: int,
+    d2: int,
+    workers: int | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """F1 over whole images of a raw array (image, y, x), an image per parallel task.
+
+    ``origins`` maps each image to cook to the world coordinates of its pixel
+    [0, 0]. Each task (a thread, or a Dask worker when the database uses a
+    cluster) reads its image's ``pix`` once and cooks its chunks with halos of
+    ``d1`` one after another, exactly as :func:`cook_image` does; results in
+    the order of ``origins``.
+    """
+    _, height, width = array.shape
+    side_y, side_x = array.schema.chunk_shape[1:]
+    how = _Cooking(threshold, d1, d2, (0, height, 0, width), (side_y, side_x))
+    boxes = [(slice(i, i + 1), slice(0, height), slice(0, width)) for i in origins]
+    task = functools.partial(_cook_whole_image, how, list(origins.values()))
+    return array.map_boxes(task, boxes, "pix", workers)
+
+
 def cook_image(
     array: Array,
     image: int,
@@ -174,40 +262,30 @@ def cook_image(
     d2: int,
     box: tuple[int, int, int, int] | None = None,
     workers: int | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, np.ndarray]:
     """F1 over image ``image`` of a raw array (image, y, x), chunk by chunk in parallel.
 
     The image's ``pix`` is read once (its chunks decoded in parallel), then
-    each chunk is cooked with a halo of ``d1`` in its own thread and keeps the
-    observations centred in its core (module doc). Reading each chunk with
-    its halo separately would decode every chunk up to nine times. ``box``
-    (row0, row1, col0, col1, half-open) cooks only that part of the image, as
-    if it were the whole image (Q2's slab): halos stop at its edges.
+    each chunk is cooked with a halo of ``d1`` as its own task (through
+    ``executor``, threads by default) and keeps the observations centred in
+    its core (module doc). Reading each chunk with its halo separately would
+    decode every chunk up to nine times. ``box`` (row0, row1, col0, col1,
+    half-open) cooks only that part of the image, as if it were the whole
+    image (Q2's slab): halos stop at its edges.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     _, height, width = array.shape
-    r0, r1, c0, c1 = box if box is not None else (0, height, 0, width)
+    rect = box if box is not None else (0, height, 0, width)
+    r0, r1, c0, c1 = rect
     pix = array.read((slice(image, image + 1), slice(r0, r1), slice(c0, c1)), "pix")["pix"][0]
     side_y, side_x = array.schema.chunk_shape[1:]
-    windows = []
-    for top in range(r0 - r0 % side_y, r1, side_y):
-        for left in range(c0 - c0 % side_x, c1, side_x):
-            core = (max(top, r0), min(top + side_y, r1), max(left, c0), min(left + side_x, c1))
-            windows.append(core)
-
-    def one(core: tuple[int, int, int, int]) -> dict[str, np.ndarray]:
-        top, bottom = max(r0, core[0] - d1), min(r1, core[1] + d1)
-        left, right = max(c0, core[2] - d1), min(c1, core[3] + d1)
-        part = pix[top - r0 : bottom - r0, left - c0 : right - c0]
-        world_core = (
-            origin[0] + core[2],
-            origin[1] + core[0],
-            origin[0] + core[3],
-            origin[1] + core[1],
-        )
-        return _kernel(part, threshold, d1, d2, (origin[0] + left, origin[1] + top), world_core)
-
-    with ThreadPoolExecutor(workers or min(len(windows), os.cpu_count() or 1)) as pool:
-        parts = list(pool.map(one, windows))
+    how = _Cooking(threshold, d1, d2, (r0, r1, c0, c1), (side_y, side_x))
+    windows = [_window_part(how, pix, w) for w in _windows(*rect, *how.sides)]
+    run = executor or Threads(workers or min(len(windows), os.cpu_count() or 1))
+    parts = run.map(
+        functools.partial(_cook_window, how, origin),
+        windows,
+        what=f"cooking image {image} of array {array.name!r}",
+        limit=workers,
+    )
     return _concat(parts)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import InvalidArgumentError, ObjectExistsError, ObjectNotFoundError
-from tesseradb.ssdb._cook import cook_image, observations_table
+from tesseradb.ssdb._cook import cook_image, cook_images, observations_table
 from tesseradb.ssdb._generate import ATTRS, Placement, placement, raw_image
 from tesseradb.ssdb._params import Config, Params, config, params
 
@@ -260,21 +260,60 @@ class Run:
                 f"{self.cycles_done} is done"
             )
         self._forget_from(cycle)
-        cooked = []
-        for image in self.config.images_of(cycle):
-            at = self.placement(image)
-            with times.phase("generate"):
-                data = raw_image(self.config.size, at, self.seed)
-            with times.phase("load"):
-                self.ingest(image, data)
-            with times.phase("cook"):
-                cooked.append((at, self.cook(image)))
+        images = list(self.config.images_of(cycle))
+        placed = {image: self.placement(image) for image in images}
+        self._load_images(cycle, placed, times)
         with times.phase("cook"):
+            p = self.params
+            origins = {image: (at.x0, at.y0) for image, at in placed.items()}
+            columns = cook_images(self.raw, origins, 1000, p.d1, p.d2, workers)
+            cooked = [(placed[image], c) for image, c in zip(images, columns, strict=True)]
             self._store_observations(cycle, cooked)
         with times.phase("group"):
             self._group(cycle, cooked)
         self.db.sql(f"UPDATE {self.name}_run SET cycles_done = ?", [cycle + 1])
         times.cycles.append(cycle)
+
+    def _load_images(self, cycle: int, placed: dict[int, Placement], times: LoadTimes) -> None:
+        """Generate and store a cycle's images: each image is written by a parallel task into
+        a fork of the raw array (threads, or Dask workers), and the forks commit as one version.
+
+        Images are generated here (the telescope), as many at a time as there
+        are workers, so memory holds a batch of images, not the cycle.
+        """
+        import pyarrow as pa
+
+        executor = self.db.executor
+        raw = self.raw
+        images = list(placed)
+        forks = []
+        try:
+            for start in range(0, len(images), executor.workers):
+                batch = images[start : start + executor.workers]
+                with times.phase("generate"):
+                    data = [raw_image(self.config.size, placed[i], self.seed) for i in batch]
+                with times.phase("load"):
+                    items = [(raw.fork(), i, d) for i, d in zip(batch, data, strict=True)]
+                    del data
+                    forks += executor.map(
+                        _write_image, items, what=f"SS-DB run {self.name!r}, cycle {cycle}"
+                    )
+                    del items
+            with times.phase("load"):
+                raw.merge(forks, f"cycle {cycle}: images {images[0]}..{images[-1]}")
+        except BaseException:
+            raw.discard_forks()
+            raise
+        with times.phase("load"):
+            rows = {
+                "image": pa.array(images, pa.int32()),
+                "cycle": pa.array([cycle] * len(images), pa.int32()),
+                "time": pa.array([placed[i].time for i in images], pa.int32()),
+                "x0": pa.array([placed[i].x0 for i in images], pa.int64()),
+                "y0": pa.array([placed[i].y0 for i in images], pa.int64()),
+                "size": pa.array([self.config.size] * len(images), pa.int32()),
+            }
+            self._insert("images", pa.table(rows))
 
     def ingest(self, image: int, data: dict[str, np.ndarray]) -> None:
         """Store raw image number ``image`` (its 11 attributes) and its placement."""
@@ -328,7 +367,9 @@ class Run:
         """F1 over a stored image (or a box of it), chunk by chunk in parallel."""
         at = self.placement(image)
         p = self.params
-        return cook_image(self.raw, image, (at.x0, at.y0), threshold, p.d1, p.d2, box, workers)
+        origin = (at.x0, at.y0)
+        executor = self.db.executor
+        return cook_image(self.raw, image, origin, threshold, p.d1, p.d2, box, workers, executor)
 
     def _forget_from(self, cycle: int) -> None:
         """Remove what an interrupted attempt at ``cycle`` (or later) left behind."""
@@ -419,3 +460,10 @@ class Run:
             f"max(x), max(y), min(xmin), min(ymin), max(xmax), max(ymax) "
             f"FROM {n}_members GROUP BY group_id"
         )
+
+
+def _write_image(item: tuple[Any, int, dict[str, np.ndarray]]) -> Any:
+    """A task of a cycle's load: write one image's attributes into its fork; the fork back."""
+    fork, image, data = item
+    fork.write((image, 0, 0), {a: data[a][None] for a in ATTRS}, message=f"image {image}")
+    return fork

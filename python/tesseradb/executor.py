@@ -1,0 +1,213 @@
+"""The one seam through which chunk- and file-parallel work runs.
+
+Every operation that splits into independent tasks (a chunk of an array, an
+image of an SS-DB cycle, a dataset row range of an attached file, a slice of
+triples) hands its task function and items to :meth:`Executor.map`. Two
+implementations exist:
+
+- :class:`Threads`, threads of this process: the default. Numpy, zstd and
+  the Rust kernels release the GIL, so the threads run in parallel.
+- :class:`DaskExecutor`, a ``dask.distributed.Client``: the tasks run on the
+  cluster's workers, which read the database's storage themselves (it must be
+  a path they see). Task functions and items are pickled (cloudpickle), so
+  operations hand tasks a snapshot of what they read, never the open database.
+
+Tasks only read, or write into forks the caller merges: the process holding
+the database's writer lock is the only one that commits. A worker dying
+mid-task is replaced and its tasks rerun by Dask (they have no side effect
+but their result); a cluster that is lost raises :class:`ClusterError`, and
+the operation commits nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from tesseradb.errors import ClusterError, InvalidArgumentError, TesseraError
+
+__all__ = ["DaskExecutor", "Executor", "ExecutorSlot", "Threads", "as_executor", "default_slot"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Executor:
+    """Runs a function over items in parallel; results in item order."""
+
+    kind = "abstract"
+    #: True when tasks run in other processes: functions and items are pickled
+    remote = False
+
+    @property
+    def workers(self) -> int:
+        """How many tasks run at once."""
+        raise NotImplementedError
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, what: str, limit: int | None = None
+    ) -> list[R]:
+        """``fn`` over ``items``, at most ``limit`` at once; an error of a task is raised as is.
+
+        ``what`` names the operation for errors ("regrid of array 'sky'").
+        """
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+def default_threads() -> int:
+    """Threads for chunk-parallel work on this machine: the cores, at least 2, at most 8."""
+    return max(2, min(8, os.cpu_count() or 2))
+
+
+class Threads(Executor):
+    """Threads of this process (the default executor)."""
+
+    kind = "threads"
+
+    def __init__(self, threads: int | None = None) -> None:
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise InvalidArgumentError(f"Threads: threads must be a positive int, not {threads!r}")
+        self.threads = threads or default_threads()
+
+    @property
+    def workers(self) -> int:
+        return self.threads
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, what: str, limit: int | None = None
+    ) -> list[R]:
+        items = list(items)
+        width = min(len(items), self.threads, limit or self.threads)
+        if width <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(width, thread_name_prefix="tessera-task") as pool:
+            return list(pool.map(fn, items))
+
+    def describe(self) -> str:
+        return f"{self.threads} threads in this process"
+
+
+class DaskExecutor(Executor):
+    """The workers of a ``dask.distributed.Client``."""
+
+    kind = "dask"
+    remote = True
+
+    def __init__(self, client: Any) -> None:
+        try:
+            from distributed import Client
+        except ImportError:  # pragma: no cover - dask is an optional extra
+            raise InvalidArgumentError(
+                "a Dask cluster needs dask.distributed: pip install 'tesseradb[dask]'"
+            ) from None
+        if not isinstance(client, Client):
+            raise InvalidArgumentError(
+                f"cluster must be a dask.distributed.Client, not {type(client).__name__}"
+            )
+        self.client = client
+
+    @property
+    def address(self) -> str:
+        return str(getattr(self.client.scheduler, "address", "?"))
+
+    @property
+    def workers(self) -> int:
+        try:
+            info = self.client.scheduler_info()
+        except Exception as err:  # any failure here means the cluster is gone
+            raise self._lost("asking for its workers", err) from None
+        return max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
+
+    def _lost(self, what: str, err: BaseException | str) -> ClusterError:
+        return ClusterError(
+            f"{what}: the Dask cluster at {self.address} is lost ({err}); nothing was committed"
+        )
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, what: str, limit: int | None = None
+    ) -> list[R]:
+        import asyncio
+        import concurrent.futures
+
+        from distributed.client import FutureCancelledError
+        from distributed.comm.core import CommClosedError
+        from distributed.scheduler import KilledWorker
+
+        items = list(items)
+        if not items:
+            return []
+        if self.client.status not in ("running", "connecting"):
+            raise self._lost(what, f"the client is {self.client.status}")
+        try:
+            # pure=False: every call is new work (the same chunk may hold new data);
+            # a worker that dies mid-task has its tasks rerun elsewhere by the scheduler
+            futures = self.client.map(fn, items, pure=False)
+            try:
+                results: list[R] = self.client.gather(futures)
+            finally:
+                self.client.cancel(futures)
+            return results
+        except TesseraError:
+            raise
+        except KilledWorker as err:
+            raise ClusterError(
+                f"{what}: a task killed every worker that ran it ({err}); nothing was committed"
+            ) from None
+        except (
+            FutureCancelledError,
+            concurrent.futures.CancelledError,
+            asyncio.CancelledError,
+            CommClosedError,
+            TimeoutError,
+        ) as err:
+            raise self._lost(what, err or type(err).__name__) from None
+        except OSError as err:
+            if self.client.status != "running":
+                raise self._lost(what, err) from None
+            raise
+
+    def describe(self) -> str:
+        try:
+            return f"a Dask cluster at {self.address} ({self.workers} worker threads)"
+        except ClusterError:
+            return f"a Dask cluster at {self.address} (lost)"
+
+
+def as_executor(value: Any) -> Executor:
+    """An executor from what ``connect(cluster=)`` and ``db.use`` take: None (threads),
+    an :class:`Executor`, or a ``dask.distributed.Client``."""
+    if value is None:
+        return Threads()
+    if isinstance(value, Executor):
+        return value
+    return DaskExecutor(value)
+
+
+class ExecutorSlot:
+    """The executor a database's objects use now; ``db.use`` changes it for all of them."""
+
+    def __init__(self, executor: Executor | None = None) -> None:
+        self._lock = threading.Lock()
+        self._executor = executor or Threads()
+
+    @property
+    def current(self) -> Executor:
+        return self._executor
+
+    def set(self, executor: Executor) -> None:
+        with self._lock:
+            self._executor = executor
+
+
+_DEFAULT = ExecutorSlot()
+
+
+def default_slot() -> ExecutorSlot:
+    """The slot of objects made outside a database (threads, unless changed)."""
+    return _DEFAULT
