@@ -7,7 +7,7 @@ with NaN, infinities and -0.0, NULLs where the kind holds them), a group
 key ``g`` and, where the kind holds text, a string column ``s`` (empty and
 non-ASCII strings). The data is stored in the kind, and each query's answer
 through ``db.sql`` is compared with DuckDB's over an in-memory table of the
-same rows. The native shortcuts (array chunk folds, stream aggregates,
+same rows. The native shortcuts (array chunk folds, stream and attached aggregates,
 bitmap counts) must answer where they apply: the test asserts
 ``Result.shortcut`` for those queries, so a shortcut that silently fell back
 to SQL cannot hide a wrong answer either.
@@ -157,7 +157,7 @@ def queries(data: pa.Table, dtype: str, kind: str) -> list[tuple[str, str | None
     finite = [v for v in data.column("c").to_pylist() if v is not None and math.isfinite(v)]
     pivot = sql_literal(sorted(finite)[len(finite) // 2] if finite else 0, dtype)
     low = sql_literal(min(finite) if finite else 0, dtype)
-    fold = "aggregate" if kind in ("array", "stream") else None
+    fold = "aggregate" if kind in ("array", "stream", "attached") else None
     out: list[tuple[str, str | None]] = [
         ("SELECT count(*), count(c), sum(c), avg(c), min(c), max(c) FROM {t}", fold),
         ("SELECT count(*), sum(c), min(c), max(c) FROM {t} WHERE c > " + pivot, None),

@@ -51,7 +51,7 @@ class TestArray(RelationTests):
 
 
 class TestAttachedTable(RelationTests):
-    capabilities = frozenset({"count", "session", "describe_scan"})
+    capabilities = frozenset({"count", "aggregate", "session", "describe_scan"})
 
     def make(self, db: Database, folder: Path, data: pa.Table) -> tuple[str, pa.Table]:
         import h5py

@@ -21,10 +21,13 @@ the operation commits nothing.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tesseradb.errors import ClusterError, InvalidArgumentError, TesseraError
@@ -54,6 +57,13 @@ class Executor:
 
         ``what`` names the operation for errors ("regrid of array 'sky'").
         """
+        raise NotImplementedError
+
+    def stream(
+        self, fn: Callable[[T], R], items: Iterable[T], *, what: str, window: int | None = None
+    ) -> Iterator[R]:
+        """``fn`` over ``items`` as they come, results in order, at most ``window`` tasks in
+        flight (twice the workers by default): a scan's memory holds a window, not the scan."""
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -88,6 +98,29 @@ class Threads(Executor):
             return [fn(item) for item in items]
         with ThreadPoolExecutor(width, thread_name_prefix="tessera-task") as pool:
             return list(pool.map(fn, items))
+
+    def stream(
+        self, fn: Callable[[T], R], items: Iterable[T], *, what: str, window: int | None = None
+    ) -> Iterator[R]:
+        iterator = iter(items)
+        first = list(itertools.islice(iterator, 2))
+        if self.threads == 1 or len(first) < 2:  # one task: a pool would only add its cost
+            for item in itertools.chain(first, iterator):
+                yield fn(item)
+            return
+        width = window or 2 * self.threads
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="tessera-task") as pool:
+            pending: deque[Future[R]] = deque()
+            try:
+                for item in itertools.chain(first, iterator):
+                    pending.append(pool.submit(fn, item))
+                    if len(pending) >= width:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+            finally:  # a consumer that stops early (LIMIT, an error) drops the rest
+                for future in pending:
+                    future.cancel()
 
     def describe(self) -> str:
         return f"{self.threads} threads in this process"
@@ -132,19 +165,10 @@ class DaskExecutor(Executor):
     def map(
         self, fn: Callable[[T], R], items: Sequence[T], *, what: str, limit: int | None = None
     ) -> list[R]:
-        import asyncio
-        import concurrent.futures
-
-        from distributed.client import FutureCancelledError
-        from distributed.comm.core import CommClosedError
-        from distributed.scheduler import KilledWorker
-
         items = list(items)
         if not items:
             return []
-        if self.client.status not in ("running", "connecting"):
-            raise self._lost(what, f"the client is {self.client.status}")
-        try:
+        with self._errors(what):
             # pure=False: every call is new work (the same chunk may hold new data);
             # a worker that dies mid-task has its tasks rerun elsewhere by the scheduler
             futures = self.client.map(fn, items, pure=False)
@@ -153,6 +177,21 @@ class DaskExecutor(Executor):
             finally:
                 self.client.cancel(futures)
             return results
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """The cluster's failures as :class:`ClusterError`; a task's own error as it is."""
+        import asyncio
+        import concurrent.futures
+
+        from distributed.client import FutureCancelledError
+        from distributed.comm.core import CommClosedError
+        from distributed.scheduler import KilledWorker
+
+        if self.client.status not in ("running", "connecting"):
+            raise self._lost(what, f"the client is {self.client.status}")
+        try:
+            yield
         except TesseraError:
             raise
         except KilledWorker as err:
@@ -171,6 +210,23 @@ class DaskExecutor(Executor):
             if self.client.status != "running":
                 raise self._lost(what, err) from None
             raise
+
+    def stream(
+        self, fn: Callable[[T], R], items: Iterable[T], *, what: str, window: int | None = None
+    ) -> Iterator[R]:
+        width = window or 2 * self.workers
+        pending: deque[Any] = deque()
+        try:
+            with self._errors(what):
+                for item in items:
+                    pending.append(self.client.submit(fn, item, pure=False))
+                    if len(pending) >= width:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+        finally:
+            if pending:
+                self.client.cancel(list(pending))
 
     def describe(self) -> str:
         try:

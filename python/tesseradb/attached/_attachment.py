@@ -7,13 +7,11 @@ index files live under ``attached/<name>/`` in the database directory.
 
 from __future__ import annotations
 
+import functools
 import glob as globlib
-import itertools
 import os
 import threading
-from collections import deque
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +22,7 @@ from tesseradb.attached._layout import TableLayout, discover, to_arrow_type
 from tesseradb.attached._reader import AttachedFileError, FileReader, to_arrow
 from tesseradb.checks import Finding, Verified
 from tesseradb.errors import AttachError, ObjectNotFoundError, TesseraError
+from tesseradb.executor import Executor, ExecutorSlot, Threads, default_slot
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Estimate
 
@@ -163,6 +162,19 @@ class Attachment:
         self._bytes_read = 0
         self._indexes: dict[tuple[str, str, int], BitmapIndex] = {}
         self.index_specs: dict[str, dict[str, Any]] = dict(spec.get("indexes", {}))
+        self.executors: ExecutorSlot = default_slot()  # the database's, set by the kind
+
+    def executor(self) -> Executor:
+        """Where this attachment's tasks run: the database's cluster, or this process's
+        threads (as many as the attachment's ``threads`` option)."""
+        executor = self.executors.current
+        return executor if executor.remote else Threads(max(self.threads, 1))
+
+    def ref(self, table: str) -> _TableRef:
+        """A picklable handle on ``table`` that a Dask worker opens read-only itself."""
+        import json
+
+        return _TableRef(self.name, json.dumps(self.spec), str(self.index_dir), table)
 
     # --- files ------------------------------------------------------------------------
     @contextmanager
@@ -337,16 +349,31 @@ class Attachment:
         if tracker is not None:
             tracker.set_total(len(tasks))
 
-        def build(task: tuple[str, int]) -> BitmapIndex:
-            if tracker is not None:
-                tracker.check()
-            index = self._build_index(table, task[0], task[1], binning, encoding)
-            if tracker is not None:
-                tracker.advance(1)
-            return index
+        executor = self.executor()
+        what = f"index build on {self.name}.{table}"
+        if executor.remote:
+            # each worker reads its file's column and returns the index; progress and
+            # cancel follow the results (a task on a worker is not interrupted)
+            task = functools.partial(_build_on_worker, self.ref(table), binning, encoding)
+            built = []
+            for index in executor.stream(task, tasks, what=what):
+                if tracker is not None:
+                    tracker.check()
+                    tracker.advance(1)
+                built.append(index)
+        else:
 
-        with self.hold(), ThreadPoolExecutor(max_workers=threads or self.threads) as pool:
-            built = list(pool.map(build, tasks))
+            def build(task: tuple[str, int]) -> BitmapIndex:
+                if tracker is not None:
+                    tracker.check()
+                index = self._build_index(table, task[0], task[1], binning, encoding)
+                if tracker is not None:
+                    tracker.advance(1)
+                return index
+
+            with self.hold():
+                run = Threads(threads) if threads else executor
+                built = run.map(build, tasks, what=what)
         for (column, file_no), index in zip(tasks, built, strict=True):
             if not self.read_only:
                 index.save(self.index_path(table, column, file_no))
@@ -741,28 +768,85 @@ class AttachedTable:
         predicate: Predicate | None,
         schema: pa.Schema,
     ) -> Iterator[pa.RecordBatch]:
-        threads = max(self.attachment.threads, 1)
-        first = list(itertools.islice(tasks, 2))
-        tasks = itertools.chain(first, tasks)
-        if threads == 1 or len(first) < 2:  # one unit of work: a pool would only add its cost
-            for f, unit in tasks:
-                batch = self._task(f, unit, wanted, predicate, schema)
-                if batch is not None and batch.num_rows:
-                    yield batch
-            return
-        # Ordered results with a bounded window of work in flight.
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            pending: deque[Future[Any]] = deque()
-            for f, unit in tasks:
-                pending.append(pool.submit(self._task, f, unit, wanted, predicate, schema))
-                if len(pending) >= 2 * threads:
-                    batch = pending.popleft().result()
-                    if batch is not None and batch.num_rows:
-                        yield batch
-            while pending:
-                batch = pending.popleft().result()
-                if batch is not None and batch.num_rows:
-                    yield batch
+        # ordered results with a bounded window of work in flight
+        for batch in self.attachment.executor().stream(
+            self._unit_task(wanted, predicate, schema), tasks, what=f"scan of {self.name}"
+        ):
+            if batch is not None and batch.num_rows:
+                yield batch
+
+    def _unit_task(
+        self, wanted: list[str], predicate: Predicate | None, schema: pa.Schema
+    ) -> Callable[[tuple[int, Any]], pa.RecordBatch | None]:
+        """The task reading one unit of work: a method here, a picklable handle on a cluster."""
+        if self.attachment.executors.current.remote:
+            ref = self.attachment.ref(self.layout.name)
+            return functools.partial(_scan_on_worker, ref, wanted, predicate, schema)
+        return lambda unit: self._task(unit[0], unit[1], wanted, predicate, schema)
+
+    # --- native aggregates ---------------------------------------------------------------
+    def aggregate(
+        self,
+        items: Sequence[tuple[str, str, str | None]],
+        group_by: Sequence[str],
+        predicate: Predicate | None,
+        ambiguous: Mapping[str, Sequence[float]],
+    ) -> pa.Table | None:
+        """``count``, ``sum``, ``avg``, ``min`` and ``max`` of the matching rows, without SQL.
+
+        The scan's units of work (a file's row range, or the rows its
+        indexes leave) each fold their rows into partial aggregates, in
+        parallel threads or on the Dask workers; the client combines them
+        (SDS/Q's partial aggregates). None (run the statement as SQL) for
+        grouping, N-D datasets, text columns, other functions, or a row
+        holding one of the predicate's ``ambiguous`` values.
+        """
+        import pyarrow as pa
+
+        from tesseradb.sql.partials import Partials
+
+        if group_by or self.layout.kind == "array":
+            return None
+        schema = self.schema()
+        lower = {n.lower(): n for n in schema.names if n != FILE_COLUMN}
+        wanted: list[tuple[str, str, str | None]] = []
+        for out, fn, column in items:
+            name = lower.get(column.lower()) if column is not None else None
+            if column is not None and name is None:
+                return None
+            if name is not None:
+                type_ = schema.field(name).type
+                numeric = pa.types.is_integer(type_) or pa.types.is_floating(type_)
+                if not numeric or fn not in ("count", "avg", "min", "max", "sum"):
+                    return None
+            elif fn != "count":
+                return None
+            wanted.append((out, fn, name))
+        points: dict[str, list[float]] = {}
+        for column, values in ambiguous.items():
+            if column.lower() not in lower:
+                return None
+            points[lower[column.lower()]] = [float(v) for v in values]
+        columns = list(dict.fromkeys(c for _, _, c in wanted if c is not None))
+        needed = list(dict.fromkeys([*columns, *points])) or [self.layout.columns[0].name]
+        read_schema = pa.schema([schema.field(c) for c in needed])
+        total = Partials(columns)
+        if predicate is None or not predicate.is_false:
+            fold = functools.partial(_fold_unit, self._unit_task(needed, predicate, read_schema))
+            with self.attachment.hold():
+                units = list(self._tasks(needed, predicate))
+                parts = self.attachment.executor().map(
+                    fold,
+                    [(unit, columns, points) for unit in units],
+                    what=f"aggregate of {self.name}",
+                )
+            for part in parts:
+                if part is None:
+                    return None  # a NULL, or a row holding an ambiguous value: SQL decides
+                total.merge(part)
+        return pa.Table.from_arrays(
+            [total.result(fn, c, schema) for _, fn, c in wanted], names=[o for o, _, _ in wanted]
+        )
 
     def _task(
         self,
@@ -892,6 +976,82 @@ class AttachedTable:
 
     def __repr__(self) -> str:
         return f"AttachedTable({self.name!r}, {len(self.layout.columns)} columns, {len(self.attachment.files)} file(s))"
+
+
+@dataclass(frozen=True)
+class _TableRef:
+    """A table of an attachment as a task on a Dask worker reaches it: by its catalog spec."""
+
+    name: str
+    spec: str  # the attachment's catalog spec, as JSON
+    index_dir: str
+    table: str
+
+    def open(self) -> AttachedTable:
+        """The table, from an attachment opened read-only once per worker process."""
+        import json
+
+        key = (self.name, self.spec, self.index_dir)
+        with _WORKER_LOCK:
+            attachment = _WORKER_ATTACHMENTS.get(key)
+            if attachment is None:
+                if len(_WORKER_ATTACHMENTS) > 64:
+                    _WORKER_ATTACHMENTS.clear()
+                attachment = Attachment(
+                    self.name, json.loads(self.spec), Path(self.index_dir), True
+                )
+                _WORKER_ATTACHMENTS[key] = attachment
+        return attachment.table(self.table)
+
+
+_WORKER_ATTACHMENTS: dict[tuple[str, str, str], Attachment] = {}
+_WORKER_LOCK = threading.Lock()
+
+
+def _scan_on_worker(
+    ref: _TableRef,
+    wanted: list[str],
+    predicate: Predicate | None,
+    schema: pa.Schema,
+    unit: tuple[int, Any],
+) -> pa.RecordBatch | None:
+    """One unit of a scan, read by a Dask worker (the files are open for the task only)."""
+    table = ref.open()
+    with table.attachment.hold():
+        return table._task(unit[0], unit[1], wanted, predicate, schema)
+
+
+def _build_on_worker(
+    ref: _TableRef, binning: Binning, encoding: str, task: tuple[str, int]
+) -> BitmapIndex:
+    """One (column, file) bitmap index, built by a Dask worker and returned to be saved."""
+    table = ref.open()
+    with table.attachment.hold():
+        return table.attachment._build_index(ref.table, task[0], task[1], binning, encoding)
+
+
+def _fold_unit(
+    scan: Callable[[tuple[int, Any]], pa.RecordBatch | None],
+    job: tuple[tuple[int, Any], list[str], dict[str, list[float]]],
+) -> Any:
+    """One unit's rows folded into partial aggregates; None if a row has a NULL or holds an
+    ambiguous value of the predicate (the statement then runs as SQL)."""
+    import numpy as np
+
+    from tesseradb.sql.partials import Partials
+
+    unit, columns, points = job
+    part = Partials(columns)
+    batch = scan(unit)
+    if batch is None or not batch.num_rows:
+        return part
+    for name, values in points.items():
+        if np.isin(batch.column(name).to_numpy(zero_copy_only=False), values).any():
+            return None
+    if any(batch.column(c).null_count for c in columns):
+        return None
+    part.add(batch)
+    return part
 
 
 def _width(dtype: str) -> int:

@@ -39,7 +39,9 @@ class AttachedKind(KindBase):
 
     def open(self, name: str, spec: dict[str, Any]) -> Attachment:
         # its folder holds the sidecar indexes, made when asked for; the files are never written
-        return Attachment(name, spec, self.folder(name), self.context.read_only)
+        attachment = Attachment(name, spec, self.folder(name), self.context.read_only)
+        attachment.executors = self.context.executors  # where scans and index builds run
+        return attachment
 
     def relations(self, opened: Attachment) -> Mapping[str, Relation]:
         return {table: opened.table(table) for table in opened.tables()}

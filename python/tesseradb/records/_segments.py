@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import InvalidArgumentError, SegmentFileError
 from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
+from tesseradb.sql.partials import Partials
 from tesseradb.sql.predicate import ColumnDomain, Predicate
 
 if TYPE_CHECKING:
@@ -620,7 +621,7 @@ class SegmentStore:
             else:
                 points[lower[column.lower()]] = np.array(values, dtype=np.float64)
         columns = list(dict.fromkeys(c for _, _, c in wanted if c is not None))
-        parts = _Partials(columns)
+        parts = Partials(columns)
         needed = list(dict.fromkeys([*columns, *points])) or [self.descriptor.index[0]]
         held = [False] * len(probes)
         for batch in self.scan(needed, predicate, probes=probes, held=held):
@@ -742,70 +743,3 @@ def _utf8(value: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-class _Partials:
-    """Running count, sum, min, max and NaN per column over batches of records."""
-
-    def __init__(self, columns: list[str]) -> None:
-        self.rows = 0
-        self.sums: dict[str, Any] = dict.fromkeys(columns, 0)
-        self.lows: dict[str, Any] = dict.fromkeys(columns)
-        self.highs: dict[str, Any] = dict.fromkeys(columns)
-        self.nan = dict.fromkeys(columns, False)
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        import numpy as np
-
-        self.rows += batch.num_rows
-        if not batch.num_rows:
-            return
-        for name in self.sums:
-            values = batch.column(name).to_numpy()
-            if values.dtype.kind == "f":
-                self.sums[name] += float(np.sum(values, dtype=np.float64))
-                nan = np.isnan(values)
-                if nan.any():
-                    self.nan[name] = True
-                    values = values[~nan]
-                    if not len(values):
-                        continue
-            else:
-                # exact: in int64 while no overflow is possible, else in Python integers
-                bound = max(abs(int(values.min())), abs(int(values.max())))
-                if bound * len(values) < 2**63:
-                    self.sums[name] += int(np.sum(values, dtype=np.int64))
-                else:
-                    self.sums[name] += sum(values.tolist())
-            low, high = values.min(), values.max()
-            if self.lows[name] is None or low < self.lows[name]:
-                self.lows[name] = low
-            if self.highs[name] is None or high > self.highs[name]:
-                self.highs[name] = high
-
-    def result(self, fn: str, column: str | None, schema: pa.Schema) -> pa.Array:
-        import pyarrow as pa
-
-        if fn == "count":
-            return pa.array([self.rows], pa.int64())
-        assert column is not None
-        type_ = schema.field(column).type
-        if fn == "avg":
-            value = None if not self.rows else self.sums[column] / self.rows
-            return pa.array([value], pa.float64())
-        if fn == "sum":
-            if pa.types.is_integer(type_):
-                # exact, as DuckDB's HUGEINT sum of integers (Arrow: decimal128(38, 0))
-                from decimal import Decimal
-
-                total = Decimal(self.sums[column]) if self.rows else None
-                return pa.array([total], pa.decimal128(38, 0))
-            return pa.array([self.sums[column] if self.rows else None], pa.float64())
-        if not self.rows:
-            return pa.array([None], type_)
-        if fn == "max" and self.nan[column]:  # NaN is the largest value
-            return pa.array([math.nan], type_)
-        value = self.lows[column] if fn == "min" else self.highs[column]
-        if value is None:  # only NaN
-            return pa.array([math.nan], type_)
-        return pa.array([value.item()], type_)
