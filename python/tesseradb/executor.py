@@ -32,7 +32,15 @@ from typing import Any, TypeVar
 
 from tesseradb.errors import ClusterError, InvalidArgumentError, TesseraError
 
-__all__ = ["DaskExecutor", "Executor", "ExecutorSlot", "Threads", "as_executor", "default_slot"]
+__all__ = [
+    "DaskExecutor",
+    "Executor",
+    "ExecutorSlot",
+    "Processes",
+    "Threads",
+    "as_executor",
+    "default_slot",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -126,6 +134,54 @@ class Threads(Executor):
         return f"{self.threads} threads in this process"
 
 
+class Processes(Executor):
+    """Worker processes of this machine (``forkserver``: Icechunk's I/O threads do not
+    survive ``fork()``), for work that holds the GIL in Python (parallel triple ingest's
+    sources). Functions and items are pickled, as for a cluster."""
+
+    kind = "processes"
+    remote = True
+
+    def __init__(self, processes: int) -> None:
+        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+            raise InvalidArgumentError(
+                f"Processes: processes must be a positive int, not {processes!r}"
+            )
+        self.processes = processes
+
+    @property
+    def workers(self) -> int:
+        return self.processes
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, what: str, limit: int | None = None
+    ) -> list[R]:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        items = list(items)
+        if not items:
+            return []
+        context = multiprocessing.get_context("forkserver")
+        width = min(len(items), self.processes, limit or self.processes)
+        try:
+            with ProcessPoolExecutor(width, mp_context=context) as pool:
+                return list(pool.map(fn, items))
+        except BrokenProcessPool:
+            raise ClusterError(
+                f"{what}: a worker process died before it finished; nothing was committed"
+            ) from None
+
+    def stream(
+        self, fn: Callable[[T], R], items: Iterable[T], *, what: str, window: int | None = None
+    ) -> Iterator[R]:
+        yield from self.map(fn, list(items), what=what)
+
+    def describe(self) -> str:
+        return f"{self.processes} worker processes on this machine"
+
+
 class DaskExecutor(Executor):
     """The workers of a ``dask.distributed.Client``."""
 
@@ -144,10 +200,7 @@ class DaskExecutor(Executor):
                 f"cluster must be a dask.distributed.Client, not {type(client).__name__}"
             )
         self.client = client
-
-    @property
-    def address(self) -> str:
-        return str(getattr(self.client.scheduler, "address", "?"))
+        self.address = str(getattr(client.scheduler, "address", None) or "?")
 
     @property
     def workers(self) -> int:
@@ -175,7 +228,8 @@ class DaskExecutor(Executor):
             try:
                 results: list[R] = self.client.gather(futures)
             finally:
-                self.client.cancel(futures)
+                with contextlib.suppress(Exception):  # a lost client cannot cancel
+                    self.client.cancel(futures)
             return results
 
     @contextlib.contextmanager
@@ -206,9 +260,11 @@ class DaskExecutor(Executor):
             TimeoutError,
         ) as err:
             raise self._lost(what, err or type(err).__name__) from None
-        except OSError as err:
+        except Exception as err:
+            # a task's own error comes back as it is; anything while the client is no
+            # longer connected is the cluster's
             if self.client.status != "running":
-                raise self._lost(what, err) from None
+                raise self._lost(what, f"{type(err).__name__}: {err}") from None
             raise
 
     def stream(
@@ -226,7 +282,8 @@ class DaskExecutor(Executor):
                     yield pending.popleft().result()
         finally:
             if pending:
-                self.client.cancel(list(pending))
+                with contextlib.suppress(Exception):  # a lost client cannot cancel
+                    self.client.cancel(list(pending))
 
     def describe(self) -> str:
         try:

@@ -12,8 +12,10 @@ the target array in one of two ways:
 
 Either way all of it lands or none: a source that fails, a writer that dies
 (even by ``kill -9``) or two writers that wrote one chunk leave the target as
-it was. Writers start with ``forkserver`` (Icechunk's I/O threads do not
-survive ``fork()``), so sources must be picklable: :class:`ImageSlice`, or a
+it was. Writers are processes of this machine started with ``forkserver``
+(Icechunk's I/O threads do not survive ``fork()``), or the workers of the
+database's Dask cluster (``db.use(client)``), where a writer that dies has its
+share rerun by Dask. Sources must be picklable: :class:`ImageSlice`, or a
 function defined in a module (a ``functools.partial`` of one).
 """
 
@@ -23,7 +25,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tesseradb.errors import AssocError, TesseraError
+from tesseradb.errors import AssocError, ClusterError, TesseraError
+from tesseradb.executor import Executor, Processes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -36,9 +39,12 @@ STRATEGIES = ("fork", "union")
 
 
 class _OpensArrays(Protocol):
-    """What parallel ingest needs of a database: its arrays by name."""
+    """What parallel ingest needs of a database: its arrays by name, where work runs."""
 
     def array(self, name: str) -> Array: ...
+
+    @property
+    def executor(self) -> Executor: ...
 
 
 @dataclass(frozen=True)
@@ -113,9 +119,12 @@ def parallel_ingest(
     target = db.array(array) if isinstance(array, str) else array
     where = f"parallel ingest into array {target.name!r}"
     jobs = _shares(sources, workers, merge, where)
+    # writers on the database's Dask cluster when it uses one, else processes here
+    executor = getattr(db, "executor", None)
+    run = executor if executor is not None and executor.kind == "dask" else Processes(len(jobs))
     if merge == "fork":
-        return _with_forks(target, jobs, message, where)
-    return _with_union(target, jobs, message, where)
+        return _with_forks(run, target, jobs, message, where)
+    return _with_union(run, target, jobs, message, where)
 
 
 def _shares(
@@ -182,30 +191,26 @@ def _union_worker(job: tuple[Any, str, list[tuple[int, Any]]]) -> tuple[str, int
     return directory, cells
 
 
-def _run(worker: Callable[[Any], Any], jobs: list[Any], where: str) -> list[Any]:
-    """Run ``worker`` over ``jobs`` in processes; a TesseraError naming what failed."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    context = multiprocessing.get_context("forkserver")
+def _run(
+    executor: Executor, worker: Callable[[Any], Any], jobs: list[Any], where: str
+) -> list[Any]:
+    """Run ``worker`` over ``jobs`` in writer processes; a TesseraError naming what failed."""
     try:
-        with ProcessPoolExecutor(len(jobs), mp_context=context) as pool:
-            return list(pool.map(worker, jobs))
-    except BrokenProcessPool:
-        raise TesseraError(
-            f"{where}: a writer process died before it finished; nothing was committed"
-        ) from None
+        return executor.map(worker, jobs, what=where)
+    except ClusterError:
+        raise
     except TesseraError as err:
         raise type(err)(f"{where}: {err}; nothing was committed") from None
     except Exception as err:  # a source that cannot be pickled, say
         raise TesseraError(f"{where}: {type(err).__name__}: {err}; nothing was committed") from None
 
 
-def _with_forks(target: Array, shares: list[Any], message: str, where: str) -> Ingested:
+def _with_forks(
+    executor: Executor, target: Array, shares: list[Any], message: str, where: str
+) -> Ingested:
     jobs = [(target.fork(), share) for share in shares]
     try:
-        done = _run(_fork_worker, jobs, where)
+        done = _run(executor, _fork_worker, jobs, where)
     except BaseException:
         target.discard_forks()
         raise
@@ -213,7 +218,9 @@ def _with_forks(target: Array, shares: list[Any], message: str, where: str) -> I
     return Ingested(sum(c for _, c in done), version, len(jobs), "fork")
 
 
-def _with_union(target: Array, shares: list[Any], message: str, where: str) -> Ingested:
+def _with_union(
+    executor: Executor, target: Array, shares: list[Any], message: str, where: str
+) -> Ingested:
     import shutil
     from pathlib import Path
 
@@ -223,7 +230,7 @@ def _with_union(target: Array, shares: list[Any], message: str, where: str) -> I
     scratch = parts_directory(target)
     try:
         jobs = [(spec, str(scratch / f"part-{w}"), share) for w, share in enumerate(shares)]
-        done = _run(_union_worker, jobs, where)
+        done = _run(executor, _union_worker, jobs, where)
         version = union_parts(target, [Path(d) for d, _ in done], message)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
