@@ -14,7 +14,7 @@ distributed = pytest.importorskip("distributed", reason="the scale-out tests nee
 def cluster() -> Iterator[Any]:
     """Two worker processes of one thread each, as two nodes would be."""
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as made:
         yield made
 

@@ -46,7 +46,7 @@ def own_client() -> Iterator[Any]:
     """A cluster of its own (its workers get killed), retrying a killed task once only."""
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
         cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
         client = distributed.Client(cluster)
         try:
@@ -120,7 +120,7 @@ def test_a_cluster_lost_mid_operation_is_a_clear_error_and_nothing_changes(
     tmp_path: Path,
 ) -> None:
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     )
     client = distributed.Client(cluster)
     try:
