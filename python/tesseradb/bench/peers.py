@@ -63,6 +63,16 @@ PEERS: dict[str, Peer] = {
     for p in (
         Peer("tessera", "TesseraDB itself", lambda: None),
         Peer(
+            "tessera-dask-1",
+            "TesseraDB on a Dask LocalCluster of 1 one-thread worker process",
+            _module("distributed"),
+        ),
+        Peer(
+            "tessera-dask-2",
+            "TesseraDB on a Dask LocalCluster of 2 one-thread worker processes",
+            _module("distributed"),
+        ),
+        Peer(
             "duckdb", "DuckDB, in-process, vectorised (Arrow in, native tables)", _module("duckdb")
         ),
         Peer("sqlite", "SQLite through Python's sqlite3", _module("sqlite3")),

@@ -40,6 +40,7 @@ _MODULES = {
     "d4m": "tesseradb.bench.d4m",
     "load": "tesseradb.bench.load",
     "server": "tesseradb.bench.server",
+    "scaleout": "tesseradb.bench.scaleout",
 }
 
 

@@ -264,15 +264,30 @@ class Run:
         placed = {image: self.placement(image) for image in images}
         self._load_images(cycle, placed, times)
         with times.phase("cook"):
-            p = self.params
-            origins = {image: (at.x0, at.y0) for image, at in placed.items()}
-            columns = cook_images(self.raw, origins, 1000, p.d1, p.d2, workers)
-            cooked = [(placed[image], c) for image, c in zip(images, columns, strict=True)]
+            cooked = self._cook_images(placed, workers)
             self._store_observations(cycle, cooked)
         with times.phase("group"):
             self._group(cycle, cooked)
         self.db.sql(f"UPDATE {self.name}_run SET cycles_done = ?", [cycle + 1])
         times.cycles.append(cycle)
+
+    def cook_cycle(
+        self, cycle: int, workers: int | None = None
+    ) -> list[tuple[Placement, dict[str, np.ndarray]]]:
+        """F1 over every stored image of ``cycle``, an image per parallel task (threads, or
+        the workers of the database's Dask cluster); nothing is stored."""
+        cycle = self._check_cycle(cycle)
+        return self._cook_images(
+            {i: self.placement(i) for i in self.config.images_of(cycle)}, workers
+        )
+
+    def _cook_images(
+        self, placed: dict[int, Placement], workers: int | None
+    ) -> list[tuple[Placement, dict[str, np.ndarray]]]:
+        p = self.params
+        origins = {image: (at.x0, at.y0) for image, at in placed.items()}
+        columns = cook_images(self.raw, origins, 1000, p.d1, p.d2, workers)
+        return [(placed[image], c) for image, c in zip(origins, columns, strict=True)]
 
     def _load_images(self, cycle: int, placed: dict[int, Placement], times: LoadTimes) -> None:
         """Generate and store a cycle's images: each image is written by a parallel task into
