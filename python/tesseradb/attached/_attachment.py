@@ -717,6 +717,7 @@ class AttachedTable:
         import numpy as np
 
         att = self.attachment
+        workers = max(att.executor().workers, 1)  # threads here, or the cluster's
         width = max(sum(_width(c.dtype) for c in self.layout.columns if c.name in wanted), 1)
         for f in self._files(predicate):
             total = att.rows(self.layout.name, f)
@@ -733,7 +734,7 @@ class AttachedTable:
                 if len(rows) >= DENSE_MIN_ROWS and len(rows) >= DENSE_SPAN * (hi - lo):
                     # the candidates fill most of their span (ids that grow with time):
                     # read the span in whole runs and let the predicate filter it
-                    step = min(per_batch, max(-(-(hi - lo) // max(att.threads, 1)), 1))
+                    step = min(per_batch, max(-(-(hi - lo) // workers), 1))
                     for a in range(lo, hi, step):
                         yield f, (a, min(a + step, hi))
                     continue
@@ -743,9 +744,7 @@ class AttachedTable:
             chunk = self._chunk_rows(f)
             per_batch = max(att.batch_bytes // width // chunk, 1) * chunk
             # at least one batch per thread, so that every thread has work
-            per_batch = min(
-                per_batch, max(chunk, -(-total // max(att.threads, 1)) // chunk * chunk or chunk)
-            )
+            per_batch = min(per_batch, max(chunk, -(-total // workers) // chunk * chunk or chunk))
             for start in range(0, total, per_batch):
                 yield f, (start, min(start + per_batch, total))
 
