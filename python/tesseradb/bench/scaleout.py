@@ -101,7 +101,13 @@ def _cluster(workers: int) -> Iterator[Any]:
     import dask
     from distributed import Client, LocalCluster
 
-    one_core = {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    # the kernels' pool, numpy's and Icechunk's I/O runtime at one thread each
+    one_core = {
+        "RAYON_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "TOKIO_WORKER_THREADS": "1",
+    }
     # Dask's default MALLOC_TRIM_THRESHOLD_ turns off glibc's adaptive mmap threshold, so
     # every large array a task makes is fresh pages faulted in one by one: a worker cooked
     # an SS-DB image with 45% more CPU than a thread here. Workers keep glibc's default.
