@@ -39,6 +39,7 @@ __all__ = [
     "Processes",
     "Threads",
     "as_executor",
+    "dask_client",
     "default_slot",
 ]
 
@@ -189,17 +190,7 @@ class DaskExecutor(Executor):
     remote = True
 
     def __init__(self, client: Any) -> None:
-        try:
-            from distributed import Client
-        except ImportError:  # pragma: no cover - dask is an optional extra
-            raise InvalidArgumentError(
-                "a Dask cluster needs dask.distributed: pip install 'tesseradb[dask]'"
-            ) from None
-        if not isinstance(client, Client):
-            raise InvalidArgumentError(
-                f"cluster must be a dask.distributed.Client, not {type(client).__name__}"
-            )
-        self.client = client
+        self.client = dask_client(client)
         self.address = str(getattr(client.scheduler, "address", None) or "?")
 
     @property
@@ -290,6 +281,21 @@ class DaskExecutor(Executor):
             return f"a Dask cluster at {self.address} ({self.workers} worker threads)"
         except ClusterError:
             return f"a Dask cluster at {self.address} (lost)"
+
+
+def dask_client(value: Any) -> Any:
+    """``value`` if it is a ``dask.distributed.Client``; else an error saying what a cluster is."""
+    try:
+        from distributed import Client
+    except ImportError:  # pragma: no cover - dask is an optional extra
+        raise InvalidArgumentError(
+            "a Dask cluster needs dask.distributed: pip install 'tesseradb[dask]'"
+        ) from None
+    if not isinstance(value, Client):
+        raise InvalidArgumentError(
+            f"cluster must be a dask.distributed.Client, not {type(value).__name__}"
+        )
+    return value
 
 
 def as_executor(value: Any) -> Executor:

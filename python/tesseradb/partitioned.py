@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tesseradb.errors import ClusterError, InvalidArgumentError, ObjectExistsError
+from tesseradb.executor import dask_client
 
 __all__ = ["PartitionedStream"]
 
@@ -87,7 +88,7 @@ class PartitionedStream:
         self.name: str = layout["name"]
         self.partitions: int = layout["partitions"]
         self._descriptor = layout["descriptor"] if create else None
-        self._client = None if cluster is None else _client(cluster)
+        self._client = None if cluster is None else dask_client(cluster)
         self._owners: list[Any] = []
         self._next = 0  # the partition the next ingest call's first run goes to
         self._pool: Any = None
@@ -270,17 +271,3 @@ class PartitionedStream:
     def __repr__(self) -> str:
         where = "threads" if self._client is None else "Dask actors"
         return f"PartitionedStream({self.name!r}, {self.partitions} partitions on {where})"
-
-
-def _client(cluster: Any) -> Any:
-    try:
-        from distributed import Client
-    except ImportError:  # pragma: no cover - dask is an optional extra
-        raise InvalidArgumentError(
-            "a Dask cluster needs dask.distributed: pip install 'tesseradb[dask]'"
-        ) from None
-    if not isinstance(cluster, Client):
-        raise InvalidArgumentError(
-            f"cluster must be a dask.distributed.Client, not {type(cluster).__name__}"
-        )
-    return cluster

@@ -802,25 +802,15 @@ class AttachedTable:
         """
         import pyarrow as pa
 
-        from tesseradb.sql.partials import Partials
+        from tesseradb.sql.partials import Partials, answerable
 
         if group_by or self.layout.kind == "array":
             return None
         schema = self.schema()
         lower = {n.lower(): n for n in schema.names if n != FILE_COLUMN}
-        wanted: list[tuple[str, str, str | None]] = []
-        for out, fn, column in items:
-            name = lower.get(column.lower()) if column is not None else None
-            if column is not None and name is None:
-                return None
-            if name is not None:
-                type_ = schema.field(name).type
-                numeric = pa.types.is_integer(type_) or pa.types.is_floating(type_)
-                if not numeric or fn not in ("count", "avg", "min", "max", "sum"):
-                    return None
-            elif fn != "count":
-                return None
-            wanted.append((out, fn, name))
+        wanted = answerable(items, schema, hidden=[FILE_COLUMN])
+        if wanted is None:
+            return None
         points: dict[str, list[float]] = {}
         for column, values in ambiguous.items():
             if column.lower() not in lower:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import InvalidArgumentError, SegmentFileError
 from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
-from tesseradb.sql.partials import Partials
+from tesseradb.sql.partials import Partials, answerable
 from tesseradb.sql.predicate import ColumnDomain, Predicate
 
 if TYPE_CHECKING:
@@ -595,21 +595,11 @@ class SegmentStore:
         ``ambiguous`` values of a column, and the query then runs as SQL.
         """
         import numpy as np
-        import pyarrow as pa
 
         lower = {n.lower(): n for n in self.schema.names}
-        wanted: list[tuple[str, str, str | None]] = []
-        for out, fn, column in items:
-            name = lower.get(column.lower()) if column is not None else None
-            if column is not None and name is None:
-                return None
-            if name is not None:
-                type_ = self.schema.field(name).type
-                if pa.types.is_string(type_) or fn not in ("count", "avg", "min", "max", "sum"):
-                    return None
-            elif fn != "count":
-                return None
-            wanted.append((out, fn, name))
+        wanted = answerable(items, self.schema)
+        if wanted is None:
+            return None
         points = {}
         dims = {name.lower(): d for d, name in enumerate(self.descriptor.index)}
         probes = []  # (dimension, value): looked for with a box search, no column read

@@ -9,12 +9,41 @@ Dask workers) are combined with :meth:`Partials.merge`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Partials"]
+__all__ = ["Partials", "answerable"]
+
+FUNCTIONS = ("count", "avg", "min", "max", "sum")
+
+
+def answerable(
+    items: Sequence[tuple[str, str, str | None]], schema: pa.Schema, hidden: Sequence[str] = ()
+) -> list[tuple[str, str, str | None]] | None:
+    """``items`` (output name, function, column or None for ``*``) with each column named as
+    ``schema`` names it, or None if :class:`Partials` cannot answer one: a column the schema
+    lacks (or ``hidden``), a column not of numbers, a function but count, avg, min, max and
+    sum, or one of those but count over ``*``."""
+    import pyarrow as pa
+
+    lower = {n.lower(): n for n in schema.names if n not in hidden}
+    wanted: list[tuple[str, str, str | None]] = []
+    for out, fn, column in items:
+        name = lower.get(column.lower()) if column is not None else None
+        if column is not None and name is None:
+            return None
+        if name is not None:
+            type_ = schema.field(name).type
+            numeric = pa.types.is_integer(type_) or pa.types.is_floating(type_)
+            if not numeric or fn not in FUNCTIONS:
+                return None
+        elif fn != "count":
+            return None
+        wanted.append((out, fn, name))
+    return wanted
 
 
 class Partials:
