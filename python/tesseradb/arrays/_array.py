@@ -814,6 +814,7 @@ class Array(_ArrayBase):
         self.read_only = read_only or self._pinned is not None
         self._local = threading.local()  # the transaction of each thread
         self._fork_base: icechunk.Session | None = None
+        self._grown: tuple[str, str] | None = None  # (growth version, the one before) for forks
         self._relation: ArrayRelation | None = None
         # the database's objects, handed by the array kind: operators' into= create arrays there
         self._siblings: OpenObjects | None = None
@@ -882,18 +883,44 @@ class Array(_ArrayBase):
         return self._repo.versions()
 
     # --- forks (parallel writer processes) -----------------------------------------
-    def fork(self) -> ArrayFork:
-        """A picklable writer for another process; its writes land when :meth:`merge` commits."""
+    def fork(self, extent: Sequence[int] | None = None) -> ArrayFork:
+        """A picklable writer for another process; its writes land when :meth:`merge` commits.
+
+        A fork cannot grow the unbounded dimension: ``extent`` (cells per
+        dimension) grows it first, in a version of its own, which
+        :meth:`discard_forks` takes back if nothing was committed after it.
+        """
         self._check_writable()
         if self._fork_base is None:
+            if extent is not None:
+                self._grow_for_forks(extent)
             self._fork_base = self._repo.writable()
         return ArrayFork(self.name, self.schema, self._repo, self._fork_base.fork())
 
+    def _grow_for_forks(self, extent: Sequence[int]) -> None:
+        session = self._repo.writable()
+        now = self.extent(session)
+        if len(extent) != len(now):
+            raise ArrayBoundsError(
+                f"array {self.name!r}: fork's extent has {len(extent)} dimensions, not {len(now)}"
+            )
+        if all(e <= n for e, n in zip(extent, now, strict=True)):
+            session.discard_changes()
+            return
+        before = str(session.snapshot_id)
+        self._grow(session, now, extent)
+        grown = self._repo.commit(session, f"grow to {tuple(extent)} for forks")
+        self._grown = (grown, before)
+
     def discard_forks(self) -> None:
-        """Forget the forks made since the last :meth:`merge` (their writes are never committed)."""
+        """Forget the forks made since the last :meth:`merge` (their writes are never
+        committed), and a growth made for them (``fork(extent=)``) if nothing came after it."""
         if self._fork_base is not None:
             self._fork_base.discard_changes()
             self._fork_base = None
+        grown, self._grown = self._grown, None
+        if grown is not None:
+            self._repo.undo(*grown)
 
     def merge(
         self,
@@ -917,6 +944,7 @@ class Array(_ArrayBase):
                 f"array {self.name!r}: merge needs forks made by this array's fork()"
             )
         self._fork_base = None
+        grown, self._grown = self._grown, None
         # Icechunk merges forks chunk by chunk, the last fork's chunk winning
         # whole: two forks that wrote one chunk would lose one's cells
         owner: dict[tuple[str, tuple[int, ...]], int] = {}
@@ -926,6 +954,8 @@ class Array(_ArrayBase):
                     key = (path.strip("/"), tuple(c))
                     if key in owner:
                         base.discard_changes()
+                        if grown is not None:
+                            self._repo.undo(*grown)
                         raise ArrayConflictError(
                             f"array {self.name!r}: forks {owner[key]} and {i} both wrote chunk "
                             f"{tuple(c)} of attribute {key[0]!r}; give each fork its own chunks. "
@@ -941,6 +971,8 @@ class Array(_ArrayBase):
                     watch.advance()
             except BaseException as err:
                 base.discard_changes()
+                if grown is not None:
+                    self._repo.undo(*grown)
                 if isinstance(err, Exception) and not isinstance(err, TesseraError):
                     raise TesseraError(
                         f"array {self.name!r}: the forks cannot be merged ({err}). "

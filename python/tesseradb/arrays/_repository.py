@@ -277,6 +277,15 @@ class ArrayRepository:
             finally:
                 os.close(fd)  # closing drops the flock
 
+    def undo(self, version: str, previous: str) -> bool:
+        """Put the branch back at ``previous`` if its head is still ``version`` (nothing was
+        committed after it); whether it did."""
+        with self.commit_lock():
+            if self.head() != version:
+                return False
+            self.repo.reset_branch(BRANCH, previous)
+            return True
+
     def commit(self, session: icechunk.Session, message: str) -> str:
         """Commit ``session`` atomically; :class:`ArrayConflictError` if the branch moved meanwhile."""
         import icechunk

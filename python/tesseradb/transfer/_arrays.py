@@ -15,11 +15,13 @@ load fails or is cancelled.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +30,7 @@ from tesseradb.errors import LoadError
 from tesseradb.transfer._images import ArrayFile, check_cells, open_array_file
 
 if TYPE_CHECKING:
+    from tesseradb.executor import Executor
     from tesseradb.progress import Tracker
 
 __all__ = ["ArrayLoad", "load_arrays"]
@@ -67,9 +70,14 @@ def load_arrays(
     options: ArrayLoad,
     exists: bool,
     tracker: Tracker,
+    executor: Executor | None = None,
 ) -> tuple[Any, int]:
     """Load ``files`` into the array ``into`` (made if it does not exist); the array and the
-    cells written. ``objects`` is the database's open objects."""
+    cells written. ``objects`` is the database's open objects.
+
+    On a Dask cluster (``executor``), each slab is read and written by a worker into a fork
+    of the array, and the forks are merged into the load's one version.
+    """
     opened = _open_all(files, fmt, options, tracker)
     try:
         first = opened[0]
@@ -93,9 +101,13 @@ def load_arrays(
             )
             plan = _plan_new(array, opened, stacked, concat)
         tracker.set_total(sum(f.nbytes for f in opened))
+        message = f"load {len(files)} file(s) of {fmt.upper()}"
         try:
-            with array.transaction(f"load {len(files)} file(s) of {fmt.upper()}"):
-                _write_all(array, opened, plan, options.threads, tracker)
+            if executor is not None and executor.remote:
+                _write_on_workers(array, opened, plan, executor, options, message, tracker)
+            else:
+                with array.transaction(message):
+                    _write_all(array, opened, plan, options.threads, tracker)
         except BaseException:
             if not exists:  # the array this load made goes again
                 objects.drop(into)
@@ -298,6 +310,94 @@ def _rename_reads(f: ArrayFile, rename: dict[str, str]) -> None:
         return {rename[k]: v for k, v in read(lo, hi).items()}
 
     f.read = renamed
+    f.renames = dict(rename)
+
+
+@dataclass(frozen=True)
+class _FileSpec:
+    """How a worker opens one file of a load as the client did."""
+
+    path: str
+    format: str
+    variables: list[str] | None
+    hdu: int | str | None
+    attr: str | None
+    dtypes: dict[str, Any]  # attribute -> cell type, after the client's renames
+    renames: dict[str, str]
+
+    def open(self) -> ArrayFile:
+        f = open_array_file(
+            self.path, self.format, variables=self.variables, hdu=self.hdu, attr=self.attr
+        )
+        if self.renames:
+            _rename_reads(f, self.renames)
+        f.dtypes = dict(self.dtypes)
+        return f
+
+
+def _write_on_workers(
+    array: Any,
+    opened: list[ArrayFile],
+    plan: list[int],
+    executor: Executor,
+    options: ArrayLoad,
+    message: str,
+    tracker: Tracker,
+) -> None:
+    """The slabs of :func:`_write_all`, each read and written into a fork by a worker; the
+    forks merged as one version. Nothing is kept on an error or a cancel."""
+    stack = array.schema.ndim == len(opened[0].dims) + 1
+    steps = _steps(opened, plan, stack, array.schema.dims[0].chunk)
+    specs = [
+        _FileSpec(
+            f.path, f.format, options.variables, options.hdu, options.attr, f.dtypes, f.renames
+        )
+        for f in opened
+    ]
+    index = {id(f): i for i, f in enumerate(opened)}
+    rows = plan[0] + sum(1 if stack else f.shape[0] for f in opened)
+    extent = [max(rows, array.shape[0]), *array.shape[1:]]
+    starts = [d.start for d in array.schema.dims]
+    try:
+        items = [
+            (array.fork(extent), start, [(index[id(f)], lo, hi) for f, lo, hi in pieces])
+            for start, pieces in steps
+        ]
+        task = functools.partial(_load_slab, specs, stack, starts)
+        forks = []
+        for fork, nbytes in executor.stream(task, items, what=f"load into array {array.name!r}"):
+            tracker.check()
+            tracker.advance(nbytes)
+            forks.append(fork)
+        tracker.check()  # the merge commits next: the last moment to stop
+    except BaseException:
+        array.discard_forks()
+        raise
+    array.merge(forks, message)
+
+
+def _load_slab(
+    specs: list[_FileSpec], stack: bool, starts: list[int], item: tuple[Any, int, list[Any]]
+) -> tuple[Any, int]:
+    """A task of a load on a cluster: read one slab's pieces, write it into its fork."""
+    fork, start, pieces = item
+    files: dict[int, ArrayFile] = {}
+    try:
+        parts = []
+        for i, lo, hi in pieces:
+            if i not in files:
+                files[i] = specs[i].open()
+            parts.append((files[i], lo, hi))
+        slab = _empty_slab(parts, stack)
+        row = 0
+        for f, lo, hi in parts:
+            _read_piece(f, lo, hi, slab, row, stack)
+            row += 1 if stack else hi - lo
+        fork.write([starts[0] + start, *starts[1:]], slab)
+        return fork, sum(v.nbytes for v in slab.values())
+    finally:
+        for f in files.values():
+            f.close()
 
 
 def _write_all(

@@ -69,6 +69,7 @@ class ArrayFile:
     origin: list[int]
     coords: dict[str, list[Any]] = field(default_factory=dict)  # non-offset coordinates
     metadata: dict[str, Any] = field(default_factory=dict)
+    renames: dict[str, str] = field(default_factory=dict)  # the file's names -> attributes
     # reads rows [lo, hi) of the first dimension: attribute -> cells
     read: Callable[[int, int], dict[str, np.ndarray]] = lambda lo, hi: {}
     close: Callable[[], None] = lambda: None

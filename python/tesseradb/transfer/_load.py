@@ -205,7 +205,9 @@ def _load_array(
         from tesseradb.catalog import validate_name
 
         validate_name(name, "array")
-    array, cells = load_arrays(db.objects, files, fmt, name, ArrayLoad(**options), exists, watch)
+    array, cells = load_arrays(
+        db.objects, files, fmt, name, ArrayLoad(**options), exists, watch, db.executor
+    )
     watch.set_total(watch.done)
     return cells, repr(array)
 
