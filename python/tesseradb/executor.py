@@ -22,6 +22,7 @@ the operation commits nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import threading
@@ -183,11 +184,17 @@ class Processes(Executor):
         return f"{self.processes} worker processes on this machine"
 
 
+def _each(fn: Callable[[T], R], batch: list[T]) -> list[R]:
+    """One Dask task: ``fn`` over a batch of items, in order."""
+    return [fn(item) for item in batch]
+
+
 class DaskExecutor(Executor):
     """The workers of a ``dask.distributed.Client``."""
 
     kind = "dask"
     remote = True
+    BATCHES_PER_WORKER = 4
 
     def __init__(self, client: Any) -> None:
         self.client = dask_client(client)
@@ -212,16 +219,26 @@ class DaskExecutor(Executor):
         items = list(items)
         if not items:
             return []
+        # Dask spends a few milliseconds on every task: many small items go as batches,
+        # BATCHES_PER_WORKER per worker thread, each one task
+        batches = min(len(items), self.BATCHES_PER_WORKER * self.workers)
+        size, extra = divmod(len(items), batches)
+        groups, at = [], 0
+        for b in range(batches):
+            n = size + (b < extra)
+            groups.append(items[at : at + n])
+            at += n
         with self._errors(what):
             # pure=False: every call is new work (the same chunk may hold new data);
             # a worker that dies mid-task has its tasks rerun elsewhere by the scheduler
-            futures = self.client.map(fn, items, pure=False)
+            futures = self.client.map(functools.partial(_each, fn), groups, pure=False)
             try:
-                results: list[R] = self.client.gather(futures)
-            finally:
+                results: list[list[R]] = self.client.gather(futures)
+            except BaseException:
                 with contextlib.suppress(Exception):  # a lost client cannot cancel
                     self.client.cancel(futures)
-            return results
+                raise
+            return [r for batch in results for r in batch]
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:
