@@ -218,5 +218,8 @@ def test_regrid_from_stored_chunks_matches_numpy_and_answers(
     weights = [_weights(n, parse_factor(f, "d")) for n, f in zip(cells.shape, factors, strict=True)]
     want = _apply_weights(cells, weights) / _apply_weights(np.ones_like(cells), weights)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
-    # the shortcut answers exactly when every chunk the box touches is stored
-    assert bool(calls) == (not unwritten or hi[0] <= chunk[0])
+    # the shortcut answers when every chunk the box touches is stored; otherwise the box's
+    # slabs (a task each) whose chunks are all stored may take it and the others are read,
+    # and the answer is the same (above)
+    if not unwritten or hi[0] <= chunk[0]:
+        assert calls

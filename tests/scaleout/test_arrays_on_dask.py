@@ -131,3 +131,15 @@ def test_boxes_equal_threads(
     np.testing.assert_array_equal(remote[0], local[0])
     np.testing.assert_array_equal(remote[1], local[1])
     assert remote[2] == local[2]
+
+
+def test_a_transaction_reads_its_own_writes_on_a_cluster(tmp_path: Path, client: Any) -> None:
+    """Its uncommitted writes exist only in this process: its reads run here, not on workers."""
+    with tesseradb.connect(tmp_path / "t.tdb", cluster=client) as db:
+        arr = _make(db)
+        before = arr.aggregate("sum", attrs="v").v.item()
+        with arr.transaction("zeroes"):
+            arr[-20:380, 0:300] = {"v": np.zeros((400, 300))}
+            assert arr.aggregate("sum", attrs="v").v.item() == 0.0
+            assert arr.map_chunks(_chunk_sum)[0][1] == 0.0
+        assert before != 0.0 and arr.aggregate("sum", attrs="v").v.item() == 0.0

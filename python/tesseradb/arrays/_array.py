@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import numbers
 import threading
 from collections import abc
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +33,7 @@ from tesseradb.errors import (
     TesseraError,
     require_text,
 )
-from tesseradb.executor import ExecutorSlot, default_slot
+from tesseradb.executor import ExecutorSlot, Threads, default_slot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Sequence
@@ -179,6 +180,9 @@ class _ArrayBase:
         """
         source = ArraySnapshot(self.name, self.schema, self._repo, session)
         executor = self._executors.current
+        if executor.remote and not session.read_only:
+            # inside a transaction: its uncommitted writes exist only in this process
+            executor = Threads()
         return executor.map(
             functools.partial(task, source),
             items,
@@ -891,9 +895,20 @@ class Array(_ArrayBase):
         :meth:`discard_forks` takes back if nothing was committed after it.
         """
         self._check_writable()
+        if extent is not None and (
+            isinstance(extent, (str, bytes))
+            or not isinstance(extent, abc.Sequence)
+            or not all(
+                isinstance(e, numbers.Integral) and not isinstance(e, bool) and e >= 0
+                for e in extent
+            )
+        ):
+            raise InvalidArgumentError(
+                f"array {self.name!r}: fork's extent is a list of cell counts, not {extent!r}"
+            )
         if self._fork_base is None:
             if extent is not None:
-                self._grow_for_forks(extent)
+                self._grow_for_forks([int(e) for e in extent])
             self._fork_base = self._repo.writable()
         return ArrayFork(self.name, self.schema, self._repo, self._fork_base.fork())
 
@@ -938,6 +953,15 @@ class Array(_ArrayBase):
         from tesseradb.progress import tracker
 
         self._check_writable()
+        if isinstance(forks, (str, bytes)) or not isinstance(forks, abc.Sequence):
+            raise InvalidArgumentError(
+                f"array {self.name!r}: merge takes a list of forks, not {type(forks).__name__}"
+            )
+        for i, f in enumerate(forks):
+            if not isinstance(f, ArrayFork):
+                raise InvalidArgumentError(
+                    f"array {self.name!r}: merge's item {i} is a {type(f).__name__}, not a fork"
+                )
         base = self._fork_base
         if base is None:
             raise TesseraError(
@@ -945,6 +969,11 @@ class Array(_ArrayBase):
             )
         self._fork_base = None
         grown, self._grown = self._grown, None
+        if not forks:  # nothing to merge: no version is made, and a growth for forks goes
+            base.discard_changes()
+            if grown is not None:
+                self._repo.undo(*grown)
+            return self._repo.head()
         # Icechunk merges forks chunk by chunk, the last fork's chunk winning
         # whole: two forks that wrote one chunk would lose one's cells
         owner: dict[tuple[str, tuple[int, ...]], int] = {}

@@ -294,17 +294,20 @@ class Run:
         a fork of the raw array (threads, or Dask workers), and the forks commit as one version.
 
         Images are generated here (the telescope), as many at a time as there
-        are workers, so memory holds a batch of images, not the cycle.
+        are workers (at least two, at most 1 GB of them), so memory holds a
+        batch of images, not the cycle.
         """
         import pyarrow as pa
 
         executor = self.db.executor
         raw = self.raw
         images = list(placed)
+        image_bytes = self.config.size**2 * len(ATTRS) * 4
+        at_once = max(min(executor.workers, 2), min(executor.workers, (1 << 30) // image_bytes))
         forks = []
         try:
-            for start in range(0, len(images), executor.workers):
-                batch = images[start : start + executor.workers]
+            for start in range(0, len(images), at_once):
+                batch = images[start : start + at_once]
                 with times.phase("generate"):
                     data = [raw_image(self.config.size, placed[i], self.seed) for i in batch]
                 with times.phase("load"):

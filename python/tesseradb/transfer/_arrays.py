@@ -356,7 +356,7 @@ def _write_on_workers(
     ]
     index = {id(f): i for i, f in enumerate(opened)}
     rows = plan[0] + sum(1 if stack else f.shape[0] for f in opened)
-    extent = [max(rows, array.shape[0]), *array.shape[1:]]
+    extent = [int(max(rows, array.shape[0])), *(int(n) for n in array.shape[1:])]
     starts = [d.start for d in array.schema.dims]
     try:
         items = [
