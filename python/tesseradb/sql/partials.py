@@ -72,7 +72,9 @@ class Partials:
         for name in self.sums:
             values = batch.column(name).to_numpy()
             if values.dtype.kind == "f":
-                self.sums[name] += float(np.sum(values, dtype=np.float64))
+                # inf + -inf is NaN and a sum may overflow to inf: SQL's answers, not warnings
+                with np.errstate(invalid="ignore", over="ignore"):
+                    self.sums[name] += float(np.sum(values, dtype=np.float64))
                 nan = np.isnan(values)
                 if nan.any():
                     self.nan[name] = True
