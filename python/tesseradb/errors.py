@@ -335,12 +335,15 @@ class CancelledError(TesseraError):
     """A long operation was cancelled (Ctrl-C or ``Cancel.cancel()``); nothing of it was kept."""
 
 
-# --- the server and its clients -----------------------------------------------------------
+# --- scale-out ---------------------------------------------------------------------------
 
 
 class ClusterError(TesseraError):
     """Parallel work on a Dask cluster failed for the cluster's sake (lost, or a task kept
     killing its workers); nothing of the operation was committed."""
+
+
+# --- the server and its clients -----------------------------------------------------------
 
 
 class ServerError(TesseraError):

@@ -2,7 +2,7 @@
 
 Every operation that splits into independent tasks (a chunk of an array, an
 image of an SS-DB cycle, a dataset row range of an attached file, a slice of
-triples) hands its task function and items to :meth:`Executor.map`. Two
+triples) hands its task function and items to :meth:`Executor.map`. Three
 implementations exist:
 
 - :class:`Threads`, threads of this process: the default. Numpy, zstd and
@@ -11,6 +11,8 @@ implementations exist:
   cluster's workers, which read the database's storage themselves (it must be
   a path they see). Task functions and items are pickled (cloudpickle), so
   operations hand tasks a snapshot of what they read, never the open database.
+- :class:`Processes`, forkserver processes of this machine, for tasks that
+  hold the GIL (parallel triple ingest's sources); pickled as for a cluster.
 
 Tasks only read, or write into forks the caller merges: the process holding
 the database's writer lock is the only one that commits. A worker dying
@@ -25,7 +27,6 @@ import contextlib
 import functools
 import itertools
 import os
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,16 +43,31 @@ __all__ = [
     "as_executor",
     "dask_client",
     "default_slot",
+    "default_threads",
+    "shares",
 ]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
+def shares(items: Sequence[T], parts: int) -> list[list[T]]:
+    """``items`` in ``parts`` contiguous runs whose sizes differ by one at most (fewer
+    runs when there are fewer items); the first runs are the longer ones."""
+    items = list(items)
+    parts = max(1, min(parts, len(items)))
+    size, extra = divmod(len(items), parts)
+    runs, at = [], 0
+    for k in range(parts):
+        n = size + (k < extra)
+        runs.append(items[at : at + n])
+        at += n
+    return runs
+
+
 class Executor:
     """Runs a function over items in parallel; results in item order."""
 
-    kind = "abstract"
     #: True when tasks run in other processes: functions and items are pickled
     remote = False
 
@@ -87,8 +103,6 @@ def default_threads() -> int:
 
 class Threads(Executor):
     """Threads of this process (the default executor)."""
-
-    kind = "threads"
 
     def __init__(self, threads: int | None = None) -> None:
         if threads is not None and (not isinstance(threads, int) or threads < 1):
@@ -141,7 +155,6 @@ class Processes(Executor):
     survive ``fork()``), for work that holds the GIL in Python (parallel triple ingest's
     sources). Functions and items are pickled, as for a cluster."""
 
-    kind = "processes"
     remote = True
 
     def __init__(self, processes: int) -> None:
@@ -192,7 +205,6 @@ def _each(fn: Callable[[T], R], batch: list[T]) -> list[R]:
 class DaskExecutor(Executor):
     """The workers of a ``dask.distributed.Client``."""
 
-    kind = "dask"
     remote = True
     BATCHES_PER_WORKER = 4
 
@@ -221,13 +233,7 @@ class DaskExecutor(Executor):
             return []
         # Dask spends a few milliseconds on every task: many small items go as batches,
         # BATCHES_PER_WORKER per worker thread, each one task
-        batches = min(len(items), self.BATCHES_PER_WORKER * self.workers)
-        size, extra = divmod(len(items), batches)
-        groups, at = [], 0
-        for b in range(batches):
-            n = size + (b < extra)
-            groups.append(items[at : at + n])
-            at += n
+        groups = shares(items, self.BATCHES_PER_WORKER * self.workers)
         with self._errors(what):
             # pure=False: every call is new work (the same chunk may hold new data);
             # a worker that dies mid-task has its tasks rerun elsewhere by the scheduler
@@ -329,16 +335,10 @@ class ExecutorSlot:
     """The executor a database's objects use now; ``db.use`` changes it for all of them."""
 
     def __init__(self, executor: Executor | None = None) -> None:
-        self._lock = threading.Lock()
-        self._executor = executor or Threads()
-
-    @property
-    def current(self) -> Executor:
-        return self._executor
+        self.current: Executor = executor or Threads()
 
     def set(self, executor: Executor) -> None:
-        with self._lock:
-            self._executor = executor
+        self.current = executor
 
 
 _DEFAULT = ExecutorSlot()

@@ -31,8 +31,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tesseradb.errors import ClusterError, InvalidArgumentError, ObjectExistsError
-from tesseradb.executor import dask_client
+from tesseradb.errors import (
+    ClusterError,
+    DamagedStorageError,
+    InvalidArgumentError,
+    ObjectExistsError,
+)
+from tesseradb.executor import dask_client, shares
 
 __all__ = ["PartitionedStream"]
 
@@ -54,7 +59,9 @@ class PartitionOwner:
             self.stream = self.db.create_stream(name, descriptor)
         else:
             self.stream = self.db.stream(name)
-        self._lock = threading.Lock()  # ingest and queries from several client threads
+        # one ingest or flush at a time (a client may call from several threads); queries
+        # run beside them, as a stream's do
+        self._lock = threading.Lock()
 
     def ingest(self, data: Any) -> int:
         with self._lock:
@@ -136,6 +143,10 @@ class PartitionedStream:
             raise InvalidArgumentError(
                 f"no partitioned stream at {root} (no {LAYOUT_FILE})"
             ) from None
+        except (OSError, ValueError) as err:  # unreadable, or not the JSON create wrote
+            raise DamagedStorageError(f"{root / LAYOUT_FILE} cannot be read: {err}") from None
+        if not isinstance(layout, dict) or not {"name", "partitions", "descriptor"} <= set(layout):
+            raise DamagedStorageError(f"{root / LAYOUT_FILE} is not a partitioned stream's layout")
         return cls(root, layout, cluster, create=False)
 
     def _start_owners(self) -> None:
@@ -214,14 +225,13 @@ class PartitionedStream:
         if n == 0:
             return 0
         runs: list[tuple[Any, ...]] = [(data.slice(0, 0),) for _ in range(self.partitions)]
-        size, extra = divmod(n, self.partitions)
         at = 0
-        for i in range(self.partitions):
-            k = (self._next + i) % self.partitions
-            count = size + (i < extra)
-            runs[k] = (data.slice(at, count),)
+        # the longer runs go to the partitions from _next on; the next call starts after them
+        sizes = [len(run) for run in shares(range(n), self.partitions)]
+        for i, count in enumerate(sizes):
+            runs[(self._next + i) % self.partitions] = (data.slice(at, count),)
             at += count
-        self._next = (self._next + extra) % self.partitions  # the next short runs go elsewhere
+        self._next = (self._next + n % self.partitions) % self.partitions
         return sum(self._each("ingest", "ingest", runs))
 
     def range(self, columns: Sequence[str] | None = None, **bounds: Any) -> Any:
@@ -234,7 +244,7 @@ class PartitionedStream:
 
     @property
     def num_records(self) -> int:
-        return sum(self._each("counting records", "records", [()] * self.partitions))
+        return sum(self.records_per_partition())
 
     def records_per_partition(self) -> list[int]:
         return list(self._each("counting records", "records", [()] * self.partitions))

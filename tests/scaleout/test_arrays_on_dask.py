@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import tesseradb
 from tesseradb.executor import DaskExecutor, Threads
+from tests.scaleout.plain import plain_answer, same_rows
 
 
 def _chunk_sum(view: Any) -> tuple[Any, float, int]:
@@ -44,6 +45,9 @@ def _make(db: tesseradb.Database, seed: int = 1) -> Any:
     return arr
 
 
+FOLD = "SELECT sum(i), avg(v), min(n), max(n), count(*) FROM grid"
+
+
 def _answers(db: tesseradb.Database, arr: Any) -> dict[str, Any]:
     return {
         "map_chunks": arr.map_chunks(_chunk_sum, overlap=3),
@@ -55,7 +59,8 @@ def _answers(db: tesseradb.Database, arr: Any) -> dict[str, Any]:
         "regrid_nullable": arr.regrid(["7:2", 5], attrs="n").n.values,
         "aggregate_by": arr.aggregate("sum", attrs="i", by="x").i.values,
         "aggregate_std": arr.aggregate("stddev", attrs=["v", "n"], by="y").to_array().values,
-        "sql_fold": db.sql("SELECT sum(i), avg(v), min(n), max(n), count(*) FROM grid").fetchall(),
+        "sql_fold": db.sql(FOLD).fetchall(),
+        "sql_fold_shortcut": db.sql(FOLD).shortcut,
         "sql_filter": db.sql(
             "SELECT x, count(*), sum(i) FROM grid WHERE v > 0.5 AND y < 100 GROUP BY x ORDER BY x"
         ).fetchall(),
@@ -70,6 +75,9 @@ def test_every_array_operation_equals_threads(tmp_path: Path, client: Any) -> No
         used = db.use(client)
         assert isinstance(used, DaskExecutor) and db.executor is used
         remote = _answers(db, arr)
+        # the fold on the workers is the shortcut, and answers as plain DuckDB does
+        assert remote["sql_fold_shortcut"] == "aggregate"
+        assert same_rows(remote["sql_fold"], plain_answer(db, "grid", FOLD))
         # the work ran on the workers: their task log names the array's tasks
         ran = [t for w in client.run(_tasks_seen).values() for t in w]
         assert any(t.startswith("_each") for t in ran)  # the executor's batches of tasks
@@ -128,6 +136,9 @@ def test_boxes_equal_threads(
         local = run()
         db.use(client)
         remote = run()
+        # the fold on the workers is the shortcut, and answers as plain DuckDB does
+        assert db.sql(sql).shortcut == "aggregate"
+        assert same_rows(remote[2], plain_answer(db, "grid", sql))
     np.testing.assert_array_equal(remote[0], local[0])
     np.testing.assert_array_equal(remote[1], local[1])
     assert remote[2] == local[2]

@@ -33,7 +33,7 @@ from tesseradb.errors import (
     TesseraError,
     require_text,
 )
-from tesseradb.executor import ExecutorSlot, Threads, default_slot
+from tesseradb.executor import ExecutorSlot, Threads, default_slot, default_threads
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Sequence
@@ -363,7 +363,7 @@ class _ArrayBase:
             else:
                 # attributes in parallel threads: one stores its chunks while another
                 # encodes, and zarr's partial chunks keep a core each
-                with ThreadPoolExecutor(min(len(targets), _threads())) as pool:
+                with ThreadPoolExecutor(min(len(targets), default_threads())) as pool:
                     list(pool.map(put, targets))
         except BaseException:
             if own:
@@ -510,7 +510,7 @@ class _ArrayBase:
             block[tuple(local.T)] = sorted_vals[s:e]
             array[box.slices] = block
 
-        with ThreadPoolExecutor(workers or _threads()) as pool:
+        with ThreadPoolExecutor(workers or default_threads()) as pool:
             list(pool.map(update, range(len(starts))))
 
     def _coordinate_columns(self, coords: Any, where: str) -> tuple[list[Any], int]:
@@ -788,12 +788,6 @@ def _call_on_view(fn: Callable[[ChunkView], Any], source: ArraySnapshot, plan: A
     return fn(source._chunk_view(source._session, *plan))
 
 
-def _threads() -> int:
-    import os
-
-    return max(2, min(8, os.cpu_count() or 2))
-
-
 class Array(_ArrayBase):
     """A named array of the database (``db.create_array``, ``db.array``).
 
@@ -930,10 +924,14 @@ class Array(_ArrayBase):
     def discard_forks(self) -> None:
         """Forget the forks made since the last :meth:`merge` (their writes are never
         committed), and a growth made for them (``fork(extent=)``) if nothing came after it."""
-        if self._fork_base is not None:
-            self._fork_base.discard_changes()
-            self._fork_base = None
+        base, self._fork_base = self._fork_base, None
         grown, self._grown = self._grown, None
+        self._abandon(base, grown)
+
+    def _abandon(self, base: icechunk.Session | None, grown: tuple[str, str] | None) -> None:
+        """Drop the forks' base session, and the growth made for them if nothing came after."""
+        if base is not None:
+            base.discard_changes()
         if grown is not None:
             self._repo.undo(*grown)
 
@@ -970,9 +968,7 @@ class Array(_ArrayBase):
         self._fork_base = None
         grown, self._grown = self._grown, None
         if not forks:  # nothing to merge: no version is made, and a growth for forks goes
-            base.discard_changes()
-            if grown is not None:
-                self._repo.undo(*grown)
+            self._abandon(base, grown)
             return self._repo.head()
         # Icechunk merges forks chunk by chunk, the last fork's chunk winning
         # whole: two forks that wrote one chunk would lose one's cells
@@ -982,9 +978,7 @@ class Array(_ArrayBase):
                 for c in chunks:
                     key = (path.strip("/"), tuple(c))
                     if key in owner:
-                        base.discard_changes()
-                        if grown is not None:
-                            self._repo.undo(*grown)
+                        self._abandon(base, grown)
                         raise ArrayConflictError(
                             f"array {self.name!r}: forks {owner[key]} and {i} both wrote chunk "
                             f"{tuple(c)} of attribute {key[0]!r}; give each fork its own chunks. "
@@ -999,9 +993,7 @@ class Array(_ArrayBase):
                     base.merge(f._session)
                     watch.advance()
             except BaseException as err:
-                base.discard_changes()
-                if grown is not None:
-                    self._repo.undo(*grown)
+                self._abandon(base, grown)
                 if isinstance(err, Exception) and not isinstance(err, TesseraError):
                     raise TesseraError(
                         f"array {self.name!r}: the forks cannot be merged ({err}). "

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import Box
 from tesseradb.arrays._decode import reduce_box
+from tesseradb.executor import shares
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -331,9 +332,7 @@ def aggregate(
             attrs_used, filter_cols, predicate, group_axes, box, _Accumulator(resolved, ())
         )
         task = functools.partial(_partial_aggregate, plan)
-        for offset, part in array._fan_out(
-            session, task, [r for _, r in regions], "aggregate", _workers()
-        ):
+        for offset, part in array._fan_out(session, task, [r for _, r in regions], "aggregate"):
             acc.combine(offset, part)
     assert box is not None or not group_axes
     return pa.table(acc.finish(schema, box, group_axes))
@@ -395,9 +394,7 @@ def _fold_in_rust(
     # one Rust call folds the chunks in parallel in this process; on a cluster
     # each worker folds a share of them
     executor = array._executors.current
-    shares = 2 * executor.workers if executor.remote else 1
-    step = max(1, -(-len(coords) // shares))
-    groups = [coords[i : i + step] for i in range(0, len(coords), step)]
+    groups = shares(coords, 2 * executor.workers if executor.remote else 1)
     task = functools.partial(_reduce_chunks, wanted, box)
     folded = array._fan_out(session, task, groups, "aggregate")
     for name, attr in acc.attrs.items():
@@ -481,12 +478,6 @@ def _sum_type(attr: Attribute) -> pa.DataType:
     import pyarrow as pa
 
     return pa.float64() if attr.numpy_dtype.kind == "f" else pa.decimal128(38, 0)
-
-
-def _workers() -> int:
-    import os
-
-    return max(1, min(8, os.cpu_count() or 1))
 
 
 def _filter_mask(

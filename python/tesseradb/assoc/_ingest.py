@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tesseradb.errors import AssocError, ClusterError, TesseraError
-from tesseradb.executor import Executor, Processes
+from tesseradb.executor import Executor, Processes, shares
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -119,9 +119,8 @@ def parallel_ingest(
     target = db.array(array) if isinstance(array, str) else array
     where = f"parallel ingest into array {target.name!r}"
     jobs = _shares(sources, workers, merge, where)
-    # writers on the database's Dask cluster when it uses one, else processes here
-    executor = getattr(db, "executor", None)
-    run = executor if executor is not None and executor.kind == "dask" else Processes(len(jobs))
+    # writers on the database's cluster when it uses one, else processes here
+    run = db.executor if db.executor.remote else Processes(len(jobs))
     if merge == "fork":
         return _with_forks(run, target, jobs, message, where)
     return _with_union(run, target, jobs, message, where)
@@ -148,14 +147,7 @@ def _shares(
                 f"{where}: source {i} is a {type(source).__name__}, not a callable returning "
                 "(coords, values)"
             )
-    workers = min(workers, len(numbered))
-    size, extra = divmod(len(numbered), workers)
-    shares, at = [], 0
-    for w in range(workers):
-        n = size + (w < extra)
-        shares.append(numbered[at : at + n])
-        at += n
-    return shares
+    return shares(numbered, workers)
 
 
 def _write_share(writer: Any, share: list[tuple[int, Any]]) -> int:

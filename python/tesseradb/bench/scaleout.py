@@ -44,13 +44,13 @@ SYSTEMS = ("tessera", "tessera-dask-1", "tessera-dask-2")
 
 
 class _MeasuredDask(DaskExecutor):
-    """A Dask executor that, while ``counting``, counts its tasks and the pickled bytes of
-    their items and results (pickling them once more here: not while a run is timed)."""
+    """A Dask executor that, while ``counting``, counts its items and the pickled bytes of
+    them and their results (pickling them once more here: not while a run is timed)."""
 
     def __init__(self, client: Any) -> None:
         super().__init__(client)
         self.counting = False
-        self.tasks = 0
+        self.items = 0
         self.bytes = 0
 
     def _size(self, value: Any) -> int:
@@ -65,7 +65,7 @@ class _MeasuredDask(DaskExecutor):
         results = super().map(fn, items, what=what, limit=limit)
         if not self.counting:
             return results
-        self.tasks += len(items)
+        self.items += len(items)
         self.bytes += sum(self._size(i) for i in items) + sum(self._size(r) for r in results)
         self.bytes += self._size(fn) * len(items)
         return results
@@ -85,7 +85,7 @@ class _MeasuredDask(DaskExecutor):
         for result in super().stream(fn, _seen(items, seen), what=what, window=window):
             self.bytes += self._size(result)
             yield result
-        self.tasks += len(seen)
+        self.items += len(seen)
         self.bytes += sum(self._size(i) for i in seen) + self._size(fn) * len(seen)
 
 
@@ -101,16 +101,13 @@ def _cluster(workers: int) -> Iterator[Any]:
     import dask
     from distributed import Client, LocalCluster
 
-    # the kernels' pool, numpy's and Icechunk's I/O runtime at one thread each
-    one_core = {
-        "RAYON_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "TOKIO_WORKER_THREADS": "1",
-    }
-    # Dask's default MALLOC_TRIM_THRESHOLD_ turns off glibc's adaptive mmap threshold, so
-    # every large array a task makes is fresh pages faulted in one by one: a worker cooked
-    # an SS-DB image with 45% more CPU than a thread here. Workers keep glibc's default.
+    # the kernels' pool and Icechunk's I/O runtime at one thread each (both are made when
+    # first used, after the worker starts)
+    one_core = {"RAYON_NUM_THREADS": "1", "TOKIO_WORKER_THREADS": "1"}
+    # numpy's threads must be set before the worker starts (Dask's pre-spawn environment);
+    # Dask's default there also sets MALLOC_TRIM_THRESHOLD_, which turns off glibc's adaptive
+    # mmap threshold, so every large array a task makes is fresh pages faulted in one by
+    # one: a worker cooked an SS-DB image with 45% more CPU than a thread here. Left out.
     spawn_environ = {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1}
     with dask.config.set(
         {"distributed.worker.daemon": False, "distributed.nanny.pre-spawn-environ": spawn_environ}
@@ -279,7 +276,7 @@ def run(ctx: BenchContext) -> None:
                     answer = ctx.measure(system, case, fn, "per_second", unit, amount)
                     answers[case][system] = checked(answer)
                     # one more run, its tasks counted and timed by the workers
-                    measured.tasks = measured.bytes = 0
+                    measured.items = measured.bytes = 0
                     start = time.perf_counter()
                     _, compute, count = _task_compute_seconds(client, fn)
                     wall = time.perf_counter() - start
@@ -289,7 +286,7 @@ def run(ctx: BenchContext) -> None:
                     # Dask tasks (the executor batches small items): what the model counts
                     tasks = max(count, 1)
                     ctx.record(system, f"{case}_tasks", [float(count)], "count", "tasks")
-                    ctx.record(system, f"{case}_items", [float(measured.tasks)], "count", "items")
+                    ctx.record(system, f"{case}_items", [float(measured.items)], "count", "items")
                     ctx.record(
                         system, f"{case}_bytes_per_task", [measured.bytes / tasks], "bytes", "bytes"
                     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tesseradb.errors import LoadError
+from tesseradb.executor import default_threads
 from tesseradb.transfer._images import ArrayFile, check_cells, open_array_file
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class ArrayLoad:
         self.variables = list(variables) if variables is not None else None
         self.hdu = hdu
         self.attr = attr
-        self.threads = threads or max(2, min(8, os.cpu_count() or 2))
+        self.threads = threads or default_threads()
 
 
 def load_arrays(
