@@ -73,19 +73,12 @@ def _mix_worker(args: tuple[str, str, str, int, int, float, int]) -> dict[str, A
     def run(client: int) -> None:
         rng = random.Random(client)
         if system == "tessera":
-            import httpx
+            import tesseradb
 
-            http = httpx.Client(
-                base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
-            )
+            remote = tesseradb.connect(url, token=token)
 
             def query(sql: str, params: list[Any]) -> Any:
-                response = http.post(
-                    "/sql", json={"sql": sql, "params": params},
-                    headers={"Accept": "application/json"},
-                )  # fmt: skip
-                response.raise_for_status()
-                return response.json()["rows"]
+                return remote.sql(sql, params).fetchall()
         else:
             import psycopg
 
