@@ -234,3 +234,32 @@ def test_modified_moves_with_writes_to_every_kind(tmp_path: Path) -> None:
         after = modified(db)
     for name in ("t", "s", "a", "people"):
         assert after[name] > before[name], name
+
+
+def test_catalog_lookups_see_every_change_at_once(tmp_path: Path) -> None:
+    """Catalog.get keeps the rows it read until any connection commits: its own
+    transactions, another connection's, and what a transaction has written so far."""
+    from tesseradb.catalog import Catalog
+
+    catalog = Catalog(tmp_path, create=True)
+    assert catalog.get("a") is None
+    catalog.create("a", "table", {"columns": ["x"]})
+    assert catalog.get("a").spec == {"columns": ["x"]}  # this connection's commit
+    catalog.get("a").spec["columns"].append("changed by a caller")  # (a copy)
+    assert catalog.get("a").spec == {"columns": ["x"]}
+    with catalog.transaction() as tx:
+        catalog.create("b", "table", {"columns": ["y"]}, tx=tx)
+        assert catalog.get("b") is not None  # inside the transaction, its own write
+    assert catalog.get("b") is not None
+    with pytest.raises(RuntimeError), catalog.transaction() as tx:
+        catalog.drop("b", tx=tx)
+        assert catalog.get("b") is None
+        raise RuntimeError("rolled back")
+    assert catalog.get("b") is not None  # the rollback is seen too
+    other = sqlite3.connect(tmp_path / "catalog.sqlite", isolation_level=None)
+    other.execute("UPDATE objects SET spec = '{\"columns\": [\"z\"]}' WHERE name = 'a'")
+    other.execute("DELETE FROM objects WHERE name = 'b'")
+    other.close()
+    assert catalog.get("a").spec == {"columns": ["z"]}  # another connection's commit
+    assert catalog.get("b") is None
+    catalog.close()

@@ -122,6 +122,12 @@ class Catalog:
         self.path = directory / CATALOG_FILE
         self.read_only = read_only
         self._lock = threading.RLock()
+        # get()'s rows by the name asked for, valid while no connection has committed:
+        # this one's commits are counted, others' change SQLite's data_version (a statement
+        # looked its relations up here two or three times, a fifth of a point query's time)
+        self._rows: dict[str, tuple[Any, ...] | None] = {}
+        self._rows_at: tuple[int, int] | None = None
+        self._commits = 0
         if create:
             self._con = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._initialise()
@@ -183,20 +189,34 @@ class Catalog:
         with self._lock:
             self._con.execute("BEGIN IMMEDIATE")
             try:
-                yield self._con
-            except BaseException:
-                self._con.execute("ROLLBACK")
-                raise
-            self._con.execute("COMMIT")
+                try:
+                    yield self._con
+                except BaseException:
+                    self._con.execute("ROLLBACK")
+                    raise
+                self._con.execute("COMMIT")
+            finally:
+                self._commits += 1  # (get()'s cached rows may be stale)
 
     # --- objects --------------------------------------------------------------
     def get(self, name: str) -> CatalogObject | None:
         with self._lock:
-            row = self._con.execute(
-                "SELECT name, kind, spec, created, modified, format_version FROM objects WHERE name = ?",
-                (name,),
-            ).fetchone()
-        return _object(row) if row else None
+            (data_version,) = self._con.execute("PRAGMA data_version").fetchone()
+            if (self._commits, data_version) != self._rows_at:
+                self._rows.clear()
+                self._rows_at = (self._commits, data_version)
+            if name in self._rows and not self._con.in_transaction:
+                row = self._rows[name]
+            else:  # (inside a transaction, its own changes are read)
+                row = self._con.execute(
+                    "SELECT name, kind, spec, created, modified, format_version FROM objects WHERE name = ?",
+                    (name,),
+                ).fetchone()
+                if len(self._rows) > 10_000:  # (names asked for that do not exist, say)
+                    self._rows.clear()
+                if not self._con.in_transaction:
+                    self._rows[name] = row
+        return _object(row) if row else None  # (a new object each time: callers may change it)
 
     def require(self, name: str, kind: str | None = None) -> CatalogObject:
         """The object of that name (and kind), or :class:`ObjectNotFoundError` with suggestions."""
