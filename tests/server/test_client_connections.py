@@ -43,6 +43,9 @@ def test_threads_each_use_a_connection_of_their_own(served: Served, tokens: dict
             thread.join()
         assert answers == {t: [(t * 100 + k) * 0.5 for k in range(25)] for t in range(4)}
         assert len(remote._sql._all) == 4
+        # the ended threads' connections are closed once this thread makes its own
+        assert remote.sql("SELECT 1").scalar() == 1
+        assert list(remote._sql._all.values()) == [threading.current_thread()]
 
 
 def test_a_connection_the_server_closed_is_replaced(tmp_path: Path) -> None:

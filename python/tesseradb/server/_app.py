@@ -291,6 +291,7 @@ class _Batches:
         self.loop = loop
         self.items: asyncio.Queue[Any] = asyncio.Queue()
         self.room = threading.Semaphore(4)
+        self.whole: tuple[pa.Schema, list[pa.RecordBatch]] | None = None
 
     def put(self, item: Any) -> None:
         while not self.room.acquire(timeout=0.2):
@@ -304,8 +305,9 @@ class _Batches:
         return item
 
     def sink(self, reader: pa.RecordBatchReader) -> None:
-        """Hand over a small answer whole, once (each handoff between threads costs a
-        wake-up), and a large one batch by batch as it comes."""
+        """Keep a small answer whole, for :meth:`end` to hand over once (each handoff
+        between threads costs a wake-up), and hand a large one over batch by batch as it
+        comes."""
         held: list[pa.RecordBatch] | None = []
         size = 0
         for batch in reader:
@@ -320,7 +322,15 @@ class _Batches:
                     self.put(("batch", kept))
                 held = None
         if held is not None:
-            self.put(("whole", reader.schema, held))
+            self.whole = (reader.schema, held)
+
+    def end(self) -> None:
+        """The statement has ended (and committed): the small answer it kept, whole, or
+        the end of the batches."""
+        if self.whole is not None:
+            self.put(("whole", *self.whole))
+        else:
+            self.put((_END, None))
 
 
 def _encoder(fmt: str, offset: int, limit: int | None) -> Any:
@@ -512,7 +522,7 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         def execute() -> None:
             try:
                 db.stream_sql(text, batches.sink, params, progress=run.update, cancel=run.cancel)
-                batches.put((_END, None))
+                batches.end()
             except BaseException as err:  # handed to the response, which reports it
                 with contextlib.suppress(CancelledError):
                     batches.put(("error", err))
@@ -535,13 +545,8 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
 
             if first[0] is _END:  # a statement without rows
                 head.append(encoder.start(pa.schema([])))
-            else:
-                # the answer is whole, but the statement may not have committed yet: answer
-                # only once it has (an acknowledged write is a committed one)
-                end = await batches.get()
-                if end[0] == "error":
-                    finish()
-                    raise _statement_error(end[1], run, server)
+            else:  # (handed over once the statement committed: an acknowledged write is
+                # a committed one)
                 head.append(encoder.start(first[1]))
                 for batch in first[2]:
                     run.rows += batch.num_rows

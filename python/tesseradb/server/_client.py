@@ -95,7 +95,9 @@ class _SQLConnections:
         }
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[http.client.HTTPConnection] = []
+        # every open connection, by the thread that holds it (those of threads that ended
+        # are closed when a new one is made)
+        self._all: dict[http.client.HTTPConnection, threading.Thread] = {}
 
     def _fresh(self) -> http.client.HTTPConnection:
         import http.client
@@ -109,7 +111,11 @@ class _SQLConnections:
         else:
             connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         with self._lock:
-            self._all.append(connection)
+            for other, thread in list(self._all.items()):
+                if not thread.is_alive():
+                    other.close()
+                    del self._all[other]
+            self._all[connection] = threading.current_thread()
         return connection
 
     def take(self) -> http.client.HTTPConnection:
@@ -136,12 +142,12 @@ class _SQLConnections:
 
     def drop(self, connection: http.client.HTTPConnection) -> None:
         connection.close()
-        with self._lock, contextlib.suppress(ValueError):
-            self._all.remove(connection)
+        with self._lock:
+            self._all.pop(connection, None)
 
     def close(self) -> None:
         with self._lock:
-            connections, self._all = self._all, []
+            connections, self._all = list(self._all), {}
         for connection in connections:
             connection.close()
 
