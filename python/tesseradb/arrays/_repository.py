@@ -10,6 +10,7 @@ old snapshot then fails with Icechunk's conflict check instead of racing.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
@@ -57,6 +58,7 @@ def _check_process(name: str) -> None:
     pid = os.getpid()
     if _icechunk_process is None:
         _icechunk_process = pid
+        atexit.register(_let_icechunk_threads_return)
     elif _icechunk_process != pid:
         raise ProcessStartError(
             f"array {name!r}: this process was forked (multiprocessing's 'fork' start method, "
@@ -65,6 +67,23 @@ def _check_process(name: str) -> None:
             "'forkserver' or 'spawn' method, e.g. ProcessPoolExecutor(mp_context="
             "multiprocessing.get_context('forkserver'))"
         )
+
+
+def _let_icechunk_threads_return() -> None:
+    """At exit, give Icechunk's threads a moment to return from handing over their last
+    results.
+
+    An Icechunk thread hands an async result to asyncio with ``call_soon_threadsafe``,
+    whose write to the loop's wake-up socket releases the GIL; the awaiting code can go
+    on, and the process end, before the thread has taken the GIL back. A thread that
+    asks for the GIL once the interpreter is finalizing is ended with ``pthread_exit``
+    (Python before 3.14), whose unwinding through Rust frames aborts the process: a
+    script that had finished its work exited with SIGABRT now and then on a loaded
+    machine. Sleeping here, before finalization, releases the GIL to such a thread.
+    """
+    import time
+
+    time.sleep(0.05)
 
 
 @dataclass(frozen=True)
