@@ -791,12 +791,12 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         return JSONResponse({"documents": _jsonable(rows)})
 
     routes = [
+        Route("/sql", handler(sql), methods=["POST"]),  # (first: routes are tried in order)
         Route("/health", handler(health, public=True)),
         Route("/", handler(console, public=True)),
         Route("/console", handler(console, public=True)),
         Route("/openapi.json", handler(openapi)),
         Route("/api/whoami", handler(whoami)),
-        Route("/sql", handler(sql), methods=["POST"]),
         Route("/explain", handler(explain), methods=["POST"]),
         Route("/argo", handler(argo), methods=["POST"]),
         Route("/queries", handler(queries)),
