@@ -178,9 +178,13 @@ class BenchContext:
         with tracker(task, warmups + repeats, "runs", self.steps, self.cancel, "bench") as watch:
             watch.advance(0)
             for _ in range(warmups):
+                answer = None
                 answer = fn()
                 watch.advance()
             for _ in range(repeats):
+                # (the last answer is let go first: held, a large one made every run
+                # allocate, and fault in, fresh memory beside it)
+                answer = None
                 start = time.perf_counter()
                 answer = fn()
                 elapsed = time.perf_counter() - start
