@@ -754,7 +754,8 @@ def _add_sums(state: dict[str, Any], where: Any, part: Any) -> None:
 
     total = state["sum"]
     if total.dtype.kind == "f":
-        total[where] += part
+        with np.errstate(over="ignore", invalid="ignore"):  # (inf or NaN is SQL's answer)
+            total[where] += part
         return
     if total.dtype != object:
         part_array = np.asarray(part)
