@@ -68,6 +68,30 @@ def test_to_dask_one_attribute_and_integer_keys(tmp_path: Path, client: Any) -> 
             arr.to_dask()
 
 
+def test_a_lazy_read_inside_a_transaction_computes_here_and_says_why_not_on_the_cluster(
+    tmp_path: Path, client: Any
+) -> None:
+    with tesseradb.connect(tmp_path / "t.tdb") as db:
+        arr = _sky(db)
+        before = arr.read()["flag"]
+        with arr.transaction() as tx:
+            tx[10:12] = {"flag": np.full((2, 80, 40), 200, np.uint8)}
+            lazy = tx.to_dask("flag")
+            # computed here, it sees the transaction's own writes
+            seen = lazy.compute(scheduler="threads")
+            assert (seen[0:2] == 200).all()
+            np.testing.assert_array_equal(seen[2:], before[2:])
+            # the workers cannot: the writes are in this process only, and the error says so
+            with pytest.raises(Exception) as raised:
+                client.compute(lazy).result()
+            chain, err = [], raised.value
+            while err is not None:
+                chain.append(str(err))
+                err = err.__cause__ or err.__context__
+            assert any("inside a transaction" in text for text in chain), chain
+        np.testing.assert_array_equal(arr.read()["flag"][0:2], 200)  # it committed
+
+
 def test_xr_open_zarr_directly_has_world_coordinates(tmp_path: Path) -> None:
     with tesseradb.connect(tmp_path / "z.tdb") as db:
         arr = _sky(db)

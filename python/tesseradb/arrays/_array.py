@@ -1150,6 +1150,8 @@ class Array(_ArrayBase):
 class ArraySnapshot(_ArrayBase):
     """One version of an array, for tasks: picklable, so a Dask worker reads it from the files."""
 
+    _carries_writes = False  # (a fork's session travels with its writes; a reader's cannot)
+
     def __init__(self, name: str, schema: ArraySchema, repo: ArrayRepository, session: Any) -> None:
         self.name = name
         self.schema = schema
@@ -1157,6 +1159,13 @@ class ArraySnapshot(_ArrayBase):
         self._session = session
 
     def __getstate__(self) -> dict[str, Any]:
+        if not self._carries_writes and self._session.has_uncommitted_changes:
+            # (Icechunk would refuse with a message about forking sessions)
+            raise InvalidArgumentError(
+                f"array {self.name!r}: this read was made inside a transaction and sees its "
+                "uncommitted writes, which exist only in this process; compute it here "
+                "(dask's scheduler='threads') or make it after the transaction commits"
+            )
         return {
             "name": self.name,
             "schema": self.schema.to_dict(),
@@ -1224,6 +1233,8 @@ def _worker_repository(name: str, directory: Path) -> ArrayRepository:
 
 class ArrayFork(ArraySnapshot):
     """A writer in another process: pickle it there, write, pickle it back, ``arr.merge([...])``."""
+
+    _carries_writes = True
 
     def _write_session(self) -> tuple[Any, bool]:
         return self._session, False
