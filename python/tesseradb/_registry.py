@@ -229,6 +229,14 @@ class Registry:
                 # slowest part of a served database's small writes)
                 self.touched(known[name.lower()])
 
+    def rows_written(self, names: Sequence[str]) -> None:
+        """Plain tables whose rows a statement changed, not their columns: their modified
+        time moves (as :meth:`sync_tables` moves it after a statement that may make tables)."""
+        for name in names:
+            obj = self.catalog.get(name)
+            if obj is not None and obj.kind in PLAIN_KINDS:
+                self.touched(obj.name)
+
     def touched(self, name: str, at_once: bool = False) -> None:
         """Record that ``name`` changed (ObjectInfo.modified): at most once a second per
         object, so that a stream of small writes does not become catalog writes."""

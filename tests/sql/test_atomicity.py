@@ -113,3 +113,34 @@ def test_a_table_the_catalog_missed_is_still_found(tmp_path: Path) -> None:
         db.sql("INSERT INTO t VALUES (1)")
         assert sorted(db.tables()) == ["missed", "t"]
         assert np.array_equal(db.sql("SELECT y FROM missed").numpy()["y"], [42])
+
+
+def test_row_writes_skip_the_catalog_sync_only_while_the_store_stays_attached(
+    tmp_path: Path,
+) -> None:
+    """A lone INSERT/UPDATE/DELETE does not read the store's tables back once a write has
+    brought the catalog in line; a store attached afresh (another process may have written
+    it meanwhile) is looked at again by the next write."""
+    path = tmp_path / "db.tdb"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE t(x INTEGER)")
+        looked = []
+        engine = db._engine
+        real = engine._store_tables
+        engine._store_tables = lambda cursor: looked.append(1) or real(cursor)  # type: ignore[method-assign]
+        for i in range(5):
+            db.sql("INSERT INTO t VALUES (?)", [i])
+        db.sql("UPDATE t SET x = x + 10 WHERE x < 2")
+        db.sql("DELETE FROM t WHERE x = 4")
+        assert len(looked) <= 1  # (the first may: the store was attached by then or not)
+        assert sorted(db.sql("SELECT x FROM t").fetchall()) == [(2,), (3,), (10,), (11,)]
+        engine.release_store()  # as when idle: another process may open it now
+        con = duckdb.connect(str(path / "tables.duckdb"))
+        con.execute("CREATE TABLE missed AS SELECT 42 AS y")
+        con.close()
+        looked.clear()
+        db.sql("INSERT INTO t VALUES (5)")
+        assert looked == [1]  # attached afresh: looked at again
+        assert sorted(db.tables()) == ["missed", "t"]
+        db.sql("INSERT INTO t VALUES (6)")
+        assert looked == [1]
