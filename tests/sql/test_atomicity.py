@@ -34,6 +34,17 @@ def t(db: tesseradb.Database) -> tesseradb.Database:
     return db
 
 
+def test_a_lone_row_write_that_fails_midway_keeps_nothing(t: tesseradb.Database) -> None:
+    t.sql("INSERT INTO t VALUES (2)")  # (the catalog is in line: the shortcut is taken)
+    with pytest.raises(tesseradb.errors.SQLExecutionError):
+        t.sql(
+            "INSERT INTO t SELECT CASE WHEN range < 5000 THEN range ELSE error('x') END FROM range(10000)"
+        )
+    with pytest.raises(tesseradb.errors.SQLExecutionError):
+        t.sql("UPDATE t SET x = CASE WHEN x = 1 THEN 10 ELSE error('y') END")
+    assert t.sql("SELECT list(x ORDER BY x) FROM t").scalar() == [1, 2]
+
+
 def test_a_failing_statement_keeps_nothing_of_the_call(t: tesseradb.Database) -> None:
     with pytest.raises(UnknownTableError):
         t.sql("INSERT INTO t VALUES (100); SELECT * FROM nope")
@@ -66,6 +77,9 @@ def test_the_pruned_column_retry_does_not_repeat_writes(
     assert t.sql("INSERT INTO t VALUES (7); SELECT sum(b) FROM r").fetchall() == [(7,)]
     assert runs == [1]  # the retry reads every column without asking _scans again
     assert t.sql("SELECT count(*) FROM t WHERE x = 7").scalar() == 1
+    # one INSERT runs without a transaction around it (atomic on its own): the same
+    t.sql("INSERT INTO t SELECT b FROM r")  # (b was pruned: it runs again, whole)
+    assert t.sql("SELECT list(x ORDER BY x) FROM t WHERE x > 2").scalar() == [3, 4, 7]
 
 
 def test_a_text_with_its_own_transactions_runs_them(t: tesseradb.Database) -> None:

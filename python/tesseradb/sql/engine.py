@@ -932,7 +932,6 @@ class SQLEngine:
         import pyarrow as pa
 
         con = self.connection()
-        wrap = self._wraps_in_transaction(text, analysis)
         store_cm = self.store.attached(con) if self._needs_store(analysis) else _no_store()
         with store_cm as have_store:
             # a statement that only changes rows leaves the catalog as it was, once a full
@@ -940,6 +939,8 @@ class SQLEngine:
             # first write repairs what a process killed between DuckDB's commit and the
             # catalog's left)
             rows_only = _rows_only(analysis) and self._catalog_in_line == self.store.attachments
+            # (such a statement is atomic on its own: no transaction around it)
+            wrap = not rows_only and self._wraps_in_transaction(text, analysis)
             kept = self._cursor(con, have_store)
             cursor = kept.cursor
             with self._con_lock:
@@ -1001,8 +1002,9 @@ class SQLEngine:
                     self._catalog_in_line = self.store.attachments
                 elif rows_only:
                     self.namespace.rows_written([target for _, target in analysis.writes])
-                # a statement that may have changed the cursor's own settings leaves it
-                clean = analysis.parsed and analysis.is_query
+                # a statement that may have changed the cursor's own settings leaves it (one
+                # that only changed rows cannot have)
+                clean = analysis.parsed and (analysis.is_query or _rows_only(analysis))
             finally:
                 kept.release()
                 with self._con_lock:
