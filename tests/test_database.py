@@ -236,12 +236,14 @@ def test_modified_moves_with_writes_to_every_kind(tmp_path: Path) -> None:
         assert after[name] > before[name], name
 
 
-def test_catalog_lookups_see_every_change_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sole_writer", [False, True])
+def test_catalog_lookups_see_every_change_at_once(tmp_path: Path, sole_writer: bool) -> None:
     """Catalog.get keeps the rows it read until any connection commits: its own
-    transactions, another connection's, and what a transaction has written so far."""
+    transactions, another connection's (unless it holds the writer lock, when there can
+    be none), and what a transaction has written so far."""
     from tesseradb.catalog import Catalog
 
-    catalog = Catalog(tmp_path, create=True)
+    catalog = Catalog(tmp_path, create=True, sole_writer=sole_writer)
     assert catalog.get("a") is None
     catalog.create("a", "table", {"columns": ["x"]})
     assert catalog.get("a").spec == {"columns": ["x"]}  # this connection's commit
@@ -256,6 +258,9 @@ def test_catalog_lookups_see_every_change_at_once(tmp_path: Path) -> None:
         assert catalog.get("b") is None
         raise RuntimeError("rolled back")
     assert catalog.get("b") is not None  # the rollback is seen too
+    if sole_writer:
+        catalog.close()
+        return
     other = sqlite3.connect(tmp_path / "catalog.sqlite", isolation_level=None)
     other.execute("UPDATE objects SET spec = '{\"columns\": [\"z\"]}' WHERE name = 'a'")
     other.execute("DELETE FROM objects WHERE name = 'b'")

@@ -118,13 +118,22 @@ def _now() -> str:
 class Catalog:
     """Access to ``catalog.sqlite``; safe to share between threads."""
 
-    def __init__(self, directory: Path, read_only: bool = False, create: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        read_only: bool = False,
+        create: bool = False,
+        sole_writer: bool = False,
+    ) -> None:
+        """``sole_writer``: the caller holds the database's writer lock, so no other
+        connection commits to this catalog while it is open."""
         self.path = directory / CATALOG_FILE
         self.read_only = read_only
+        self.sole_writer = sole_writer and not read_only
         self._lock = threading.RLock()
         # get()'s rows by the name asked for, valid while no connection has committed:
-        # this one's commits are counted, others' change SQLite's data_version (a statement
-        # looked its relations up here two or three times, a fifth of a point query's time)
+        # this one's commits are counted, others' change SQLite's data_version (asking it
+        # costs as much as the look-up, so a sole writer does not)
         self._rows: dict[str, tuple[Any, ...] | None] = {}
         self._rows_at: tuple[int, int] | None = None
         self._commits = 0
@@ -201,7 +210,9 @@ class Catalog:
     # --- objects --------------------------------------------------------------
     def get(self, name: str) -> CatalogObject | None:
         with self._lock:
-            (data_version,) = self._con.execute("PRAGMA data_version").fetchone()
+            data_version = 0
+            if not self.sole_writer:
+                (data_version,) = self._con.execute("PRAGMA data_version").fetchone()
             if (self._commits, data_version) != self._rows_at:
                 self._rows.clear()
                 self._rows_at = (self._commits, data_version)

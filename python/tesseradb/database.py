@@ -173,7 +173,9 @@ class Database:
         if self._lock is not None:
             self._lock.acquire()
         try:
-            self.catalog = Catalog(self.path, read_only=read_only, create=create)
+            self.catalog = Catalog(
+                self.path, read_only=read_only, create=create, sole_writer=not read_only
+            )
         except BaseException:
             if self._lock is not None:
                 self._lock.release()
