@@ -448,7 +448,8 @@ def _fold_partials(
         return None
     columns = list(zip(*live, strict=True))
     if attr.numpy_dtype.kind == "f":
-        total: Any = np.array(columns[1], dtype=np.float64).sum()
+        with np.errstate(over="ignore", invalid="ignore"):  # (inf or NaN: SQL's answer)
+            total: Any = np.array(columns[1], dtype=np.float64).sum()
     else:
         total = sum(int(v) for v in columns[1])
     entry = {"count": np.int64(sum(columns[0])), "sum": total}
@@ -579,7 +580,10 @@ class _Accumulator:
             )
             if attr.numpy_dtype.kind == "f":
                 vv = v.astype(np.float64, copy=False)
-                entry["sum"] = reduce(np.where(valid, vv, 0) if valid is not None else vv, "sum")
+                with np.errstate(over="ignore", invalid="ignore"):  # (inf or NaN: SQL's answer)
+                    entry["sum"] = reduce(
+                        np.where(valid, vv, 0) if valid is not None else vv, "sum"
+                    )
             else:
                 entry["sum"] = _exact_sum(v, valid, axes, lambda x: reduce(x, "sum"))
             mm = v.astype(_minmax_dtype(attr), copy=False)
