@@ -95,3 +95,29 @@ def test_the_remote_client_speaks_tls(tmp_path: Path, monkeypatch: pytest.Monkey
             assert remote.sql("SELECT v FROM t").arrow().num_rows == 100000
     finally:
         served.stop()
+
+
+def test_a_server_error_that_is_also_an_oserror_keeps_its_class(tmp_path: Path) -> None:
+    """TableStoreError is a TesseraError and an OSError: the client's handling of its own
+    connection's OSErrors must not turn the server's error into a ServerError."""
+    import duckdb
+
+    from tesseradb.errors import TableStoreError
+
+    path = tmp_path / "db"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE t AS SELECT 1 AS x")
+        db.sql("CREATE TABLE kept AS SELECT 2 AS y")
+    store = duckdb.connect(str(path / "tables.duckdb"))
+    store.execute("DROP TABLE t")  # the catalog still lists it
+    store.close()
+    token = Users(path).add("u", parse_rights(["read"]))
+    with (
+        tesseradb.connect(path) as db,
+        Served(db) as served,
+        tesseradb.connect(served.url, token=token) as remote,
+    ):
+        with pytest.raises(TableStoreError, match="in the catalog but not in the table store"):
+            remote.sql("SELECT * FROM t")
+        assert remote.sql("SELECT y FROM kept").scalar() == 2
+        assert len(remote._sql._all) == 1  # the error's answer was read whole

@@ -16,7 +16,9 @@ import http.client
 import io
 import json
 import os
+import select
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -100,8 +102,6 @@ class _SQLConnections:
         self._all: dict[http.client.HTTPConnection, threading.Thread] = {}
 
     def _fresh(self) -> http.client.HTTPConnection:
-        import http.client
-
         if self.scheme == "https":
             import ssl
 
@@ -120,9 +120,6 @@ class _SQLConnections:
 
     def take(self) -> http.client.HTTPConnection:
         """This thread's connection: its kept one when still good, else a new one."""
-        import select
-        import time
-
         kept = getattr(self._local, "connection", None)
         self._local.connection = None
         if kept is not None:
@@ -135,8 +132,6 @@ class _SQLConnections:
         return kept if kept is not None else self._fresh()
 
     def give_back(self, connection: http.client.HTTPConnection) -> None:
-        import time
-
         self._local.connection = connection
         self._local.since = time.monotonic()
 
@@ -304,7 +299,9 @@ class RemoteDatabase:
             # that the connection can carry the next statement
             if response.read(1 << 16) == b"" and response.isclosed() and not response.will_close:
                 reusable = True
-        except (OSError, http.client.HTTPException) as err:
+        except TesseraError:  # (the server's own, some of which are OSErrors too)
+            raise
+        except (OSError, http.client.HTTPException) as err:  # the connection's
             raise ServerError(f"{where}: {type(err).__name__}: {err}") from None
         finally:
             stop.set()
