@@ -938,7 +938,8 @@ class SQLEngine:
             # look at the store since it was attached has brought the catalog in line (the
             # first write repairs what a process killed between DuckDB's commit and the
             # catalog's left)
-            rows_only = _rows_only(analysis) and self._catalog_in_line == self.store.attachments
+            row_write = _rows_only(analysis)
+            rows_only = row_write and self._catalog_in_line == self.store.attachments
             # (such a statement is atomic on its own: no transaction around it)
             wrap = not rows_only and self._wraps_in_transaction(text, analysis)
             kept = self._cursor(con, have_store)
@@ -1004,7 +1005,7 @@ class SQLEngine:
                     self.namespace.rows_written([target for _, target in analysis.writes])
                 # a statement that may have changed the cursor's own settings leaves it (one
                 # that only changed rows cannot have)
-                clean = analysis.parsed and (analysis.is_query or _rows_only(analysis))
+                clean = analysis.parsed and (analysis.is_query or row_write)
             finally:
                 kept.release()
                 with self._con_lock:
