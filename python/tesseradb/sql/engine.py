@@ -204,6 +204,10 @@ class TableStore:
         self._closing = False
         self._reaper: threading.Thread | None = None
         self._lock = threading.Condition()
+        # held around each statement run on the base connection itself (ATTACH, DETACH,
+        # the engine's views): it refuses a second call while one runs, and the reaper
+        # detaches from its own thread
+        self.base_lock = threading.RLock()
 
     @property
     def exists(self) -> bool:
@@ -276,7 +280,8 @@ class TableStore:
         self.before_detach()
         self._attached = False
         self._identity = None
-        con.execute(f"DETACH {STORE_ALIAS}")
+        with self.base_lock:
+            con.execute(f"DETACH {STORE_ALIAS}")
 
     def release(self, con: duckdb.DuckDBPyConnection) -> None:
         """Detach now if no statement is using the store (for another opener of the file)."""
@@ -306,7 +311,8 @@ class TableStore:
         delay = 0.005
         while True:
             try:
-                con.execute(f"ATTACH '{quoted}' AS {STORE_ALIAS}{mode}")
+                with self.base_lock:
+                    con.execute(f"ATTACH '{quoted}' AS {STORE_ALIAS}{mode}")
                 return
             except duckdb.IOException as err:
                 if "lock" not in str(err).lower():
@@ -1040,12 +1046,13 @@ class SQLEngine:
     def _make_view(self, name: str, hidden: str, schema: pa.Schema) -> None:
         owner, _, table = name.partition(".")
         con = self.connection()
-        attached = {
-            row[0].lower()
-            for row in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
-        }
-        if owner.lower() not in attached:
-            con.execute(f"ATTACH ':memory:' AS {quote_identifier(owner)}")
+        with self.store.base_lock:
+            attached = {
+                row[0].lower()
+                for row in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
+            }
+            if owner.lower() not in attached:
+                con.execute(f"ATTACH ':memory:' AS {quote_identifier(owner)}")
         setup = con.cursor()
         try:
             setup.register(hidden, schema.empty_table())  # a stand-in to bind the view once
@@ -1061,7 +1068,9 @@ class SQLEngine:
             made = [k for k in self._views if k.startswith(owner.lower() + ".")]
             for key in made:
                 del self._views[key]
-            if made and self._con is not None:
+            if not made or self._con is None:
+                return
+            with self.store.base_lock:
                 attached = {
                     row[0].lower()
                     for row in self._con.execute(
