@@ -20,6 +20,8 @@ from typing import Any
 from tesseradb.errors import DatabaseLockedError
 
 LOCK_FILE = "write.lock"
+# how long a writer waits out a holder that names nobody (a reader's instant probe)
+_PROBE_GRACE = 1.0
 
 
 class WriterLock:
@@ -29,9 +31,17 @@ class WriterLock:
 
     def acquire(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        deadline = time.monotonic() + _PROBE_GRACE
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                # a holder that has not written its name yet is a reader asking whether a
+                # writer is there (held_elsewhere), or a writer that has just taken it
+                if not self.holder() and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    continue
             os.close(fd)
             holder = self.holder()
             raise DatabaseLockedError(
@@ -48,6 +58,24 @@ class WriterLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
         self._fd = fd
+
+    def held_elsewhere(self) -> bool:
+        """Whether another process (or another database of this one) writes the database
+        now. Asked by readers: the lock is taken shared for an instant, which a writer
+        starting just then waits out (see ``acquire``)."""
+        if self._fd is not None:
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False  # no writer has ever opened the database
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # (closing lets go of a lock taken)
+        return False
 
     def holder(self) -> dict[str, Any]:
         try:

@@ -94,6 +94,7 @@ TOP_LEVEL = {
     "catalog.sqlite-journal",
     "tables.duckdb",
     "tables.duckdb.wal",
+    "tables.snapshots",  # what readers in other processes read (tesseradb.sql.store)
     "write.lock",
     "quarantine",
     "server",  # the users of a served database (tesseradb.server)

@@ -42,7 +42,7 @@ from tesseradb.errors import (
 )
 from tesseradb.executor import Executor, ExecutorSlot, as_executor
 from tesseradb.kinds import Kind, KindContext, ObjectInfo
-from tesseradb.sql.engine import Explain, SQLEngine
+from tesseradb.sql.engine import Explain, SQLEngine, SQLSession
 from tesseradb.sql.relation import ArrowRelation, Relation
 from tesseradb.sql.result import Result
 from tesseradb.sql.tables import PLAIN_KINDS, TablesKind, quote_identifier
@@ -63,7 +63,15 @@ if TYPE_CHECKING:
     from tesseradb.records import Stream
     from tesseradb.transfer import Exported, Loaded
 
-__all__ = ["KINDS", "Database", "DatabaseInfo", "ObjectInfo", "connect", "quote_identifier"]
+__all__ = [
+    "KINDS",
+    "Database",
+    "DatabaseInfo",
+    "ObjectInfo",
+    "Session",
+    "connect",
+    "quote_identifier",
+]
 
 TABLE_STORE_FILE = "tables.duckdb"
 
@@ -162,6 +170,68 @@ def _close_open_databases() -> None:
             database.close()
 
 
+class Session:
+    """A SQL session of its own on an open database (:meth:`Database.session`): what
+    DuckDB keeps per connection (settings, prepared statements, temporary tables,
+    ``USE``, an open transaction) is this session's alone."""
+
+    def __init__(self, database: Database, session: SQLSession) -> None:
+        self.database = database
+        self._session = session
+
+    def sql(
+        self,
+        text: str,
+        params: Any = None,
+        *,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
+    ) -> Result:
+        """As :meth:`Database.sql`, in this session."""
+        self._check_open()
+        return self.database._sql(text, params, progress, cancel, self._session, "session.sql")
+
+    def stream_sql(
+        self,
+        text: str,
+        sink: Callable[[pa.RecordBatchReader], Any],
+        params: Any = None,
+        *,
+        progress: ProgressLike = None,
+        cancel: Cancel | None = None,
+        exact: bool = False,
+    ) -> Result:
+        """As :meth:`Database.stream_sql`, in this session; ``exact`` hands the rows over
+        in the lossless Arrow form :meth:`Result.exact_arrow` gives."""
+        self._check_open()
+        return self.database._sql(
+            text, params, progress, cancel, self._session, "session.stream_sql", sink, exact
+        )
+
+    def explain(self, text: str, params: Any = None) -> Explain:
+        """As :meth:`Database.explain`, under this session's settings."""
+        self._check_open()
+        return self.database._explain(text, params, self._session, "session.explain")
+
+    def _check_open(self) -> None:
+        from tesseradb.errors import DatabaseClosedError
+
+        if self._session.closed:
+            raise DatabaseClosedError("this SQL session is closed")
+
+    def close(self) -> None:
+        """End the session (an open transaction is rolled back)."""
+        if not self.database._closed:
+            self.database._engine.close_session(self._session)
+        self._session.closed = True
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Database:
     """An open TesseraDB database. Use as a context manager, or call :meth:`close`."""
 
@@ -182,7 +252,12 @@ class Database:
             raise
         self._executors = ExecutorSlot()
         self._registry = registry = Registry(self.path, self.catalog, read_only, self._executors)
-        self._engine = SQLEngine(registry, self.path / TABLE_STORE_FILE, read_only)
+        self._engine = SQLEngine(
+            registry,
+            self.path / TABLE_STORE_FILE,
+            read_only,
+            writer_elsewhere=WriterLock(self.path).held_elsewhere,
+        )
         for kind, target in KINDS.items():
             registry.declare(_room_kind(target), kind)
         tables = TablesKind.factory(self._engine, registry)
@@ -190,6 +265,9 @@ class Database:
         registry.on_drop.append(self._engine.forget_catalog)
         self._closed = False
         _OPEN.add(self)
+        if not read_only:
+            # a writer killed after writing plain tables left readers a snapshot behind
+            self._engine.store.publish_if_behind(self._engine.connection)
 
     def _prepare_directory(self) -> bool:
         """Check the path is (or may become) a database; return whether to create it."""
@@ -288,16 +366,13 @@ class Database:
         :class:`~tesseradb.progress.ProgressEvent`) reports DuckDB's progress
         in percent; ``cancel`` (a :class:`~tesseradb.progress.Cancel`) stops
         the statement, which then keeps nothing.
-        """
-        _require_str(text, "the SQL text", "db.sql")
-        _require_params(params, "db.sql")
-        self._check_open()
-        if progress is None and cancel is None:
-            return self._engine.execute(text, params)
-        from tesseradb.progress import tracker
 
-        with tracker("SQL statement", 100, "percent", progress, cancel, "db.sql") as watch:
-            return self._engine.execute(text, params, watch=watch)
+        Calls share one session, as the statements of one DuckDB connection do:
+        ``SET``, ``PREPARE``, temporary tables, ``USE`` and a transaction begun
+        with ``BEGIN`` last until changed, ended or the database is closed
+        (:meth:`session` gives a session of its own).
+        """
+        return self._sql(text, params, progress, cancel, None, "db.sql")
 
     def stream_sql(
         self,
@@ -312,15 +387,38 @@ class Database:
         it runs (rows are never gathered in memory: what an export of a big result uses).
         ``progress`` and ``cancel`` are as for :meth:`sql`. Returns a Result without rows
         that says how the statement was answered (``scan_stats``, ``shortcut``)."""
-        _require_str(text, "the SQL text", "db.stream_sql")
-        _require_params(params, "db.stream_sql")
+        return self._sql(text, params, progress, cancel, None, "db.stream_sql", sink)
+
+    def session(self) -> Session:
+        """A SQL session of its own, as a DuckDB connection's ``cursor()`` is: its settings,
+        prepared statements, temporary tables and transactions are apart from those of
+        :meth:`sql` and of every other session. Close it (or use it as a context manager)
+        when done; an open transaction is then rolled back."""
+        self._check_open()
+        return Session(self, self._engine.new_session("session"))
+
+    def _sql(
+        self,
+        text: str,
+        params: Any,
+        progress: ProgressLike,
+        cancel: Cancel | None,
+        session: SQLSession | None,
+        where: str,
+        sink: Callable[[pa.RecordBatchReader], Any] | None = None,
+        exact: bool = False,
+    ) -> Result:
+        _require_str(text, "the SQL text", where)
+        _require_params(params, where)
         self._check_open()
         if progress is None and cancel is None:
-            return self._engine.execute(text, params, sink=sink)
+            return self._engine.execute(text, params, sink=sink, session=session, exact=exact)
         from tesseradb.progress import tracker
 
-        with tracker("SQL statement", 100, "percent", progress, cancel, "db.stream_sql") as watch:
-            return self._engine.execute(text, params, sink=sink, watch=watch)
+        with tracker("SQL statement", 100, "percent", progress, cancel, where) as watch:
+            return self._engine.execute(
+                text, params, sink=sink, watch=watch, session=session, exact=exact
+            )
 
     def interrupt(self) -> None:
         """Cancel the SQL statements running now; each raises InterruptedStatementError and
@@ -329,10 +427,13 @@ class Database:
 
     def explain(self, text: str, params: Any = None) -> Explain:
         """What ``text`` would read from each relation: the predicate pushed down and the columns."""
-        _require_str(text, "the SQL text", "db.explain")
-        _require_params(params, "db.explain")
+        return self._explain(text, params, None, "db.explain")
+
+    def _explain(self, text: str, params: Any, session: SQLSession | None, where: str) -> Explain:
+        _require_str(text, "the SQL text", where)
+        _require_params(params, where)
         self._check_open()
-        return self._engine.explain(text, params)
+        return self._engine.explain(text, params, session)
 
     # --- relations registered for this session ----------------------------------
     def register(self, name: str, data: Any) -> Relation:

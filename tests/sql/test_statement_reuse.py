@@ -1,5 +1,5 @@
 """What statements keep between them (cursors, registered slots, the attached table store)
-never changes an answer, and the table store is let go for other openers."""
+never changes an answer."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 import tesseradb
@@ -40,23 +39,6 @@ def test_a_kept_slot_never_shadows_a_table_made_later_under_its_name(tmp_path: P
         db.sql("DROP TABLE x")
         db.register("x", pa.table({"b": ["new"]}))  # the name again, other columns
         assert db.sql("SELECT * FROM x, one").fetchall() == [("new", 1)]
-
-
-def test_the_table_store_is_let_go_when_idle(tmp_path: Path) -> None:
-    with tesseradb.connect(tmp_path / "db") as db:
-        db.sql("CREATE TABLE t AS SELECT 1 AS a")
-        assert db.sql("SELECT a FROM t").fetchall() == [(1,)]
-        deadline = time.monotonic() + 10
-        while True:  # another opener gets the file once no statement has used it a while
-            try:
-                other = duckdb.connect(str(tmp_path / "db" / "tables.duckdb"), read_only=True)
-                break
-            except duckdb.Error:
-                assert time.monotonic() < deadline, "the table store was never let go"
-                time.sleep(0.05)
-        assert other.execute("SELECT a FROM t").fetchall() == [(1,)]
-        other.close()
-        assert db.sql("SELECT a FROM t").fetchall() == [(1,)]  # attached again
 
 
 def test_a_table_store_replaced_while_attached_is_read_afresh(tmp_path: Path) -> None:

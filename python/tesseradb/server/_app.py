@@ -29,6 +29,7 @@ import math
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -50,12 +51,16 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from tesseradb.database import Database
+    from tesseradb.database import Database, Session
 
 __all__ = ["ServerOptions", "make_app"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 SMALL_ANSWER_BYTES = 1 << 20  # an answer up to this size is sent whole, not streamed
+# a client's SQL session: the header naming it, how long an idle one is kept, how many
+SESSION_HEADER = "X-Tessera-Session"
+SESSION_IDLE_SECONDS = 600.0
+MAX_SESSIONS = 256
 NPY = "application/x-npy"
 NDJSON = "application/x-ndjson"
 
@@ -141,6 +146,42 @@ class Server:
         # statements run here, apart from the request threads (a statement waiting for a
         # slow client must not starve the requests that would read its batches)
         self.executor = concurrent.futures.ThreadPoolExecutor(64, "tessera-sql")
+        # each client's SQL session (settings, prepared statements, temporary tables,
+        # transactions), by user and the session id its requests carry
+        self.sessions: OrderedDict[tuple[str, str], tuple[Session, float]] = OrderedDict()
+
+    # --- SQL sessions ----------------------------------------------------------------
+    def session(self, user: User, request: Request) -> tuple[Session, bool]:
+        """The client's session (a request without ``X-Tessera-Session`` gets one of its
+        own, to close after it: the bool)."""
+        sid = request.headers.get(SESSION_HEADER)
+        if not sid:
+            return self.db.session(), True
+        if len(sid) > 128:
+            raise HTTPError(400, f"{SESSION_HEADER} is at most 128 characters")
+        key = (user.name, sid)
+        now = time.monotonic()
+        expired: list[Session] = []
+        with self._lock:
+            found = self.sessions.pop(key, None)
+            session = found[0] if found is not None else self.db.session()
+            self.sessions[key] = (session, now)
+            while self.sessions:
+                oldest_key, (oldest, used) = next(iter(self.sessions.items()))
+                if len(self.sessions) <= MAX_SESSIONS and now - used < SESSION_IDLE_SECONDS:
+                    break
+                del self.sessions[oldest_key]
+                expired.append(oldest)
+        for old in expired:
+            old.close()  # (an open transaction is rolled back)
+        return session, False
+
+    def end_session(self, user: User, request: Request) -> None:
+        sid = request.headers.get(SESSION_HEADER)
+        with self._lock:
+            found = self.sessions.pop((user.name, sid or ""), None)
+        if found is not None:
+            found[0].close()
 
     # --- rights ----------------------------------------------------------------------
     def kind_of(self, name: str) -> str:
@@ -373,7 +414,10 @@ class _JSONEncoder:
         self.first_row = True
 
     def start(self, schema: pa.Schema) -> bytes:
-        head = {"columns": schema.names, "types": [str(t) for t in schema.types]}
+        from tesseradb.sql.values import Conversion, conversion_of, duckdb_types
+
+        self.conversion = conversion_of(schema) or Conversion(duckdb_types(schema))
+        head = {"columns": schema.names, "types": list(self.conversion.types)}
         return (json.dumps(head)[:-1] + ', "rows": [').encode()
 
     def batch(self, batch: pa.RecordBatch) -> bytes:
@@ -387,9 +431,13 @@ class _JSONEncoder:
                 self.more = True
                 batch = batch.slice(0, self.left)
             self.left -= batch.num_rows
-        columns = [c.to_pylist() for c in batch.columns]
+        import pyarrow as pa
+
+        from tesseradb.sql.values import python_rows
+
         parts = []
-        for row in zip(*columns, strict=True):
+        # (the values DuckDB's fetchall gives, made JSON)
+        for row in python_rows(pa.Table.from_batches([batch]), self.conversion):
             parts.append(("" if self.first_row else ",") + json.dumps(_jsonable(list(row))))
             self.first_row = False
         return "".join(parts).encode()
@@ -515,17 +563,29 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         if server.options.read_only and may_write(text):
             raise HTTPError(403, "the server is read-only: it runs queries only", "ReadOnlyError")
         run = server.start(user, text, _field(body, "query_id", str, False))
+        session, own = server.session(user, request)
         loop = asyncio.get_running_loop()
         batches = _Batches(run, loop)
         timer = loop.call_later(server.options.statement_seconds, _time_out, run)
 
         def execute() -> None:
             try:
-                db.stream_sql(text, batches.sink, params, progress=run.update, cancel=run.cancel)
+                # (Arrow and JSON carry every value exactly; CSV is DuckDB's plain Arrow)
+                session.stream_sql(
+                    text,
+                    batches.sink,
+                    params,
+                    progress=run.update,
+                    cancel=run.cancel,
+                    exact=fmt != "csv",
+                )
                 batches.end()
             except BaseException as err:  # handed to the response, which reports it
                 with contextlib.suppress(CancelledError):
                     batches.put(("error", err))
+            finally:
+                if own:
+                    session.close()
 
         def finish() -> None:
             timer.cancel()
@@ -592,8 +652,17 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         body = await _json(request, server)
         text = _field(body, "sql", str)
         check_statement(text, user.is_admin, user.may, server.kind_of)
-        plan = await threaded(db.explain, text, body.get("params"))
+        session, own = server.session(user, request)
+        try:
+            plan = await threaded(session.explain, text, body.get("params"))
+        finally:
+            if own:
+                session.close()
         return JSONResponse({"plan": str(plan)})
+
+    async def end_session(request: Request) -> Response:
+        await threaded(server.end_session, _user(request), request)
+        return JSONResponse({"ended": True})
 
     async def argo(request: Request) -> Response:
         user = _user(request)
@@ -798,6 +867,7 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
         Route("/openapi.json", handler(openapi)),
         Route("/api/whoami", handler(whoami)),
         Route("/explain", handler(explain), methods=["POST"]),
+        Route("/session", handler(end_session), methods=["DELETE"]),
         Route("/argo", handler(argo), methods=["POST"]),
         Route("/queries", handler(queries)),
         Route("/queries/{qid}", handler(query)),

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["RemoteArray", "RemoteCollection", "RemoteDatabase", "RemoteStream"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+SESSION_HEADER = "X-Tessera-Session"  # (as the server reads it)
 
 
 def _raise_for(response: httpx.Response, where: str) -> None:
@@ -215,12 +216,16 @@ class RemoteDatabase:
                 f"connect({url!r}): a served database needs token= (or TESSERA_TOKEN)"
             )
         self.url = url.rstrip("/")
+        # this client's SQL session on the server (settings, prepared statements,
+        # temporary tables and transactions last between its statements)
+        self.session_id = uuid.uuid4().hex
         self._http = httpx.Client(
             base_url=self.url,
-            headers={"Authorization": f"Bearer {token}"},
+            headers={"Authorization": f"Bearer {token}", SESSION_HEADER: self.session_id},
             timeout=httpx.Timeout(timeout, connect=10.0),
         )
         self._sql = _SQLConnections(self.url, token, timeout)
+        self._sql.headers[SESSION_HEADER] = self.session_id
         self.user = self._get("/api/whoami")
         self.read_only = bool(self.user.get("read_only"))
 
@@ -245,6 +250,8 @@ class RemoteDatabase:
         return self._request("POST", path, json=body).json()
 
     def close(self) -> None:
+        with contextlib.suppress(Exception):  # (the server may be gone: it expires sessions)
+            self._http.delete("/session")
         self._http.close()
         self._sql.close()
 
@@ -320,12 +327,15 @@ class RemoteDatabase:
     def sql(self, text: str, params: Any = None, *, cancel: Cancel | None = None) -> Result:
         """Run SQL on the server (DuckDB's dialect, as in-process); the rows as a Result."""
         from tesseradb.sql.result import Result
+        from tesseradb.sql.values import conversion_of
 
         tables: list[pa.Table] = []
         self.stream_sql(
             text, lambda reader: tables.append(_read_all(reader, self.url)), params, cancel=cancel
         )
-        return Result(tables[0])
+        table = tables[0]
+        # (the server sends values losslessly, with how to read them as DuckDB gives them)
+        return Result(table.replace_schema_metadata(None), conversion=conversion_of(table.schema))
 
     def explain(self, text: str, params: Any = None) -> str:
         return str(self._post_json("/explain", {"sql": text, "params": params})["plan"])

@@ -66,6 +66,7 @@ OPENAPI: dict[str, Any] = {
             )
         },
         "/explain": {"post": _op("what a statement reads: body {sql, params?}", body="application/json")},
+        "/session": {"delete": _op("end the SQL session the X-Tessera-Session header names (an open transaction is rolled back)")},
         "/argo": {"post": _op("an Argo/SQL statement: body {statement, params?}", body="application/json")},
         "/queries": {"get": _op("the running statements (yours; an admin's: all)")},
         "/queries/{qid}": {"get": {**_op("a running statement's progress"), "parameters": _QID}},

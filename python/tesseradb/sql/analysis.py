@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -261,6 +262,17 @@ class Prepared:
             lookup=lookup if len(self._analysers) == 1 else None,
             statement_count=len(self._analysers),
         )
+
+
+class _QuietFallbacks(logging.Filter):
+    """sqlglot warns when it reads a statement as an opaque command (``PREPARE``, ``RESET``):
+    such a statement runs as DuckDB reads it, with no pushdown, which is no news to a user."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+
+logging.getLogger("sqlglot").addFilter(_QuietFallbacks())
 
 
 @functools.lru_cache(maxsize=256)

@@ -2,12 +2,13 @@
 
 One in-memory DuckDB instance per database runs every statement, each on
 a cursor of its own (kept for later statements), so concurrent statements
-never see each other's scans. Each relation a statement reads is a
-re-scannable Arrow stream carrying its pushed-down columns and predicate,
-put in a slot registered once per cursor under the relation's name. Plain
-tables live in the database's own DuckDB file, the *table store*, attached
-while statements use it and let go after a moment without one, so that
-other processes can open it in between.
+never see each other's scans; a session that changed what DuckDB keeps per
+connection runs its statements on its own cursor (:mod:`tesseradb.sql.session`).
+Each relation a statement reads is a re-scannable Arrow stream carrying its
+pushed-down columns and predicate, put in a slot registered once per cursor
+under the relation's name. Plain tables live in the database's own DuckDB
+file, the *table store* (:mod:`tesseradb.sql.store`), attached as the
+default database of every cursor.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tesseradb.catalog import validate_name
 from tesseradb.errors import (
-    DatabaseLockedError,
     InterruptedStatementError,
     ObjectExistsError,
     ReadOnlyError,
@@ -50,7 +50,17 @@ from tesseradb.sql.relation import (
     SessionHolding,
 )
 from tesseradb.sql.result import Result
+from tesseradb.sql.session import (
+    SQLSession,
+    changes_session,
+    read_settings,
+    statements,
+    transaction_state,
+)
+from tesseradb.sql.settings import RESULT_SETTINGS
+from tesseradb.sql.store import SNAPSHOT_WAIT, STORE_ALIAS, TableStore
 from tesseradb.sql.tables import quote_identifier
+from tesseradb.sql.values import CONVERSION_SETTINGS, Conversion, arrow_lossy, as_duckdb_arrow
 
 if TYPE_CHECKING:
     import duckdb
@@ -58,12 +68,16 @@ if TYPE_CHECKING:
 
     from tesseradb.progress import Tracker
 
-__all__ = ["Explain", "ExplainedRelation", "Namespace", "SQLEngine"]
+__all__ = ["Explain", "ExplainedRelation", "Namespace", "SQLEngine", "SQLSession"]
 
 # words that may begin or end a transaction in a text (a cheap test before asking DuckDB)
 _TRANSACTION_WORDS = re.compile(r"\b(begin|commit|rollback|abort|end|start)\b", re.IGNORECASE)
-
-STORE_ALIAS = "tessera_store"
+# statement types that run on their own, never inside a transaction of the engine's
+_UNWRAPPED = frozenset(
+    {"SET", "VARIABLE_SET", "PREPARE", "PRAGMA", "CALL", "ATTACH", "DETACH", "LOAD", "EXPLAIN"}
+)
+# functions that write the table store from inside a query (a sequence's next value)
+_WRITING_FUNCTIONS = re.compile(r"\b(nextval|setval|checkpoint|force_checkpoint)\b", re.IGNORECASE)
 # rows per Arrow batch handed to an execute() sink (an export streams them to a file)
 _SINK_BATCH_ROWS = 1 << 17
 # how often a watched statement's progress is read from DuckDB
@@ -177,165 +191,6 @@ class Explain:
         return "\n".join(lines)
 
 
-class TableStore:
-    """The database's DuckDB file, attached to the engine's instance while in use.
-
-    Attaching costs more than a small statement, so the file stays attached
-    between statements and is detached once no statement has used it for
-    ``idle`` seconds (by a thread of its own), so that another process may
-    open it then. A file replaced or removed behind our back is noticed (its
-    inode changes) and attached afresh. A conflicting open by another
-    process is retried for ``lock_timeout`` seconds.
-    """
-
-    def __init__(
-        self, path: Path, read_only: bool, lock_timeout: float = 10.0, idle: float = 0.25
-    ) -> None:
-        self.path = path
-        self.read_only = read_only
-        self.lock_timeout = lock_timeout
-        self.idle = idle
-        self.before_detach: Callable[[], None] = lambda: None  # the engine drops its cursors
-        self._users = 0
-        self._attached = False
-        self.attachments = 0  # times attached so far (what was learnt of it may be stale)
-        self._identity: tuple[int, int] | None = None
-        self._last_used = 0.0
-        self._closing = False
-        self._reaper: threading.Thread | None = None
-        self._lock = threading.Condition()
-        # held around each statement run on the base connection itself (ATTACH, DETACH,
-        # the engine's views): it refuses a second call while one runs, and the reaper
-        # detaches from its own thread
-        self.base_lock = threading.RLock()
-
-    @property
-    def exists(self) -> bool:
-        return self.path.exists()
-
-    @contextmanager
-    def attached(self, con: duckdb.DuckDBPyConnection) -> Iterator[bool]:
-        """The store attached for the duration of the block; yields whether it is available."""
-        with self._lock:
-            if self._users == 0 and self._attached and self._file_identity() != self._identity:
-                self._detach(con)  # replaced or removed since: attach what is there now
-            if not self._attached:
-                if self.read_only and not self.exists:
-                    available = False
-                else:
-                    self._attach(con)
-                    self._attached, self._identity = True, self._file_identity()
-                    self.attachments += 1
-                    self._start_reaper(con)
-                    available = True
-            else:
-                available = True
-            if available:
-                self._users += 1
-        if not available:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            with self._lock:
-                self._users -= 1
-                self._last_used = time.monotonic()
-                if self._users == 0:
-                    self._lock.notify_all()
-
-    def _file_identity(self) -> tuple[int, int] | None:
-        try:
-            stat = self.path.stat()
-        except OSError:
-            return None
-        return stat.st_dev, stat.st_ino
-
-    def _start_reaper(self, con: duckdb.DuckDBPyConnection) -> None:
-        if self._reaper is None:
-            self._reaper = threading.Thread(
-                target=self._reap, args=(con,), name="tessera-table-store", daemon=True
-            )
-            self._reaper.start()
-
-    def _reap(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Detach the store once it has been idle for ``idle`` seconds."""
-        with self._lock:
-            try:
-                while self._attached and not self._closing:
-                    if self._users:
-                        self._lock.wait()
-                        continue
-                    wait = self._last_used + self.idle - time.monotonic()
-                    if wait <= 0:
-                        with contextlib.suppress(Exception):  # the engine may be closing
-                            self._detach(con)
-                        break
-                    self._lock.wait(wait)
-            finally:
-                self._reaper = None
-
-    def _detach(self, con: duckdb.DuckDBPyConnection) -> None:
-        """(with the lock held, no user)"""
-        self.before_detach()
-        self._attached = False
-        self._identity = None
-        with self.base_lock:
-            con.execute(f"DETACH {STORE_ALIAS}")
-
-    def release(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Detach now if no statement is using the store (for another opener of the file)."""
-        with self._lock:
-            if self._attached and not self._users:
-                self._detach(con)
-
-    def close(self, con: duckdb.DuckDBPyConnection | None) -> None:
-        """Detach now and stop the reaper (the engine is closing)."""
-        with self._lock:
-            self._closing = True
-            reaper = self._reaper
-            self._lock.notify_all()
-        if reaper is not None:
-            reaper.join()
-        with self._lock:
-            if self._attached and con is not None:
-                with contextlib.suppress(Exception):
-                    self._detach(con)
-
-    def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
-        import duckdb
-
-        quoted = str(self.path).replace("'", "''")
-        mode = " (READ_ONLY)" if self.read_only else ""
-        deadline = time.monotonic() + self.lock_timeout
-        delay = 0.005
-        while True:
-            try:
-                with self.base_lock:
-                    con.execute(f"ATTACH '{quoted}' AS {STORE_ALIAS}{mode}")
-                return
-            except duckdb.IOException as err:
-                if "lock" not in str(err).lower():
-                    raise TableStoreError(
-                        f"the table store {self.path} cannot be opened: "
-                        f"{str(err).removeprefix('IO Error: ')} (the plain tables live there; "
-                        "restore it from a backup, or move it aside to start with no tables)"
-                    ) from None
-                if time.monotonic() > deadline:
-                    holder = re.search(r"PID (\d+)", str(err))
-                    who = f"process {holder.group(1)}" if holder else "another process"
-                    raise DatabaseLockedError(
-                        f"the table store {self.path} is in use by {who}; "
-                        f"gave up after {self.lock_timeout:.0f} s"
-                    ) from err
-                time.sleep(delay)
-                delay = min(delay * 2, 0.2)
-            except duckdb.Error as err:  # a file DuckDB recognises but cannot read
-                raise TableStoreError(
-                    f"the table store {self.path} cannot be read: {err}"
-                ) from None
-
-
 class _ScanSlot:
     """What a kept cursor has registered under a relation's name: each statement puts
     its own scan in it. Registering costs more than a small statement; DuckDB asks
@@ -381,18 +236,27 @@ class _Cursor:
 
 
 class SQLEngine:
-    """Executes SQL texts for one database."""
+    """Executes SQL texts for one database.
 
-    def __init__(self, namespace: Namespace, store_path: Path, read_only: bool) -> None:
+    ``writer_elsewhere()`` says whether another process holds the database's writer lock
+    (see :class:`~tesseradb.sql.store.TableStore`).
+    """
+
+    def __init__(
+        self,
+        namespace: Namespace,
+        store_path: Path,
+        read_only: bool,
+        writer_elsewhere: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.namespace = namespace
         self.read_only = read_only
-        self.store = TableStore(store_path, read_only)
+        self.store = TableStore(store_path, read_only, writer_elsewhere)
         self._catalog_in_line = -1  # the store's attachment the catalog was last synced in
-        self.store.before_detach = self._drop_store_cursors
-        # cursors kept between statements, set up already (replacement scans off, and
-        # USE of the table store for those in _store_cursors: valid while it stays attached)
-        self._plain_cursors: list[_Cursor] = []
-        self._store_cursors: list[_Cursor] = []
+        self.store.before_detach = self._drop_kept_cursors
+        # cursors kept between statements, set up already (replacement scans off, lossless
+        # Arrow, USE of the table store), for sessions that keep no state of their own
+        self._cursors: list[_Cursor] = []
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_lock = threading.Lock()
         self._running: set[duckdb.DuckDBPyConnection] = set()  # cursors of running statements
@@ -402,6 +266,12 @@ class SQLEngine:
         self._views: dict[str, pa.Schema] = {}
         self._view_lock = threading.Lock()
         self.analyses = AnalysisCache()
+        self.session = SQLSession("database")  # the database's own session
+        self._sessions_made: list[SQLSession] = [self.session]
+        # settings: their values when the database was opened, and an epoch that moves
+        # whenever a statement may have changed one (sessions read theirs again then)
+        self._default_settings: dict[str, str] | None = None
+        self._settings_epoch = 0
 
     # --- lifecycle ----------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -409,54 +279,86 @@ class SQLEngine:
             if self._con is None:
                 import duckdb
 
-                self._con = duckdb.connect(":memory:")
+                con = duckdb.connect(":memory:")
+                # names resolve to relations and tables, never to Python variables
+                con.execute("SET python_enable_replacements = false")
+                self._con = con
             return self._con
 
     def close(self) -> None:
+        with self._con_lock:
+            sessions = list(self._sessions_made)
+        for session in sessions:
+            self.close_session(session)
         self.store.close(self._con)
         with self._con_lock:
-            for kept in self._plain_cursors + self._store_cursors:
+            for kept in self._cursors:
                 kept.cursor.close()
-            self._plain_cursors.clear()
-            self._store_cursors.clear()
+            self._cursors.clear()
             if self._con is not None:
                 self._con.close()
                 self._con = None
 
+    def new_session(self, name: str = "") -> SQLSession:
+        """A session of its own (a served client's): settings, prepared statements,
+        temporary objects and transactions apart from every other session's."""
+        session = SQLSession(name)
+        with self._con_lock:
+            self._sessions_made.append(session)
+        return session
+
+    def close_session(self, session: SQLSession) -> None:
+        """Let go of a session's cursor (an open transaction is rolled back)."""
+        with session.lock:
+            session.closed = True
+            if session.cursor is not None:
+                with contextlib.suppress(Exception):
+                    session.cursor.cursor.close()
+                session.cursor = None
+        with self._con_lock:
+            if session in self._sessions_made and session is not self.session:
+                self._sessions_made.remove(session)
+
     def release_store(self) -> None:
-        """Let go of the table store now rather than when idle (another opener needs it)."""
+        """Let go of the table store now (it is attached again when next needed)."""
         if self._con is not None:
             self.store.release(self._con)
 
-    def _cursor(self, con: duckdb.DuckDBPyConnection, store: bool) -> _Cursor:
-        """A cursor for one statement: a kept one, or a new one set up (the store must be
-        attached, by the caller, when ``store``)."""
-        with self._con_lock:
-            kept = self._store_cursors if store else self._plain_cursors
-            if kept:
-                return kept.pop()
+    def publish_store(self) -> None:
+        """Publish a snapshot of the table store for readers now, if it changed."""
+        if not self.read_only and self.store.exists:
+            self.store.publish_now(self.connection())
+
+    def _new_cursor(self, con: duckdb.DuckDBPyConnection) -> _Cursor:
+        """A cursor set up for statements (the store must be attached, by the caller)."""
         cursor = con.cursor()
-        cursor.execute("SET python_enable_replacements = false")
-        if store:
-            cursor.execute(f"USE {STORE_ALIAS}")
+        # fetched losslessly (the Result converts as the user's settings say)
+        cursor.execute("SET SESSION arrow_lossless_conversion = true")
+        cursor.execute(f"USE {STORE_ALIAS}")
         return _Cursor(cursor)
 
-    def _keep(self, kept: _Cursor, store: bool) -> None:
-        """Keep a cursor that finished its statement cleanly (called while the store,
-        if ``store``, is still attached for it)."""
+    def _cursor(self, con: duckdb.DuckDBPyConnection) -> _Cursor:
+        """A kept cursor, or a new one, for one statement of a session without state."""
         with self._con_lock:
-            pool = self._store_cursors if store else self._plain_cursors
-            if self._con is not None and len(pool) < 8:
-                pool.append(kept)
+            if self._cursors:
+                return self._cursors.pop()
+        return self._new_cursor(con)
+
+    def _keep(self, kept: _Cursor) -> None:
+        """Keep a cursor that finished its statement cleanly (called while the store is
+        still attached for it)."""
+        with self._con_lock:
+            if self._con is not None and len(self._cursors) < 8:
+                self._cursors.append(kept)
                 return
         kept.cursor.close()
 
-    def _drop_store_cursors(self) -> None:
-        """The store is about to be detached: close the cursors that USE it."""
+    def _drop_kept_cursors(self) -> None:
+        """The store is about to be detached: close the kept cursors that USE it."""
         with self._con_lock:
-            for kept in self._store_cursors:
+            for kept in self._cursors:
                 kept.cursor.close()
-            self._store_cursors.clear()
+            self._cursors.clear()
 
     # --- public ---------------------------------------------------------------
     def execute(
@@ -465,19 +367,97 @@ class SQLEngine:
         params: Any = None,
         sink: Callable[[pa.RecordBatchReader], Any] | None = None,
         watch: Tracker | None = None,
+        session: SQLSession | None = None,
+        exact: bool = False,
     ) -> Result:
-        """Run ``text``; with ``sink``, its rows are streamed to ``sink`` (an Arrow reader,
-        read while the statement runs) instead of gathered, and the Result is empty.
-        ``watch`` receives DuckDB's progress (percent) and may cancel the statement."""
+        """Run ``text`` in ``session`` (the database's own by default); with ``sink``, its
+        rows are streamed to ``sink`` (an Arrow reader, read while the statement runs)
+        instead of gathered, and the Result is empty (``exact``: in the lossless Arrow
+        form :meth:`Result.exact_arrow` gives, else as DuckDB's ``arrow()``). ``watch``
+        receives DuckDB's progress (percent) and may cancel the statement."""
+        session = session if session is not None else self.session
+        if session.closed:
+            from tesseradb.errors import DatabaseClosedError
+
+            raise DatabaseClosedError("the SQL session is closed")
         analysis = self._analyse(text, params)
         if watch is not None:
             watch.check()
+        found = changes_session(self.connection(), text, analysis)
+        self._read_settings(session)
+        if session.changed_settings:
+            self._without_pushdown(analysis)
+        elif session.in_transaction:
+            # DuckDB answers inside a transaction (one it aborted refuses every statement)
+            analysis.aggregate_only = analysis.lookup = None
         with self._sessions(analysis):
-            result = self._execute(text, params, analysis, sink, watch)
+            try:
+                result = self._execute(text, params, analysis, session, found, sink, watch, exact)
+            except _StaleSnapshot:
+                # a reader's catalog names a table its snapshot lacks: the writer publishes
+                # one soon (or a table store lost it, which the next attempt says)
+                self.store.wait_for_newer(SNAPSHOT_WAIT)
+                analysis = self._analyse(text, params)
+                result = self._execute(
+                    text, params, analysis, session, found, sink, watch, exact, retried=True
+                )
         if sink is not None and result.shortcut is not None:
-            sink(result.arrow().to_reader())  # a shortcut answered: hand its rows over
+            # a shortcut answered: hand its rows over
+            if exact:
+                table = result.exact_arrow()
+                sink(_described(table.to_reader(), result.conversion))
+            else:
+                sink(result.arrow().to_reader())
             return Result(_empty_table(), result.scan_stats, result.shortcut)
         return result
+
+    def _read_settings(self, session: SQLSession) -> None:
+        """Bring what is known of ``session``'s settings up to date (after any statement
+        that may have changed a setting, in any session: most are global)."""
+        if session.settings_epoch == self._settings_epoch:
+            return
+        con = self.connection()
+        epoch = self._settings_epoch
+        import duckdb
+
+        with session.lock, self.store.attached(con, refresh=False):
+            # (read on a cursor set up as statements' are: USE sets the search path)
+            try:
+                if session.cursor is not None:
+                    values = read_settings(session.cursor.cursor)
+                else:
+                    kept = self._cursor(con)
+                    try:
+                        values = read_settings(kept.cursor)
+                    finally:
+                        self._keep(kept)
+            except duckdb.Error:
+                return  # (a transaction DuckDB aborted answers nothing: read them later)
+        if self._default_settings is None:
+            self._default_settings = values  # (read before any statement could change one)
+        defaults = self._default_settings
+        session.changed_settings = frozenset(
+            n for n in RESULT_SETTINGS if n in values and values[n] != defaults.get(n)
+        )
+        session.conversion_settings = tuple(
+            (n, values[n])
+            for n in CONVERSION_SETTINGS
+            if n in values and values[n] != defaults.get(n)
+        )
+        session.settings_epoch = epoch
+
+    @staticmethod
+    def _without_pushdown(analysis: Analysis) -> None:
+        """A setting changes how DuckDB compares, sorts or converts: no relation answers
+        the statement itself, and every scan gives every row (columns are still pruned)."""
+        analysis.aggregate_only = None
+        analysis.lookup = None
+        analysis.equijoins = []
+        for use in analysis.relations.values():
+            use.predicate = Predicate()
+            note = "no pushdown: a setting that changes answers is not at its default"
+            if note not in use.notes:
+                use.notes.append(note)
 
     def _sessions(self, analysis: Analysis) -> ExitStack:
         """Enter each relation's ``session()`` (if it has one) for the whole statement.
@@ -500,8 +480,12 @@ class SQLEngine:
         text: str,
         params: Any,
         analysis: Analysis,
+        session: SQLSession,
+        found: list[tuple[str, str]] | None,
         sink: Callable[[pa.RecordBatchReader], Any] | None = None,
         watch: Tracker | None = None,
+        exact: bool = False,
+        retried: bool = False,
     ) -> Result:
         counted = self._count_without_scan(analysis)
         if counted is not None:
@@ -513,19 +497,24 @@ class SQLEngine:
         if looked_up is not None:
             return looked_up
         self._reduce_semijoins(analysis)
-        self._check_writes(analysis)
+        self._check_writes(analysis, found)
         scans = self._scans(analysis)
+        run = _Run(text, params, analysis, session, found, sink, watch, exact, retried)
         try:
-            result = self._run(text, params, analysis, scans, sink, watch)
+            result = self._run(run, scans)
         except _MissingColumn:
             # The analysis left out a column the statement uses (a construct it
             # does not know): run again reading every column.
             scans = {k: RelationScan(s.relation, None, s.predicate) for k, s in scans.items()}
-            result = self._run(text, params, analysis, scans, sink, watch)
+            result = self._run(run, scans)
         return result
 
-    def explain(self, text: str, params: Any = None) -> Explain:
+    def explain(self, text: str, params: Any = None, session: SQLSession | None = None) -> Explain:
+        session = session if session is not None else self.session
         analysis = self._analyse(text, params)
+        self._read_settings(session)
+        if session.changed_settings:
+            self._without_pushdown(analysis)
         with self._sessions(analysis):
             return self._explain(text, analysis)
 
@@ -565,6 +554,8 @@ class SQLEngine:
         try:
             with self.store.attached(con) as have_store:
                 if not have_store:
+                    if self.store.damage is not None:
+                        raise TableStoreError(self.store.damage)
                     return []
                 cursor.execute(f"USE {STORE_ALIAS}")
                 return cursor.execute(text, params).fetchall()
@@ -577,6 +568,8 @@ class SQLEngine:
         cursor = con.cursor()
         try:
             with self.store.attached(con) as have_store:
+                if not have_store and self.store.damage is not None:
+                    raise TableStoreError(self.store.damage)
                 return self._store_tables(cursor) if have_store else {}
         finally:
             cursor.close()
@@ -851,9 +844,12 @@ class SQLEngine:
             return np.asarray(values.to_pylist(), dtype=str), read
         return values.to_numpy(zero_copy_only=False), read
 
-    def _check_writes(self, analysis: Analysis) -> None:
+    def _check_writes(self, analysis: Analysis, found: list[tuple[str, str]] | None) -> None:
+        # (a read-only database lets DuckDB refuse what a statement of the session's own
+        # writes: a temporary table is the session's, the table store is read-only)
+        refuse = self.read_only and found is None
         for kind, target in analysis.writes:
-            if self.read_only:
+            if refuse:
                 raise ReadOnlyError(
                     f"{kind} {target}: the database is open read-only".replace("  ", " ")
                 )
@@ -870,7 +866,7 @@ class SQLEngine:
                 f"{kind} {target}: {target!r} is a {existing}, which SQL can read but not change; "
                 f"use its Python API"
             )
-        if self.read_only and not analysis.is_query and analysis.parsed:
+        if refuse and not analysis.is_query and analysis.parsed:
             raise ReadOnlyError("this statement writes, and the database is open read-only")
 
     def _scans(self, analysis: Analysis) -> dict[str, RelationScan]:
@@ -891,136 +887,232 @@ class SQLEngine:
             scans[key] = scan
         return scans
 
-    def _needs_store(self, analysis: Analysis) -> bool:
-        if not analysis.parsed or not analysis.is_query:
-            return True
-        # a name the catalog does not know may still be a table of the store (one made
-        # by a process killed before it updated the catalog): attach to find out
-        return any(
-            self.namespace.kind_of(n) in (None, "table", "view") for n in analysis.table_names
-        )
-
-    def _wraps_in_transaction(self, text: str, analysis: Analysis) -> bool:
+    def _wraps_in_transaction(self, run: _Run) -> bool:
         """Whether the call runs in one transaction of ours, so that it is all or nothing.
 
-        A single query needs none (DuckDB runs each statement atomically);
-        several statements or a write do, unless the text begins and ends its
-        own transactions.
+        A single query needs none (DuckDB runs each statement atomically), nor does a
+        statement in the session's own open transaction; several statements or a write
+        do, unless the text begins and ends its own transactions.
         """
+        analysis = run.analysis
+        if run.session.in_transaction:
+            return False
         if analysis.parsed and analysis.is_query and analysis.statement_count == 1:
             return False
-        if _TRANSACTION_WORDS.search(text) is None:
+        found = run.found
+        if found is None and _TRANSACTION_WORDS.search(run.text) is not None:
+            found = statements(self.connection(), run.text)
+        if found is None:
             return True
-        import duckdb
+        if any(kind == "TRANSACTION" for kind, _ in found):
+            return False
+        # one statement that makes no table is atomic on its own (and some, such as
+        # CHECKPOINT or ATTACH, cannot run inside a transaction at all)
+        return len(found) > 1 or found[0][0] not in _UNWRAPPED
 
-        try:
-            statements = self.connection().extract_statements(text)
-        except duckdb.Error:
-            return True
-        return not any(st.type == duckdb.StatementType.TRANSACTION for st in statements)
+    def _run(self, run: _Run, scans: dict[str, RelationScan]) -> Result:
+        """Run the text on a cursor: its session's own if the session keeps state (or this
+        statement makes it), otherwise a kept one; a write or several statements as one
+        transaction, unless the session has a transaction open.
 
-    def _run(
-        self,
-        text: str,
-        params: Any,
-        analysis: Analysis,
-        scans: dict[str, RelationScan],
-        sink: Callable[[pa.RecordBatchReader], Any] | None = None,
-        watch: Tracker | None = None,
-    ) -> Result:
-        """Run the text on a cursor of its own; a write or several statements as one transaction.
-
-        Plain tables the call creates or renames are checked before it
-        commits (names must be identifiers the catalog accepts, not taken by
-        another kind of object): a refused name rolls the whole call back.
+        Plain tables the call creates or renames are checked before it commits (names
+        must be identifiers the catalog accepts, not taken by another kind of object): a
+        refused name rolls the whole call back, or the session's transaction at COMMIT.
         """
-        import duckdb
-        import pyarrow as pa
+        session = run.session
+        on_session = session.stateful or run.found is not None
+        with session.lock if on_session else contextlib.nullcontext():
+            if session.closed:
+                from tesseradb.errors import DatabaseClosedError
 
-        con = self.connection()
-        store_cm = self.store.attached(con) if self._needs_store(analysis) else _no_store()
-        with store_cm as have_store:
-            # a statement that only changes rows leaves the catalog as it was, once a full
-            # look at the store since it was attached has brought the catalog in line (the
-            # first write repairs what a process killed between DuckDB's commit and the
-            # catalog's left)
-            row_write = _rows_only(analysis)
-            rows_only = row_write and self._catalog_in_line == self.store.attachments
-            # (such a statement is atomic on its own: no transaction around it)
-            wrap = not rows_only and self._wraps_in_transaction(text, analysis)
-            kept = self._cursor(con, have_store)
-            cursor = kept.cursor
-            with self._con_lock:
-                self._running.add(cursor)
-            clean = False
-            try:
-                kept.bind(
-                    {self._registered_name(scan): scan for scan in scans.values()},
-                    analysis.table_names if analysis.parsed else None,
-                )
-                if wrap:
-                    cursor.execute("BEGIN TRANSACTION")
-                tables = None
+                raise DatabaseClosedError("the SQL session is closed")
+            con = self.connection()
+            with (
+                self.store.attached(con, refresh=not session.in_transaction) as have_store,
+                self.store.writing(_may_write(run)),
+            ):
+                if not have_store and self.store.damage is not None and _may_write(run):
+                    raise TableStoreError(self.store.damage)
+                if on_session:
+                    if session.cursor is None:
+                        session.cursor = self._new_cursor(con)
+                    return self._run_on(run, scans, session.cursor, have_store, keep=False)
+                return self._run_on(run, scans, self._cursor(con), have_store, keep=True)
+
+    def _run_on(
+        self,
+        run: _Run,
+        scans: dict[str, RelationScan],
+        kept: _Cursor,
+        have_store: bool,
+        keep: bool,
+    ) -> Result:
+        import duckdb
+
+        analysis, session = run.analysis, run.session
+        before = session.in_transaction
+        # a statement that only changes rows leaves the catalog as it was, once a full
+        # look at the store since it was attached has brought the catalog in line (the
+        # first write repairs what a process killed between DuckDB's commit and the
+        # catalog's left)
+        row_write = _rows_only(analysis)
+        rows_only = row_write and self._catalog_in_line == self.store.attachments and not before
+        # (such a statement is atomic on its own: no transaction around it)
+        wrap = not rows_only and self._wraps_in_transaction(run)
+        cursor = kept.cursor
+        with self._con_lock:
+            self._running.add(cursor)
+        clean = False
+        after = before
+        try:
+            kept.bind(
+                {self._registered_name(scan): scan for scan in scans.values()},
+                analysis.table_names if analysis.parsed else None,
+            )
+            if before and have_store and _commits(run.found):
+                # the session's transaction is about to commit: its new tables are checked
+                # first, and a refused one rolls the whole transaction back
                 try:
-                    try:
-                        with _watching(cursor, watch):
-                            relation = (
-                                cursor.sql(text, params=params)
-                                if params is not None
-                                else cursor.sql(text)
-                            )
-                            if sink is not None and relation is not None:
-                                sink(relation.to_arrow_reader(_SINK_BATCH_ROWS))
-                                table = pa.table({})
-                            else:
-                                table = (
-                                    relation.to_arrow_table()
-                                    if relation is not None
-                                    else pa.table({})
-                                )
-                        if (
-                            (analysis.writes or not analysis.parsed)
-                            and have_store
-                            and not rows_only
-                        ):
-                            tables = self._store_tables(cursor)
-                            self._check_new_tables(tables)
-                        if wrap:
-                            cursor.execute("COMMIT")
-                    except BaseException:
-                        if wrap:
-                            with contextlib.suppress(duckdb.Error):
-                                cursor.execute("ROLLBACK")
-                        raise
-                except duckdb.InterruptException:
-                    if watch is not None:
-                        watch.check()  # cancelled through its token: say so
-                    raise InterruptedStatementError(
-                        "the statement was interrupted; nothing of it was kept"
-                    ) from None
-                except duckdb.Error as err:
-                    for scan in scans.values():
-                        if scan.error is not None:
-                            raise scan.error from None
-                    raise self._execution_error(text, err, analysis, scans) from None
-                if tables is not None:
-                    self._catalog_in_line = -1
-                    self.namespace.sync_tables(tables, [target for _, target in analysis.writes])
-                    self._catalog_in_line = self.store.attachments
-                elif rows_only:
-                    self.namespace.rows_written([target for _, target in analysis.writes])
-                # a statement that may have changed the cursor's own settings leaves it (one
-                # that only changed rows cannot have)
-                clean = analysis.parsed and (analysis.is_query or row_write)
+                    self._check_new_tables(self._store_tables(cursor))
+                except BaseException:
+                    with contextlib.suppress(duckdb.Error):
+                        cursor.execute("ROLLBACK")
+                    session.in_transaction = False
+                    raise
+            if wrap:
+                cursor.execute("BEGIN TRANSACTION")
+            tables = None
+            try:
+                try:
+                    with _watching(cursor, run.watch):
+                        table, types = self._fetch(cursor, run)
+                    after = (
+                        transaction_state(run.found, before) if run.found is not None else before
+                    )
+                    if (
+                        (analysis.writes or not analysis.parsed or before)
+                        and have_store
+                        and not rows_only
+                        and not after
+                        and not self.read_only
+                    ):
+                        tables = self._store_tables(cursor)
+                        self._check_new_tables(tables)
+                    if wrap:
+                        cursor.execute("COMMIT")
+                except BaseException:
+                    if wrap:
+                        with contextlib.suppress(duckdb.Error):
+                            cursor.execute("ROLLBACK")
+                    raise
+            except duckdb.InterruptException:
+                after = self._transaction_after_error(cursor, run, before)
+                if run.watch is not None:
+                    run.watch.check()  # cancelled through its token: say so
+                raise InterruptedStatementError(
+                    "the statement was interrupted; nothing of it was kept"
+                ) from None
+            except duckdb.Error as err:
+                after = self._transaction_after_error(cursor, run, before)
+                for scan in scans.values():
+                    if scan.error is not None:
+                        raise scan.error from None
+                raise self._execution_error(run, err, scans) from None
             finally:
-                kept.release()
-                with self._con_lock:
-                    self._running.discard(cursor)
+                session.in_transaction = after
+                if run.found is not None:
+                    self._session_changed(session, run)
+            if tables is not None:
+                self._catalog_in_line = -1
+                self.namespace.sync_tables(tables, [target for _, target in analysis.writes])
+                self._catalog_in_line = self.store.attachments
+            elif rows_only:
+                self.namespace.rows_written([target for _, target in analysis.writes])
+            # a statement that may have changed the cursor's own settings leaves it (one
+            # that only changed rows cannot have)
+            clean = analysis.parsed and (analysis.is_query or row_write)
+        finally:
+            kept.release()
+            with self._con_lock:
+                self._running.discard(cursor)
+            if keep:
                 if clean:
-                    self._keep(kept, have_store)
+                    self._keep(kept)
                 else:
                     cursor.close()
-        return Result(table, {scan.relation.name: scan.stats for scan in scans.values()})
+        conversion = Conversion(types, session.conversion_settings, session.lossless)
+        return Result(
+            table,
+            {scan.relation.name: scan.stats for scan in scans.values()},
+            conversion=conversion,
+        )
+
+    def _fetch(
+        self, cursor: duckdb.DuckDBPyConnection, run: _Run
+    ) -> tuple[pa.Table, tuple[str, ...]]:
+        """Run the text and take its rows: Arrow that loses no value (the cursor fetches
+        losslessly), or handed to the sink (as DuckDB's own Arrow, unless ``exact``); and
+        the DuckDB type of each column."""
+        import pyarrow as pa
+
+        relation = (
+            cursor.sql(run.text, params=run.params)
+            if run.params is not None
+            else cursor.sql(run.text)
+        )
+        if relation is None:
+            return pa.table({}), ()
+        types = tuple(str(t) for t in relation.types)
+        if run.sink is None:
+            return relation.to_arrow_table(), types
+        reader = relation.to_arrow_reader(_SINK_BATCH_ROWS)
+        conversion = Conversion(types, run.session.conversion_settings, run.session.lossless)
+        if run.exact:  # lossless, saying how to read it exactly
+            run.sink(_described(reader, conversion))
+        elif conversion.lossless or not arrow_lossy(types):
+            run.sink(reader)
+        else:  # as DuckDB's own Arrow, batch by batch
+            run.sink(_as_duckdb_arrow_batches(reader, conversion))
+        return pa.table({}), types
+
+    def _transaction_after_error(
+        self, cursor: duckdb.DuckDBPyConnection, run: _Run, before: bool
+    ) -> bool:
+        """Whether the session's transaction is open after its statement failed: as it was,
+        unless the text begins or ends one (then DuckDB is asked)."""
+        import duckdb
+
+        if run.found is None or not any(kind == "TRANSACTION" for kind, _ in run.found):
+            return before
+        if len(run.found) == 1:
+            return transaction_state(run.found, before)  # (a failed COMMIT still ends it)
+        try:
+            cursor.execute("BEGIN TRANSACTION")
+        except duckdb.Error:
+            return True  # "cannot start a transaction within a transaction"
+        with contextlib.suppress(duckdb.Error):
+            cursor.execute("ROLLBACK")
+        return False
+
+    def _session_changed(self, session: SQLSession, run: _Run) -> None:
+        """A statement that may have changed the session ran: settings are read again
+        (by every session: most settings are global), and the user's own Arrow setting
+        is noted while the session's cursor keeps fetching losslessly."""
+        import duckdb
+
+        self._settings_epoch += 1
+        if session.cursor is None or "arrow_lossless_conversion" not in run.text.lower():
+            return
+        cursor = session.cursor.cursor
+        read = "SELECT current_setting('arrow_lossless_conversion')"
+        with contextlib.suppress(duckdb.Error):
+            effective = cursor.execute(read).fetchone()
+            cursor.execute("RESET SESSION arrow_lossless_conversion")
+            overall = cursor.execute(read).fetchone()
+            # (SET SESSION ... = false shows in the effective value; a plain SET, global
+            # for this setting, under the session's own value)
+            session.lossless = bool(effective and effective[0]) and bool(overall and overall[0])
+            cursor.execute("SET SESSION arrow_lossless_conversion = true")
 
     def interrupt(self) -> None:
         """Cancel the statements running now (from another thread or a signal handler)."""
@@ -1109,10 +1201,11 @@ class SQLEngine:
             validate_name(name, kind)
 
     def _execution_error(
-        self, text: str, err: Exception, analysis: Analysis, scans: dict[str, RelationScan]
+        self, run: _Run, err: Exception, scans: dict[str, RelationScan]
     ) -> Exception:
         import duckdb
 
+        text = run.text
         message = str(err)
         if isinstance(err, duckdb.ParserException):
             return _syntax_error(text, None, err)
@@ -1120,6 +1213,10 @@ class SQLEngine:
         if isinstance(err, duckdb.CatalogException) and missing:
             name = missing.group(1)
             if self.namespace.kind_of(name) in ("table", "view"):
+                if self.store.damage is not None:
+                    return TableStoreError(self.store.damage)
+                if self.read_only and not run.retried:
+                    return _StaleSnapshot(name)
                 # the catalog names it, the table store lacks it: the store was lost or replaced
                 return TableStoreError(
                     f"{self.namespace.kind_of(name)} {name!r} is in the catalog but not in the "
@@ -1173,15 +1270,47 @@ class _MissingColumn(SQLExecutionError):
     """DuckDB could not bind a statement against the pruned columns: retry with all."""
 
 
+class _StaleSnapshot(Exception):
+    """A read-only database's snapshot lacks a table its catalog names: wait for a newer one."""
+
+
+@dataclass
+class _Run:
+    """One statement call on its way through the engine."""
+
+    text: str
+    params: Any
+    analysis: Analysis
+    session: SQLSession
+    found: list[tuple[str, str]] | None  # its statements, when one changes the session
+    sink: Callable[[pa.RecordBatchReader], Any] | None
+    watch: Tracker | None
+    exact: bool
+    retried: bool = False
+
+
+def _may_write(run: _Run) -> bool:
+    """Whether the statement may change the table store (a snapshot waits for it)."""
+    analysis = run.analysis
+    if analysis.parsed and analysis.is_query:
+        return _WRITING_FUNCTIONS.search(run.text) is not None
+    return True
+
+
+def _commits(found: list[tuple[str, str]] | None) -> bool:
+    """Whether these statements commit the session's open transaction."""
+    return found is not None and any(
+        kind == "TRANSACTION"
+        and query.strip().split(None, 1)[0].upper().rstrip(";") in ("COMMIT", "END")
+        for kind, query in found
+        if query.strip()
+    )
+
+
 def _describe(relation: Relation, use: RelationUse) -> list[str]:
     if not isinstance(relation, ScanDescribing):
         return []
     return [str(line) for line in relation.describe_scan(use.columns, use.predicate)]
-
-
-@contextmanager
-def _no_store() -> Iterator[bool]:
-    yield False
 
 
 def _first_line(message: str) -> str:
@@ -1250,6 +1379,31 @@ def _as_duckdb_gives(column: pa.ChunkedArray) -> pa.ChunkedArray:
     if pt.is_large_string(column.type) or pt.is_string_view(column.type):
         return column.cast(pa.string())
     return column
+
+
+def _as_duckdb_arrow_batches(
+    reader: pa.RecordBatchReader, conversion: Conversion
+) -> pa.RecordBatchReader:
+    """``reader``'s lossless batches in DuckDB's default Arrow form, as they come."""
+    import pyarrow as pa
+
+    first = as_duckdb_arrow(reader.schema.empty_table(), conversion)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            yield from as_duckdb_arrow(pa.Table.from_batches([batch]), conversion).to_batches()
+
+    return pa.RecordBatchReader.from_batches(first.schema, batches())
+
+
+def _described(reader: pa.RecordBatchReader, conversion: Conversion) -> pa.RecordBatchReader:
+    """``reader`` whose schema carries ``conversion`` (see :meth:`Conversion.described`)."""
+    import pyarrow as pa
+
+    schema = conversion.described(reader.schema)
+    return pa.RecordBatchReader.from_batches(
+        schema, (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in reader)
+    )
 
 
 def _empty_table() -> pa.Table:

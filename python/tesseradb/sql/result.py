@@ -1,4 +1,5 @@
-"""The answer of a SQL statement: an Arrow table with the conversions users expect."""
+"""The answer of a SQL statement: an Arrow table with the conversions users expect, each
+giving what DuckDB's own API gives (see :mod:`tesseradb.sql.values`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tesseradb.sql.relation import ScanStats
+    from tesseradb.sql.values import Conversion
 
 __all__ = ["Result"]
 
@@ -27,8 +29,10 @@ class Result:
         table: pa.Table,
         scan_stats: dict[str, ScanStats] | None = None,
         shortcut: str | None = None,
+        conversion: Conversion | None = None,
     ) -> None:
-        self._table = table
+        self._table = table  # (as fetched: lossless Arrow where DuckDB ran the statement)
+        self._conversion = conversion
         self.scan_stats: dict[str, ScanStats] = scan_stats or {}
         """Per relation read (by name): the scans, batches and rows it produced."""
         self.shortcut = shortcut
@@ -49,22 +53,49 @@ class Result:
     def __len__(self) -> int:
         return self._table.num_rows
 
+    @property
+    def conversion(self) -> Conversion:
+        """The DuckDB type of each column and the settings its conversions follow."""
+        if self._conversion is None:
+            from tesseradb.sql.values import Conversion, duckdb_types
+
+            self._conversion = Conversion(duckdb_types(self._table.schema))
+        return self._conversion
+
+    @property
+    def types(self) -> list[str]:
+        """The DuckDB type of each column (``BIGINT``, ``STRUCT(a INTEGER)``, ...)."""
+        return list(self.conversion.types)
+
     def arrow(self) -> pa.Table:
-        """The rows as a ``pyarrow.Table`` (no copy)."""
+        """The rows as a ``pyarrow.Table``, as DuckDB's ``arrow()`` gives them (no copy
+        unless a column's type has a lossless form the session did not ask for)."""
+        from tesseradb.sql.values import as_duckdb_arrow
+
+        return as_duckdb_arrow(self._table, self.conversion)
+
+    def exact_arrow(self) -> pa.Table:
+        """The rows as Arrow that loses no value (DuckDB's ``arrow_lossless_conversion``
+        form): what the server sends, read back exactly by :class:`Result`."""
         return self._table
 
     def df(self) -> pd.DataFrame:
-        """The rows as a pandas DataFrame."""
-        return self._table.to_pandas()
+        """The rows as a pandas DataFrame, as DuckDB's ``df()`` gives them."""
+        from tesseradb.sql.values import to_pandas
+
+        return to_pandas(self._table, self.conversion)
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        """The rows as a list of tuples, like a DB-API cursor."""
-        columns = [_python_values(c) for c in self._table.columns]
-        return list(zip(*columns, strict=True)) if columns else []
+        """The rows as a list of tuples of the Python values DuckDB's ``fetchall`` gives."""
+        from tesseradb.sql.values import python_rows
+
+        return python_rows(self._table, self.conversion)
 
     def fetchone(self) -> tuple[Any, ...] | None:
-        rows = self._table.slice(0, 1)
-        return tuple(_python_values(c)[0] for c in rows.columns) if rows.num_rows else None
+        from tesseradb.sql.values import python_rows
+
+        rows = python_rows(self._table.slice(0, 1), self.conversion)
+        return rows[0] if rows else None
 
     def scalar(self) -> Any:
         """The first column of the first row (``None`` if there are no rows)."""
@@ -72,18 +103,11 @@ class Result:
         return row[0] if row else None
 
     def numpy(self) -> dict[str, np.ndarray]:
-        """Column name to numpy array; a column with NULLs becomes a masked array."""
-        import numpy as np
+        """Column name to numpy array, as DuckDB's ``fetchnumpy()`` gives them; a column
+        with NULLs becomes a masked array."""
+        from tesseradb.sql.values import to_numpy
 
-        out: dict[str, np.ndarray] = {}
-        for name, column in zip(self._table.column_names, self._table.columns, strict=True):
-            if column.null_count:
-                mask = column.is_null().to_numpy(zero_copy_only=False)
-                filled = column.to_numpy(zero_copy_only=False)
-                out[name] = np.ma.masked_array(filled, mask=mask)
-            else:
-                out[name] = column.to_numpy(zero_copy_only=False)
-        return out
+        return to_numpy(self._table, self.conversion)
 
     def to_pylist(self) -> list[dict[str, Any]]:
         """The rows as a list of dicts."""
@@ -97,7 +121,7 @@ class Result:
         from tesseradb.errors import ExportError
 
         try:
-            return pl.from_arrow(self._table)
+            return pl.from_arrow(self.arrow())
         except (pl.exceptions.PolarsError, TypeError, ValueError) as err:
             kinds = ", ".join(f"{f.name} ({f.type})" for f in self._table.schema)
             raise ExportError(
@@ -120,7 +144,7 @@ class Result:
             raise InvalidArgumentError(
                 f"Result.to_{fmt}: path is a file name, not {type(path).__name__}"
             )
-        table = self._table
+        table = self.arrow()
         write_rows(lambda sink: sink(table.to_reader()), os.fspath(path), fmt, None)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
@@ -128,13 +152,3 @@ class Result:
 
     def __repr__(self) -> str:
         return f"Result({self._table.num_rows} rows: {', '.join(self.columns)})"
-
-
-def _python_values(column: Any) -> list[Any]:
-    """A column as Python values; integral decimals (DuckDB's HUGEINT sums) as ints, as DuckDB gives them."""
-    import pyarrow as pa
-
-    values = column.to_pylist()
-    if pa.types.is_decimal(column.type) and column.type.scale == 0:
-        return [None if v is None else int(v) for v in values]
-    return values

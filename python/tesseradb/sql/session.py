@@ -1,0 +1,140 @@
+"""SQL sessions: what DuckDB keeps per connection, kept between ``db.sql`` calls.
+
+A DuckDB connection is a session: its settings (``SET``), prepared statements,
+temporary tables, macros and secrets, variables, ``USE``, and an open transaction
+(``BEGIN`` ... ``COMMIT``) all last from one statement to the next. A database has one
+session (and the server one per client); statements that change such state run on the
+session's own cursor, and from then on so does every statement of that session, one at
+a time, so that each sees what the earlier ones left. A session that never changed any
+runs its statements on cursors of a shared pool, concurrently.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.sql.settings import RESULT_SETTINGS
+from tesseradb.sql.values import CONVERSION_SETTINGS
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from tesseradb.sql.analysis import Analysis
+
+__all__ = ["SQLSession", "changes_session", "read_settings", "transaction_state"]
+
+# statement types (DuckDB's own parser) that change or read what a session keeps
+_SESSION_TYPES = frozenset(
+    {
+        "SET",  # SET, RESET, USE, SET VARIABLE
+        "VARIABLE_SET",
+        "PREPARE",
+        "EXECUTE",
+        "TRANSACTION",
+        "CALL",
+        "PRAGMA",
+        "ATTACH",
+        "DETACH",
+        "LOAD",
+        "EXTENSION",
+        "INVALID",
+    }
+)
+# CREATE/DROP of what lives in the session (temporary objects, secrets, DEALLOCATE)
+_SESSION_OBJECTS = re.compile(r"\b(TEMP|TEMPORARY|SECRET|DEALLOCATE)\b", re.IGNORECASE)
+# functions that read or change the session's own state
+_SESSION_FUNCTIONS = re.compile(r"\b(setseed|getvariable)\s*\(", re.IGNORECASE)
+_TRANSACTION_BEGIN = ("BEGIN", "START")
+_TRANSACTION_END = ("COMMIT", "END", "ROLLBACK", "ABORT")
+
+
+def statements(con: duckdb.DuckDBPyConnection, text: str) -> list[tuple[str, str]] | None:
+    """(statement type, text) of each statement, by DuckDB's parser; None if it fails."""
+    import duckdb
+
+    try:
+        return [(st.type.name, st.query) for st in con.extract_statements(text)]
+    except duckdb.Error:
+        return None
+
+
+def changes_session(
+    con: duckdb.DuckDBPyConnection, text: str, analysis: Analysis
+) -> list[tuple[str, str]] | None:
+    """The statements of ``text`` if one of them changes (or needs) the session's state;
+    None if none does."""
+    if analysis.parsed and analysis.is_query:
+        if _SESSION_FUNCTIONS.search(text) is None:
+            return None
+    elif (
+        analysis.parsed
+        and analysis.statement_count == 1
+        and analysis.writes
+        and all(kind in ("INSERT", "UPDATE", "DELETE") for kind, _ in analysis.writes)
+        and _SESSION_FUNCTIONS.search(text) is None
+    ):
+        return None
+    found = statements(con, text)
+    if found is None:
+        return None  # DuckDB cannot parse it: running it says why
+    if _SESSION_FUNCTIONS.search(text) is not None:
+        return found
+    for kind, query in found:
+        if kind in _SESSION_TYPES:
+            return found
+        if kind in ("CREATE", "DROP") and _SESSION_OBJECTS.search(query):
+            return found
+    return None
+
+
+def transaction_state(found: list[tuple[str, str]], before: bool) -> bool:
+    """Whether a transaction is open after these statements ran, one was before."""
+    state = before
+    for kind, query in found:
+        if kind != "TRANSACTION":
+            continue
+        word = query.strip().split(None, 1)[0].upper().rstrip(";") if query.strip() else ""
+        if word in _TRANSACTION_BEGIN:
+            state = True
+        elif word in _TRANSACTION_END:
+            state = False
+    return state
+
+
+def read_settings(cursor: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The values of the settings that change answers or conversions, as ``cursor`` sees them."""
+    wanted = sorted(RESULT_SETTINGS | set(CONVERSION_SETTINGS))
+    rows = cursor.execute(
+        "SELECT name, value FROM duckdb_settings() WHERE list_contains($names, name)",
+        {"names": wanted},
+    ).fetchall()
+    return {str(name): "" if value is None else str(value) for name, value in rows}
+
+
+class SQLSession:
+    """One session of the engine (a database's own, or a served client's).
+
+    ``cursor`` is made when the first statement changes the session; from then on every
+    statement runs on it, one at a time (``lock``). What the engine learnt of the
+    session: whether a transaction is open, the settings that change answers and how
+    they differ from the database's defaults, and the user's ``arrow_lossless_conversion``.
+    """
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self.cursor: Any = None  # the engine's kept cursor (with its registered slots)
+        self.lock = threading.RLock()
+        self.in_transaction = False
+        self.attachment = -1  # the table store's attachment this cursor was set up in
+        self.use: str | None = None  # the user's last USE, run again after a re-attach
+        self.settings_epoch = -1  # the engine's settings epoch last read
+        self.changed_settings: frozenset[str] = frozenset()  # RESULT_SETTINGS not default
+        self.conversion_settings: tuple[tuple[str, str], ...] = ()
+        self.lossless = False  # the user's arrow_lossless_conversion
+        self.closed = False
+
+    @property
+    def stateful(self) -> bool:
+        return self.cursor is not None

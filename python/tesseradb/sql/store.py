@@ -1,0 +1,491 @@
+"""The table store: the database's DuckDB file of plain tables, and the snapshots that
+other processes read.
+
+DuckDB lets one process open a database file for writing and no other process open it
+meanwhile, not even to read; and a process reading it keeps the writer out. So the
+writing process attaches ``tables.duckdb`` for as long as its database is open, and
+*publishes snapshots*: a copy of the file and its WAL, taken while no statement writes,
+under ``tables.snapshots/``. A read-only database attaches the newest snapshot, and a
+newer one at its next statement once one appears. A reader therefore never makes the
+writer fail or wait (but for the copy), a busy writer never locks readers out, and
+every reader sees the tables as they were after some committed statement: consistent,
+at most ``PUBLISH_PERIOD`` (or ten copies' time, for a large store) behind a busy
+writer, and current once the writer is idle or closed.
+
+A snapshot is ``tables.<generation>.duckdb`` (with its ``.wal`` if there was one) and
+``tables.<generation>.json``, which names the size and time of the files it was copied
+from. A reader that finds the newest snapshot older than the store while no writer
+holds the database (a writer was killed between a write and its next snapshot) copies
+the store for itself, into a directory of its own, and checks that nothing changed
+while it copied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.errors import DatabaseLockedError, TableStoreError
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["PUBLISH_PERIOD", "SNAPSHOTS", "STORE_ALIAS", "TableStore"]
+
+STORE_ALIAS = "tessera_store"
+SNAPSHOTS = "tables.snapshots"  # the directory of published snapshots, beside the store
+# a busy writer publishes at most this often (and at most a tenth of its time copying)
+PUBLISH_PERIOD = 0.2
+_SNAPSHOT = re.compile(r"tables\.(\d{12})\.duckdb")
+# how long a reader whose catalog names a table its snapshot lacks waits for a newer one
+SNAPSHOT_WAIT = 5.0
+
+Identity = tuple[int, int, int] | None  # (inode, size, mtime_ns) of a file, None if absent
+
+
+def _identity(path: Path) -> Identity:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class TableStore:
+    """The table store of one open database, attached to the engine's DuckDB instance.
+
+    ``writer_elsewhere()`` says whether another process holds the database's writer lock
+    (a read-only database asks it before copying the store for itself).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        read_only: bool,
+        writer_elsewhere: Callable[[], bool] = lambda: False,
+        lock_timeout: float = 10.0,
+    ) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.writer_elsewhere = writer_elsewhere
+        self.lock_timeout = lock_timeout
+        self.snapshots = path.parent / SNAPSHOTS
+        self.before_detach: Callable[[], None] = lambda: None  # the engine drops its cursors
+        self.attachments = 0  # times attached so far (what was learnt of it may be stale)
+        self._attached: str | None = None  # the file attached (a snapshot, for readers)
+        # what was attached: the store's inode (writer), or what a reader's choice of
+        # file depended on (the newest snapshot, and the store's identity for its own copy)
+        self._source: Any = None
+        self._users = 0
+        self._lock = threading.Condition()
+        # held around each statement run on the base connection itself (ATTACH, DETACH,
+        # the engine's views): it refuses a second call while one runs
+        self.base_lock = threading.RLock()
+        # the write gate: statements that may write run in it together, a copy alone
+        self._writing = 0
+        self._copying = False
+        self._copy_waiting = False
+        # the writer's publishing
+        self._changed = False
+        self._closing = False
+        self._publisher: threading.Thread | None = None
+        self._last_publish = 0.0
+        self._publish_period = PUBLISH_PERIOD
+        self.damage: str | None = None  # why the store cannot be attached, if it cannot
+        self._private: Path | None = None  # a reader's own directory (copies, stand-in)
+        self._chosen = ""  # what a reader attached: snapshot, private (copy) or empty
+        self._copies = 0
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    # --- statements --------------------------------------------------------------------
+    @contextmanager
+    def attached(self, con: duckdb.DuckDBPyConnection, refresh: bool = True) -> Iterator[bool]:
+        """The store attached (as ``tessera_store``) for the duration of the block.
+
+        A read-only database attaches the newest snapshot (``refresh``: a newer one
+        than the one attached, if no statement uses the old one). Yields whether the
+        store holds the database's tables (False: a read-only database without any,
+        given an empty stand-in).
+        """
+        with self._lock:
+            if self._users == 0 and self._attached is not None and refresh and self._stale():
+                self._detach(con)
+            if self._attached is None:
+                try:
+                    self._attach(con)
+                    self.damage = None
+                except TableStoreError as err:
+                    # statements that do not need the plain tables still run; those that
+                    # do are told why (see the engine); the file is tried again once changed
+                    self.damage = str(err)
+                    self._attach_empty(con)
+                    self._chosen = "empty"
+                    self._source = self._source_key()
+            self._users += 1
+            available = self._chosen != "empty"
+        try:
+            yield available
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._lock.notify_all()
+
+    @contextmanager
+    def writing(self, may_write: bool) -> Iterator[None]:
+        """Run a statement that ``may_write`` the store inside the write gate: a snapshot
+        is never copied while one runs. Marks the store changed afterwards."""
+        if not may_write or self.read_only:
+            yield
+            return
+        with self._lock:
+            while self._copying or self._copy_waiting:
+                self._lock.wait()
+            self._writing += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._writing -= 1
+                self._changed = True
+                self._lock.notify_all()
+
+    def _stale(self) -> bool:
+        """(lock held) Whether what is attached is no longer what a statement should read:
+        a store replaced or removed behind the writer's back, or a newer snapshot."""
+        return self._source_key() != self._source
+
+    def _source_key(self) -> Any:
+        """What the choice of the attached file depended on."""
+        if self.damage is not None:
+            return _identity(self.path), _identity(_wal(self.path)), self._newest_snapshot()
+        if not self.read_only:
+            return _inode(self.path)
+        newest = self._newest_snapshot()
+        if self._chosen == "snapshot":
+            return newest
+        # the reader's own copy of the store, or an empty stand-in: the store counts too
+        return newest, _identity(self.path), _identity(_wal(self.path))
+
+    # --- attaching ---------------------------------------------------------------------
+    def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """(lock held)"""
+        if not self.read_only:
+            self._attach_file(con, self.path, read_only=False)
+            self._source = self._source_key()
+            if self._publisher is None:
+                self._publisher = threading.Thread(
+                    target=self._publish_loop, name="tessera-table-store", daemon=True
+                )
+                self._publisher.start()
+            if not self._published_current():
+                self._changed = True  # (a writer killed after a write left no snapshot of it)
+                self._lock.notify_all()
+            return
+        for _ in range(100):  # (the writer may delete a snapshot between listing and attaching)
+            source = self._reader_source()
+            if source is None:
+                self._attach_empty(con)
+                self._chosen = "empty"
+            else:
+                try:
+                    self._attach_file(con, source, read_only=True)
+                except FileNotFoundError:
+                    continue
+                self._chosen = "snapshot" if source.parent == self.snapshots else "private"
+            self._source = self._source_key()
+            return
+        raise TableStoreError(f"the table store's snapshots in {self.snapshots} keep vanishing")
+
+    def _attach_empty(self, con: duckdb.DuckDBPyConnection) -> None:
+        """(a read-only database without plain tables) An empty store of its own, read-only
+        as the real one would be."""
+        import duckdb
+
+        empty = self._private_directory() / "empty.duckdb"
+        if not empty.exists():
+            duckdb.connect(str(empty)).close()
+        self._attach_file(con, empty, read_only=True)
+
+    def _private_directory(self) -> Path:
+        if self._private is None:
+            self._private = Path(tempfile.mkdtemp(prefix="tessera-tables-"))
+        return self._private
+
+    def _attach_file(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+        import duckdb
+
+        quoted = str(path).replace("'", "''")
+        mode = " (READ_ONLY)" if read_only else ""
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.005
+        while True:
+            if read_only and not path.exists():
+                raise FileNotFoundError(path)
+            try:
+                with self.base_lock:
+                    con.execute(f"ATTACH '{quoted}' AS {STORE_ALIAS}{mode}")
+                break
+            except duckdb.IOException as err:
+                if read_only and not path.exists():
+                    raise FileNotFoundError(path) from None
+                if "lock" not in str(err).lower():
+                    raise TableStoreError(
+                        f"the table store {self.path} cannot be opened: "
+                        f"{str(err).removeprefix('IO Error: ')} (the plain tables live there; "
+                        "restore it from a backup, or move it aside to start with no tables)"
+                    ) from None
+                if time.monotonic() > deadline:
+                    holder = re.search(r"PID (\d+)", str(err))
+                    who = f"process {holder.group(1)}" if holder else "another process"
+                    raise DatabaseLockedError(
+                        f"the table store {path} is in use by {who}; "
+                        f"gave up after {self.lock_timeout:.0f} s"
+                    ) from err
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+            except duckdb.Error as err:  # a file DuckDB recognises but cannot read
+                raise TableStoreError(f"the table store {path} cannot be read: {err}") from None
+        self._attached = str(path)
+        self.attachments += 1
+
+    def _detach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """(lock held, no user)"""
+        self.before_detach()
+        self._attached = None
+        self._source = None
+        with self.base_lock:
+            con.execute(f"DETACH {STORE_ALIAS}")
+
+    def release(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Detach now if no statement is using the store (it is attached again when next
+        needed): for a test that opens the file itself."""
+        with self._lock:
+            if self._attached is not None and not self._users:
+                self._detach(con)
+
+    def close(self, con: duckdb.DuckDBPyConnection | None) -> None:
+        """Detach, and (the writer) publish what readers have not seen yet."""
+        with self._lock:
+            self._closing = True
+            publisher = self._publisher
+            self._lock.notify_all()
+        if publisher is not None:
+            publisher.join()
+        with self._lock:
+            if self._attached is not None and con is not None:
+                with contextlib.suppress(Exception):
+                    self._detach(con)  # (DuckDB checkpoints the file as it lets go)
+            if not self.read_only and self.path.exists() and not self._published_current():
+                with contextlib.suppress(OSError):
+                    self._publish_files()
+            if self._private is not None:
+                shutil.rmtree(self._private, ignore_errors=True)
+                self._private = None
+
+    def wait_for_newer(self, timeout: float) -> bool:
+        """(a reader) Wait until a snapshot newer than the one attached is published;
+        whether one was."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._stale():
+                    return True
+            time.sleep(0.02)
+        return False
+
+    # --- the writer publishes ------------------------------------------------------------
+    def publish_now(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Publish a snapshot now if the store changed since the last (tests, and a writer
+        opened on a store whose last writer was killed)."""
+        with self._lock:
+            if self._closing:
+                return
+            if self._attached is None:
+                self._attach(con)
+            if self._changed:
+                self._publish_quiet()
+
+    def publish_if_behind(self, connection: Callable[[], duckdb.DuckDBPyConnection]) -> None:
+        """(the writer, as it opens) Publish a snapshot, in a thread of its own, if the
+        newest one is behind the store: the last writer was killed before it published."""
+        if not self.path.exists() or self._published_current():
+            return
+
+        def publish() -> None:
+            with contextlib.suppress(Exception):  # (the database may close meanwhile)
+                with self._lock:
+                    if self._closing:
+                        return
+                self.publish_now(connection())
+
+        threading.Thread(target=publish, name="tessera-table-store-catchup", daemon=True).start()
+
+    def _publish_loop(self) -> None:
+        with self._lock:
+            while not self._closing:
+                if not self._changed:
+                    self._lock.wait()
+                    continue
+                wait = self._last_publish + self._publish_period - time.monotonic()
+                if wait > 0:
+                    self._lock.wait(wait)
+                    continue
+                self._publish_quiet()
+
+    def _publish_quiet(self) -> None:
+        """(lock held) Copy the store once no statement writes it, holding new ones back."""
+        # statements that write go first for a while; then new ones wait for the copy
+        polite = time.monotonic() + 1.0
+        while self._writing and time.monotonic() < polite:
+            self._lock.wait(max(polite - time.monotonic(), 0.001))
+        self._copy_waiting = True
+        try:
+            while self._writing:
+                self._lock.wait()
+            self._copying = True
+        finally:
+            self._copy_waiting = False
+        self._changed = False
+        began = time.monotonic()
+        self._lock.release()  # statements that only read go on while the files are copied
+        try:
+            self._publish_files()
+        except OSError:
+            self._changed = True  # (a full disk, say: tried again later; readers read older)
+        finally:
+            self._lock.acquire()
+            self._copying = False
+            self._lock.notify_all()
+        took = time.monotonic() - began
+        self._last_publish = time.monotonic()
+        self._publish_period = max(PUBLISH_PERIOD, 10 * took)
+
+    def _publish_files(self) -> None:
+        """Copy the store (and its WAL) as the next snapshot; drop the older ones."""
+        self.snapshots.mkdir(exist_ok=True)
+        for stray in self.snapshots.glob("*.tmp"):  # a copy a killed writer left
+            stray.unlink(missing_ok=True)
+        existing = self._snapshot_generations()
+        generation = (max(existing) + 1) if existing else 1
+        base = self.snapshots / f"tables.{generation:012d}"
+        source, wal = self.path, _wal(self.path)
+        identity = {"store": _identity(source), "wal": _identity(wal)}
+        copied = base.with_name(base.name + ".duckdb.tmp")
+        shutil.copyfile(source, copied)
+        _fsync_file(copied)
+        if identity["wal"] is not None:
+            copied_wal = base.with_name(base.name + ".duckdb.wal.tmp")
+            shutil.copyfile(wal, copied_wal)
+            _fsync_file(copied_wal)
+            copied_wal.replace(base.with_name(base.name + ".duckdb.wal"))
+        manifest = base.with_name(base.name + ".json.tmp")
+        manifest.write_text(json.dumps({"generation": generation, **identity}))
+        _fsync_file(manifest)
+        manifest.replace(base.with_name(base.name + ".json"))
+        copied.replace(base.with_name(base.name + ".duckdb"))  # last: readers look for this
+        for old in existing:
+            for suffix in (".duckdb", ".duckdb.wal", ".json"):
+                (self.snapshots / f"tables.{old:012d}{suffix}").unlink(missing_ok=True)
+
+    def _snapshot_generations(self) -> list[int]:
+        try:
+            names = os.listdir(self.snapshots)
+        except OSError:
+            return []
+        return [int(m.group(1)) for n in names if (m := _SNAPSHOT.fullmatch(n))]
+
+    def _newest_snapshot(self) -> Path | None:
+        generations = self._snapshot_generations()
+        if not generations:
+            return None
+        return self.snapshots / f"tables.{max(generations):012d}.duckdb"
+
+    def _manifest(self, snapshot: Path) -> dict[str, Any] | None:
+        try:
+            manifest = json.loads(snapshot.with_suffix(".json").read_text())
+        except (OSError, ValueError):
+            return None
+        return manifest if isinstance(manifest, dict) else None
+
+    def _published_current(self) -> bool:
+        """Whether the newest snapshot was copied from the store as it is now."""
+        newest = self._newest_snapshot()
+        manifest = None if newest is None else self._manifest(newest)
+        if manifest is None:
+            return False
+        current = {"store": _identity(self.path), "wal": _identity(_wal(self.path))}
+        return all(
+            (tuple(manifest.get(k)) if manifest.get(k) is not None else None) == current[k]
+            for k in current
+        )
+
+    # --- a reader's source ----------------------------------------------------------------
+    def _reader_source(self) -> Path | None:
+        """The file a read-only database attaches: the newest snapshot; its own copy of the
+        store when that snapshot is behind the store and no writer will publish a newer
+        one; None when there are no plain tables at all."""
+        newest = self._newest_snapshot()
+        if not self.path.exists():
+            # no store, no tables: a snapshot of a store that has since gone is not served
+            # (the catalog then names tables the store lacks: damage, as it should say)
+            return None
+        if newest is not None and self._published_current():
+            return newest
+        if self.writer_elsewhere():
+            return newest  # the writer publishes what it has written soon
+        private = self._copy_for_reader()
+        return private if private is not None else newest
+
+    def _copy_for_reader(self) -> Path | None:
+        """A copy of the store (and WAL) in a directory of this process's own, or None if
+        the store changed while it was copied (a writer has started: it publishes)."""
+        directory = self._private_directory()
+        for old in directory.glob("tables.*"):  # (an attached one stays readable: POSIX)
+            old.unlink(missing_ok=True)
+        self._copies += 1
+        target = directory / f"tables.{self._copies}.duckdb"
+        before = (_identity(self.path), _identity(_wal(self.path)))
+        try:
+            shutil.copyfile(self.path, target)
+            if before[1] is not None:
+                shutil.copyfile(_wal(self.path), _wal(target))
+        except OSError:
+            return None
+        after = (_identity(self.path), _identity(_wal(self.path)))
+        if before != after or self.writer_elsewhere():
+            return None
+        return target

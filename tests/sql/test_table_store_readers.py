@@ -1,0 +1,152 @@
+"""Readers in other processes never make the writer of plain tables fail or wait, and a
+busy writer never locks them out: they read published snapshots (issue 40, item 7)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import tesseradb
+from tesseradb.sql.store import SNAPSHOTS
+
+
+def _python(code: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_long_reader_in_another_process_does_not_stop_the_writer(tmp_path: Path) -> None:
+    path = tmp_path / "db.tdb"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE t AS SELECT range AS i FROM range(1000)")
+    reader = _python(f"""
+        import tesseradb
+        with tesseradb.connect({str(path)!r}, read_only=True) as db:
+            print("READING", flush=True)
+            # several seconds of one statement over the plain table
+            n = db.sql("SELECT count(*) FROM t a, t b, t c WHERE a.i + b.i + c.i = 1500").scalar()
+            print("DONE", n, flush=True)
+    """)
+    assert reader.stdout is not None
+    assert reader.stdout.readline().strip() == "READING"
+    time.sleep(0.5)
+    with tesseradb.connect(path) as db:
+        began = time.monotonic()
+        for i in range(20):
+            db.sql("INSERT INTO t VALUES (?)", [1000 + i])
+        took = time.monotonic() - began
+        assert db.sql("SELECT count(*) FROM t").scalar() == 1020
+    out, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0, err
+    assert "DONE" in out
+    assert took < 5, f"the writer waited {took:.1f} s for a reader"
+
+
+def test_a_busy_writer_does_not_lock_readers_out_and_they_see_whole_statements(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db.tdb"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE t (batch INTEGER, i INTEGER)")
+        reader = _python(f"""
+            import time, tesseradb
+            passes, torn, seen = 0, 0, set()
+            with tesseradb.connect({str(path)!r}, read_only=True) as db:
+                deadline = time.monotonic() + 4
+                while time.monotonic() < deadline:
+                    counts = db.sql("SELECT batch, count(*) FROM t GROUP BY batch").fetchall()
+                    torn += sum(1 for _, n in counts if n != 10)
+                    seen.update(b for b, _ in counts)
+                    passes += 1
+            print(passes, torn, len(seen), flush=True)
+        """)
+        batch = 0
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:  # a statement every 10 ms, ten rows each
+            db.sql("INSERT INTO t SELECT ?, range FROM range(10)", [batch])
+            batch += 1
+            time.sleep(0.01)
+        out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    passes, torn, seen = (int(x) for x in out.split())
+    assert torn == 0
+    assert passes >= 20, f"the reader got only {passes} passes in"
+    assert seen >= 10, f"the reader saw only {seen} of {batch} batches"
+
+
+def test_a_reader_sees_what_a_killed_writer_committed(tmp_path: Path) -> None:
+    path = tmp_path / "db.tdb"
+    writer = _python(f"""
+        import sys, time, tesseradb
+        db = tesseradb.connect({str(path)!r})
+        db.sql("CREATE TABLE t AS SELECT 1 AS x")
+        db.sql("INSERT INTO t VALUES (2)")
+        print("READY", flush=True)
+        time.sleep(60)
+    """)
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == "READY"
+    writer.kill()
+    writer.wait()
+    # the writer may have died before publishing its last write: the reader copies the
+    # store for itself then (no writer can change it meanwhile)
+    with tesseradb.connect(path, read_only=True) as db:
+        assert db.sql("SELECT list(x ORDER BY x) FROM t").scalar() == [1, 2]
+    # a writer opening the database publishes what readers had not seen
+    with tesseradb.connect(path) as db:
+        db._engine.publish_store()
+    with tesseradb.connect(path, read_only=True) as db:
+        assert db.sql("SELECT list(x ORDER BY x) FROM t").scalar() == [1, 2]
+        assert db._engine.store._chosen == "snapshot"
+
+
+def test_snapshots_are_replaced_not_accumulated(tmp_path: Path) -> None:
+    path = tmp_path / "db.tdb"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE t (x INTEGER)")
+        for i in range(5):
+            db.sql("INSERT INTO t VALUES (?)", [i])
+            db._engine.publish_store()
+    names = sorted(p.name for p in (path / SNAPSHOTS).iterdir())
+    assert len([n for n in names if n.endswith(".duckdb")]) == 1, names
+    assert not [n for n in names if n.endswith(".tmp")], names
+    # the snapshot is a DuckDB file of its own, with every committed row
+    [snapshot] = [path / SNAPSHOTS / n for n in names if n.endswith(".duckdb")]
+    con = duckdb.connect(str(snapshot), read_only=True)
+    assert con.execute("SELECT count(*) FROM t").fetchone() == (5,)
+    con.close()
+
+
+def test_a_reader_waits_for_a_table_the_catalog_names_before_its_snapshot(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db.tdb"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE a AS SELECT 1 AS x")
+        db._engine.publish_store()
+        with tesseradb.connect(path, read_only=True) as reader:
+            assert reader.sql("SELECT x FROM a").scalar() == 1
+            db.sql("CREATE TABLE b AS SELECT 2 AS y")  # in the catalog at once
+            assert reader.sql("SELECT y FROM b").scalar() == 2  # once published
+
+
+@pytest.mark.parametrize("statement", ["INSERT INTO t VALUES (1)", "CREATE TABLE u (x INT)"])
+def test_a_reader_cannot_write_the_snapshot(tmp_path: Path, statement: str) -> None:
+    path = tmp_path / "db.tdb"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE t (x INTEGER)")
+    with tesseradb.connect(path, read_only=True) as db:
+        with pytest.raises(tesseradb.errors.ReadOnlyError):
+            db.sql(statement)
+        db.sql("CREATE TEMP TABLE mine AS SELECT 1 AS x")  # the session's own
+        assert db.sql("SELECT x FROM mine").scalar() == 1
