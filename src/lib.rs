@@ -62,6 +62,7 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::storage::crc32c_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::kdtree_partition, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::assoc::intern_keys, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::assoc::triples_csr, m)?)?;

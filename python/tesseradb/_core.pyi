@@ -14,6 +14,7 @@ __all__ = [
     "__version__",
     "build_info",
     "build_segments",
+    "crc32c_bytes",
     "decode_chunks",
     "decode_column",
     "encode_chunks",
@@ -51,6 +52,21 @@ def build_info() -> dict[str, str | int]:
         ``version`` (the crate version, equal to the package version),
         ``profile`` (``release`` or ``debug``), ``target_arch``, ``target_os``
         and ``threads`` (the size of the rayon pool the kernels share).
+    """
+
+def crc32c_bytes(data: np.ndarray) -> int:
+    """The CRC-32C (Castagnoli) of a one-dimensional uint8 array, with the GIL released.
+
+    Parameters
+    ----------
+    data
+        The bytes (a numpy uint8 array, or a memory map of a file viewed as one).
+
+    Returns
+    -------
+    int
+        The checksum, an unsigned 32-bit integer: what each stored file of the
+        database that has no checksum of its own carries in its manifest.
     """
 
 def flatten_documents(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._lifetime import Lifetime
 from tesseradb.catalog import Catalog, validate_name
 from tesseradb.errors import (
     DatabaseClosedError,
@@ -49,7 +50,8 @@ class Registry:
         self.catalog = catalog
         self.read_only = read_only
         self.closed = False
-        self.context = KindContext(path, read_only, self, self.touched, executors)
+        self.lifetime = Lifetime(path)
+        self.context = KindContext(path, read_only, self, self.touched, executors, self.lifetime)
         # catalog kind -> the factory of its Kind; a room is imported when its kind is first needed
         self._factories: dict[str, Callable[[KindContext], Kind]] = {}
         self._kinds: dict[Callable[[KindContext], Kind], Kind] = {}  # factory -> its one instance
@@ -101,6 +103,8 @@ class Registry:
             if cached is None:
                 owner = self.kind(obj.kind)
                 opened = owner.open(obj.name, obj.spec)
+                if hasattr(type(opened), "_lifetime"):  # (it refuses every call once closed)
+                    opened._lifetime = self.lifetime
                 for suffix, relation in owner.relations(opened).items():
                     self._relations[f"{key}.{suffix.lower()}" if suffix else key] = relation
                 cached = self._open[key] = (owner, opened)
@@ -311,7 +315,10 @@ class Registry:
             opened = list(self._open.values())
             self._open.clear()
             self._relations.clear()
-        for owner, obj in opened:
-            owner.close(obj)
-        for made in list(self._kinds.values()):
-            made.shutdown()
+        try:
+            for owner, obj in opened:
+                owner.close(obj)
+            for made in list(self._kinds.values()):
+                made.shutdown()
+        finally:
+            self.lifetime.closed = True  # every handle given out refuses from now on

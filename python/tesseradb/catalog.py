@@ -40,7 +40,9 @@ _reserved_words: frozenset[str] | None = None
 
 
 def _reserved() -> frozenset[str]:
-    """DuckDB's reserved keywords, which cannot name a table without quoting."""
+    """DuckDB's keywords that cannot name a table without quoting: the reserved ones, and
+    those of the type/function category its grammar cannot read after FROM (``at``,
+    ``left``, ``glob``; ``map`` and ``struct`` it can)."""
     global _reserved_words
     if _reserved_words is None:
         import duckdb
@@ -48,11 +50,21 @@ def _reserved() -> frozenset[str]:
         con = duckdb.connect(":memory:")
         try:
             rows = con.execute(
-                "SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'"
+                "SELECT keyword_name, keyword_category FROM duckdb_keywords() "
+                "WHERE keyword_category IN ('reserved', 'type_function')"
             ).fetchall()
+            words = set()
+            for word, category in rows:
+                if category == "reserved":
+                    words.add(word.lower())
+                    continue
+                try:
+                    con.extract_statements(f"SELECT * FROM {word} JOIN {word} USING (x)")
+                except duckdb.Error:
+                    words.add(word.lower())
         finally:
             con.close()
-        _reserved_words = frozenset(r[0].lower() for r in rows)
+        _reserved_words = frozenset(words)
     return _reserved_words
 
 

@@ -36,6 +36,7 @@ from tesseradb._registry import Registry
 from tesseradb.catalog import CATALOG_FILE, Catalog, validate_name
 from tesseradb.errors import (
     InvalidArgumentError,
+    InvalidNameError,
     NotADatabaseError,
     ObjectNotFoundError,
     require_text,
@@ -389,13 +390,19 @@ class Database:
         that says how the statement was answered (``scan_stats``, ``shortcut``)."""
         return self._sql(text, params, progress, cancel, None, "db.stream_sql", sink)
 
-    def session(self) -> Session:
+    def session(self, restricted: bool = False) -> Session:
         """A SQL session of its own, as a DuckDB connection's ``cursor()`` is: its settings,
         prepared statements, temporary tables and transactions are apart from those of
         :meth:`sql` and of every other session. Close it (or use it as a context manager)
-        when done; an open transaction is then rolled back."""
+        when done; an open transaction is then rolled back.
+
+        ``restricted``: its queries run in a DuckDB instance where no file, extension or
+        setting can be reached (what a served user without the admin right gets), over
+        the newest snapshot of the plain tables (:mod:`tesseradb.sql.instance`).
+        """
+        _require_bool(restricted, "restricted", "db.session")
         self._check_open()
-        return Session(self, self._engine.new_session("session"))
+        return Session(self, self._engine.new_session("session", restricted))
 
     def _sql(
         self,
@@ -703,8 +710,16 @@ class Database:
         self._check_open()
         self._registry.check_writable("create a stream")
         validate_name(name, "stream")
+        parsed = RecordDescriptor.parse(descriptor)
+        for field in parsed.fields:  # (a field is a column: named as columns are)
+            try:
+                validate_name(field.name, "field")
+            except InvalidNameError as err:
+                from tesseradb.errors import DescriptorError
+
+                raise DescriptorError(f"stream {name!r}: {err}") from None
         spec = {
-            "descriptor": RecordDescriptor.parse(descriptor).to_dict(),
+            "descriptor": parsed.to_dict(),
             "options": StreamOptions.from_dict(options).to_dict(),
         }
         stream: Stream = self._registry.create("stream", name, spec)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from tesseradb._lifetime import Lifetime
 from tesseradb.executor import ExecutorSlot, default_slot
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class KindContext:
     on_write: Callable[[str], None]  # "this object changed" (ObjectInfo.modified)
     # where chunk- and file-parallel work runs (threads, or a Dask cluster after db.use)
     executors: ExecutorSlot = field(default_factory=default_slot)
+    # whether the database is still open: every handle a kind gives out asks it first
+    lifetime: Lifetime = field(default_factory=Lifetime)
 
 
 @runtime_checkable

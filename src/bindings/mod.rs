@@ -6,3 +6,4 @@ pub mod assoc;
 pub mod documents;
 pub mod records;
 pub mod ssdb;
+pub mod storage;

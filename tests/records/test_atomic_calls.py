@@ -19,6 +19,7 @@ import pytest
 
 import tesseradb
 from tesseradb.errors import SegmentFileError
+from tesseradb.records._calls import HEADER_SIZE, _header
 
 DESCRIPTOR = {
     "fields": [
@@ -179,17 +180,45 @@ def test_a_damaged_call_log_record_is_reported_and_its_segments_kept(tmp_path: P
     files = ingest_calls(path, 3)
     log = path / "streams" / "s" / "calls.log"
     data = bytearray(log.read_bytes())
-    data[16 + 32 + 3] ^= 0xFF  # the second call's record
+    data[HEADER_SIZE + 32 + 3] ^= 0xFF  # the second call's record
     log.write_bytes(bytes(data))
     with tesseradb.connect(path) as db:
         problems = db.stream("s").problems
         assert any("record 1 of its call log" in p for p in problems)
         assert any("belong to no committed call" in p for p in problems)
         assert all(f.exists() for f in files)  # a writer never removes what may be committed
-        assert db.sql("SELECT DISTINCT call FROM s ORDER BY call").fetchall() == [(0,), (2,)]
+        # never answered around: a query that may need the unvouched segments is refused,
+        # one whose box misses them (each call's v is apart) answers
+        with pytest.raises(SegmentFileError, match="belong to no committed call"):
+            db.sql("SELECT DISTINCT call FROM s ORDER BY call").fetchall()
+        assert db.sql("SELECT DISTINCT call FROM s WHERE v < 500").fetchall() == [(0,)]
         report = db.check(repair=True)
         assert report.ok
+        lost = [int(f.lost.split()[0].replace(",", "")) for f in report.findings if f.lost]
+        assert sum(lost) == 2000  # the damaged record's call, segment by segment
         assert db.sql("SELECT count(*) FROM s").scalar() == 4000
+
+
+def test_a_call_log_cut_short_is_damage_not_a_crash(tmp_path: Path) -> None:
+    """A log shorter than its checkpoint lost committed records: its segments are never
+    removed as a crash's leftovers, never served around, and repair says what is lost."""
+    path = tmp_path / "db"
+    files = ingest_calls(path, 5)
+    log = path / "streams" / "s" / "calls.log"
+    log.write_bytes(log.read_bytes()[: HEADER_SIZE + 2 * 32])  # three whole records cut
+    with tesseradb.connect(path) as db:
+        assert any("cut short" in p for p in db.stream("s").problems)
+        assert all(f.exists() for f in files)
+        with pytest.raises(SegmentFileError):
+            db.sql("SELECT count(*) FROM s").fetchall()
+        report = db.check(repair=True)
+        assert report.ok
+        lost = sum(int(f.lost.split()[0].replace(",", "")) for f in report.findings if f.lost)
+        assert lost == 3 * 2000
+        assert db.sql("SELECT count(*) FROM s").scalar() == 4000
+    assert len(list(path.rglob("quarantine/*.seg"))) == len(files) - len(
+        [f for f in files if f.exists()]
+    )
 
 
 def test_a_lost_call_log_is_made_again_from_the_segments(tmp_path: Path) -> None:
@@ -206,13 +235,15 @@ def test_a_torn_last_log_record_is_a_call_that_never_committed(tmp_path: Path) -
     ingest_calls(path, 2)
     log = path / "streams" / "s" / "calls.log"
     data = log.read_bytes()
-    log.write_bytes(data[:-5])  # the append of the second call's record was cut short
+    # the append of the second call's record was cut short by a crash: the header it
+    # wrote still says one record before it
+    log.write_bytes(_header(1) + data[HEADER_SIZE:-5])
     with tesseradb.connect(path, read_only=True) as db:
         assert db.sql("SELECT DISTINCT call FROM s").fetchall() == [(0,)]
     with tesseradb.connect(path) as db:
         assert db.sql("SELECT DISTINCT call FROM s").fetchall() == [(0,)]
         assert not db.stream("s").problems
-        assert log.stat().st_size == 16 + 32  # cut off; the second call's files removed
+        assert log.stat().st_size == HEADER_SIZE + 32  # cut off; the second call's files removed
         assert db.check().ok
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,14 @@ import tesseradb
 from tesseradb.errors import CancelledError, TesseraError
 from tesseradb.progress import Cancel
 from tesseradb.records import _stream
-from tesseradb.records._calls import CONTINUED, CONTINUES, CallLog, CallRecord, chain
+from tesseradb.records._calls import (
+    CONTINUED,
+    CONTINUES,
+    HEADER_SIZE,
+    CallLog,
+    CallRecord,
+    chain,
+)
 
 from .test_atomic_calls import DESCRIPTOR
 
@@ -288,7 +296,7 @@ def test_a_chain_missing_a_damaged_part_is_not_served_at_all(tmp_path: Path, dam
     log.read_new("s")
     log.append([CallRecord(11, 1, 7)])
     data = bytearray(log.path.read_bytes())
-    data[16 + 32 * (1 + damaged) + 20] ^= 0xFF  # a byte of the part's record count
+    data[HEADER_SIZE + 32 * (1 + damaged) + 20] ^= 0xFF  # a byte of the part's record count
     log.path.write_bytes(bytes(data))
     reader = CallLog(tmp_path)
     assert reader.read_new("s") == [CallRecord(1, 1, 10), CallRecord(11, 1, 7)]
@@ -297,10 +305,8 @@ def test_a_chain_missing_a_damaged_part_is_not_served_at_all(tmp_path: Path, dam
 
 def test_a_version_1_log_becomes_version_2_with_its_first_chain(tmp_path: Path) -> None:
     log = CallLog(tmp_path)
-    log.create([CallRecord(1, 1, 10)])
-    data = bytearray(log.path.read_bytes())
-    data[8:12] = (1).to_bytes(4, "little")  # as TesseraDB wrote it before chains
-    log.path.write_bytes(bytes(data))
+    # as TesseraDB wrote it before chains: a 16-byte header, then the records
+    log.path.write_bytes(struct.pack("<8sII", b"TSDBCALL", 1, 32) + CallRecord(1, 1, 10).encode())
     old = CallLog(tmp_path)
     assert old.read_new("s") == [CallRecord(1, 1, 10)]
     assert old.version == 1

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tesseradb
 from tesseradb.server._guard import Refused, check_statement
 
 from .conftest import Served
@@ -55,6 +56,13 @@ ATTACKS = [
     "SELECT * FROM other_db.main.plain",
     "USE memory",
     "VACUUM",
+    # table functions named without parentheses are tables to the parser
+    "SELECT * FROM duckdb_databases",
+    "SELECT path FROM duckdb_databases d",
+    "SELECT * FROM pragma_database_list",
+    "SELECT sql FROM duckdb_tables",
+    # an extension DuckDB would install over the network
+    "INSERT INTO plain SELECT * FROM ducklake_snapshots('x')",
 ]
 
 
@@ -135,3 +143,42 @@ def test_forbidden_calls_are_refused_wherever_they_hide(place: str, call: str, u
         check_statement(text, False, lambda kind, level: True, lambda name: "table")
     # and an admin's statement is never checked
     assert not check_statement(text, True, lambda kind, level: False, lambda name: "table").names
+
+
+# What a non-admin's queries meet past the guard: the restricted instance itself refuses.
+BEHIND_THE_GUARD = [
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_text('/etc/hostname')",
+    "SELECT * FROM glob('/etc/*')",
+    "SELECT * FROM ducklake_snapshots('x')",
+    "SELECT * FROM sniff_csv('/etc/passwd')",
+    "SELECT * FROM leaky",  # a view an admin made, whose body reads a file
+]
+
+
+@pytest.mark.parametrize("attack", BEHIND_THE_GUARD)
+def test_a_restricted_session_cannot_reach_files_or_extensions_even_past_the_guard(
+    database: tesseradb.Database, attack: str
+) -> None:
+    database.sql("CREATE OR REPLACE VIEW leaky AS SELECT * FROM read_text('/etc/hostname')")
+    with database.session(restricted=True) as session:
+        with pytest.raises(tesseradb.errors.SQLExecutionError):
+            session.sql(attack).fetchall()
+        # what it may read, it reads: plain tables (its own writes too) and every kind
+        assert session.sql("SELECT count(*) FROM plain").scalar() == 1000
+        session.sql("INSERT INTO plain VALUES (5000, 1.5)")
+        assert session.sql("SELECT count(*) FROM plain WHERE i = 5000").scalar() == 1
+        assert session.sql("SELECT count(*) FROM readings").scalar() == 5000
+        assert session.sql("SELECT count(*) FROM docs").scalar() == 30
+        # the paths it can see are its own private links, never the database's
+        paths = session.sql("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL")
+        assert all(str(database.path) not in str(p) for (p,) in paths.fetchall())
+        for setting in ("SET threads = 1", "SET enable_external_access = true"):
+            with pytest.raises(tesseradb.errors.TesseraError):
+                session.sql(setting)
+
+
+def test_a_typo_is_a_syntax_error_for_anyone(served: Served, tokens: dict[str, str]) -> None:
+    response = served.client(tokens["reader"]).post("/sql", json={"sql": "SELEC 1"})
+    assert response.status_code == 400, response.text
+    assert response.json()["type"] == "SQLSyntaxError"

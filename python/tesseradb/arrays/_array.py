@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._lifetime import Lifetime, refuses_when_closed
 from tesseradb.arrays._boxes import ArrayBoundsError, Box, chunk_box, chunk_grid, parse_key
 from tesseradb.arrays._decode import read_box, regrid_box
 from tesseradb.arrays._encode import scatter_cells, scatter_supported, write_box
@@ -123,19 +124,59 @@ def fit_values(values: Any, attr: Any, shape: tuple[int, ...], where: str) -> np
         return arr
     if np.can_cast(arr.dtype, dtype, casting="safe"):
         return arr.astype(dtype)
-    with np.errstate(all="ignore"):
-        cast = arr.astype(dtype)
-        back = cast.astype(arr.dtype)
-    same = back == arr
-    if arr.dtype.kind == "f":
-        same |= np.isnan(arr) & (np.isnan(back) if back.dtype.kind == "f" else False)
-    if not bool(np.all(same)):
-        bad = np.argwhere(~same)[0]
+    kept = kept_by_cast(arr, dtype)
+    if not bool(np.all(kept)):
+        bad = np.argwhere(~kept)[0]
         raise ArrayDtypeError(
             f"{where}: attribute {attr.name!r} is {attr.dtype}; value {arr[tuple(bad)].item()!r} at "
             f"{tuple(int(i) for i in bad)} of the {arr.dtype} input would change (no lossy casts)"
         )
-    return cast
+    with np.errstate(all="ignore"):
+        return arr.astype(dtype)
+
+
+def kept_by_cast(arr: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
+    """Per value of ``arr``, whether casting it to ``dtype`` keeps it exactly.
+
+    Integers are compared with the target's bounds (a round trip through a
+    wrapping cast would not tell: uint64 2**63 becomes int64 -2**63 and comes
+    back the same); floats into integers must be whole and within the bounds
+    (the upper bound, a power of two, is exact as a float); anything into a
+    float must come back the same (NaN as NaN).
+    """
+    import numpy as np
+
+    target = np.dtype(dtype)
+    if arr.dtype.kind == "b":
+        return np.ones(arr.shape, dtype=bool)
+    if target.kind in "iu":
+        info = np.iinfo(target)
+        if arr.dtype.kind in "iu":
+            if arr.size == 0:
+                return np.ones(arr.shape, dtype=bool)
+            source = np.iinfo(arr.dtype)
+            kept = np.ones(arr.shape, dtype=bool)
+            if source.min < info.min:
+                kept &= arr >= (info.min if info.min >= source.min else source.min)
+            if source.max > info.max:
+                kept &= arr <= np.array(info.max).astype(arr.dtype)
+            return kept
+        with np.errstate(all="ignore"):
+            whole = np.isfinite(arr) & (np.floor(arr) == arr)
+            return whole & (arr >= float(info.min)) & (arr < float(int(info.max) + 1))
+    if target.kind == "b":
+        return (arr == 0) | (arr == 1)
+    with np.errstate(all="ignore"):
+        cast = arr.astype(target)
+        if arr.dtype.kind in "iu":
+            # back into the source's integers only where the float is within their range
+            unsigned = arr.dtype.kind == "u"
+            low, high = (0.0, 2.0**64) if unsigned else (-(2.0**63), 2.0**63)
+            fits = np.isfinite(cast) & (cast >= low) & (cast < high)
+            back = np.where(fits, cast, 0).astype(np.uint64 if unsigned else np.int64)
+            return fits & (back == arr)
+        back = cast.astype(arr.dtype)
+        return (back == arr) | (np.isnan(arr) & np.isnan(back))
 
 
 def _require_callable(fn: object, where: str) -> None:
@@ -143,8 +184,15 @@ def _require_callable(fn: object, where: str) -> None:
         raise InvalidArgumentError(f"{where} takes a function, not {type(fn).__name__}")
 
 
+@refuses_when_closed
 class _ArrayBase:
     """Reads, writes and chunk iteration over one session source; shared by arrays and forks."""
+
+    _lifetime: Lifetime | None = None  # an array of a database (snapshots for tasks have none)
+
+    def _check_open(self) -> None:
+        if self._lifetime is not None:
+            self._lifetime.check(f"array {self.name!r}")
 
     name: str
     schema: ArraySchema
@@ -788,6 +836,7 @@ def _call_on_view(fn: Callable[[ChunkView], Any], source: ArraySnapshot, plan: A
     return fn(source._chunk_view(source._session, *plan))
 
 
+@refuses_when_closed
 class Array(_ArrayBase):
     """A named array of the database (``db.create_array``, ``db.array``).
 
@@ -1139,6 +1188,7 @@ class Array(_ArrayBase):
         """This array at a past ``version`` (snapshot id) or ``as_of`` a time, read-only."""
         past = Array(self.name, self.schema, self._repo, True, version, as_of)
         past._executors = self._executors
+        past._lifetime = self._lifetime
         return past
 
     # --- lazy views -------------------------------------------------------------------
@@ -1240,12 +1290,16 @@ class ArrayFork(ArraySnapshot):
         return self._session, False
 
 
+@refuses_when_closed
 class ArrayView:
     """The cells of an array inside a box (:meth:`Array.between`), read only when asked."""
 
     def __init__(self, array: Array, box: Box) -> None:
         self.array = array
         self.box = box
+
+    def _check_open(self) -> None:
+        self.array._check_open()
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -37,6 +37,8 @@ ATTRIBUTE_TYPES = (
 )
 _TYPE_ALIASES = {"float": "float32", "double": "float64", "boolean": "bool"}
 CODECS = ("zstd", "blosc", "none")
+# the levels each codec takes (zstd's fast negative ones too; none ignores its level)
+CODEC_LEVELS = {"zstd": (-131072, 22), "blosc": (0, 9), "none": (-131072, 22)}
 SCHEMA_VERSION = 1
 # Limits, checked when an array is created (docs/reliability.md lists them)
 MAX_DIMENSIONS = 32
@@ -170,6 +172,11 @@ class ArraySchema:
         if codec not in CODECS:
             raise ArraySchemaError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
         level = _integer(level, "level")
+        low, high = CODEC_LEVELS.get(codec, (level, level))
+        if not low <= level <= high:
+            raise ArraySchemaError(
+                f"level {level} is out of range for codec {codec!r}: {low} to {high}"
+            )
         return cls(tuple(dim_list), tuple(attr_list), origin_t, codec, level, dict(extra or {}))
 
     def to_dict(self) -> dict[str, Any]:

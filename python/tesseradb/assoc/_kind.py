@@ -67,22 +67,39 @@ class AssocTableKind(KindBase):
             )
         ]
 
-    def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified]:
-        from tesseradb.checks import Finding, Verified
+    def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified | None]:
+        from tesseradb.checks import QUARANTINE, Finding, Verified
 
         table: AssocTable = self.context.objects.get(obj.name)
         findings: list[Finding] = []
-        triples = 0
         for problem_run, problem in table.verify():
+            part = f"assoc/{obj.name}/{problem_run}"
+            if not repair:
+                findings.append(
+                    Finding(
+                        obj.name,
+                        part,
+                        problem,
+                        action="`tessera check --repair` sets the run aside; or restore it "
+                        "from a backup",
+                    )
+                )
+                continue
+            target = self.context.path / QUARANTINE / f"assoc__{obj.name}__{problem_run}"
+            while target.exists():
+                target = target.with_name(target.name + "_")
+            lost = table.set_aside(problem_run, target)
             findings.append(
                 Finding(
                     obj.name,
-                    f"assoc/{obj.name}/{problem_run}",
+                    part,
                     problem,
-                    action="restore it from a backup, or drop the table",
+                    action=f"moved to {target.relative_to(self.context.path)}",
+                    lost=lost,
+                    repaired=True,
                 )
             )
-        if not findings:
-            triples = table.triples_written
-        what = f"{table.runs} runs, {triples:,} triples" if not findings else "runs unreadable"
-        return findings, Verified(obj.name, self.label, what)
+        if findings and not repair:
+            return findings, None  # (nothing of it is said to be whole)
+        triples = table.triples_written
+        return findings, Verified(obj.name, self.label, f"{table.runs} runs, {triples:,} triples")

@@ -15,6 +15,11 @@ run is a folder of memory-mapped files::
       deg.npy                        entries per column key in this put (with degrees)
       txt_keys.arrow txt.arrow       row keys and their texts (with text)
 
+``meta.json`` holds the CRC-32C of every other file of the run, and the
+manifest that of each run's ``meta.json``: a file is verified the first
+time a process reads it (and wholly by ``tessera check``), so a damaged
+byte is an error naming the file, never a changed answer.
+
 ``manifest.json`` lists the runs in the order they were put; a later run's
 triple wins over an earlier one's at the same (row, column), as a later
 write wins in Accumulo. A put writes its run under a temporary name,
@@ -38,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from tesseradb import _core
-from tesseradb._durable import fsync_path
+from tesseradb._durable import file_checksum, fsync_path
 from tesseradb.errors import DamagedStorageError
 
 MANIFEST = "manifest.json"
@@ -97,9 +102,11 @@ def _opened(path: Path, load: Callable[[Path], Any]) -> Any:
     been merged away by another process, and reads the runs again."""
     try:
         return load(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, DamagedStorageError):
         raise
-    except (OSError, ValueError, TypeError, KeyError) as err:  # pyarrow's errors are ValueErrors
+    # (pyarrow's errors are ValueErrors, IndexErrors or MemoryErrors: a damaged length
+    # asks for terabytes)
+    except (OSError, ValueError, TypeError, KeyError, IndexError, MemoryError) as err:
         raise DamagedStorageError(f"{path} cannot be read ({err})") from None
 
 
@@ -109,20 +116,44 @@ def _arrow_column(path: Path, column: str) -> Any:
     return feather.read_table(path, memory_map=True).column(column).combine_chunks()
 
 
-def _read_keys(folder: Path, stem: str, kind: str) -> Any:
+def _read_keys(folder: Path, stem: str, kind: str, verified: Callable[[Path], Path]) -> Any:
     if kind == "text":
         path = folder / f"{stem}.arrow"
-        return TextKeys(_opened(path, lambda p: _arrow_column(p, "key")), path)
-    return _opened(folder / f"{stem}.npy", lambda p: np.load(p, mmap_mode="r"))
+        return TextKeys(_opened(path, lambda p: _arrow_column(verified(p), "key")), path)
+    return _opened(folder / f"{stem}.npy", lambda p: np.load(verified(p), mmap_mode="r"))
 
 
 @dataclass
 class Run:
-    """One run's files, opened lazily (memory-mapped)."""
+    """One run's files, opened lazily (memory-mapped), each verified against its
+    checksum when first opened."""
 
     folder: Path
     meta: dict[str, Any]
     _cache: dict[str, Any] = field(default_factory=dict)
+
+    def verified(self, path: Path) -> Path:
+        """``path``, once its bytes match the checksum ``meta.json`` gives it (a run written
+        before checksums has none: its parts are checked for agreeing, see the table)."""
+        expected = self.meta.get("checksums", {}).get(path.name)
+        if expected is None:
+            return path
+        try:
+            found = file_checksum(path)
+        except FileNotFoundError:
+            raise
+        except OSError as err:
+            raise DamagedStorageError(f"{path} cannot be read ({err})") from None
+        if found != expected:
+            raise DamagedStorageError(
+                f"{path} is damaged: its checksum is {found:08x}, not {expected:08x} as written"
+            )
+        return path
+
+    def verify_all(self) -> None:
+        """Every file of the run against its checksum (``tessera check``)."""
+        for name in sorted(self.meta.get("checksums", {})):
+            self.verified(self.folder / name)
 
     @property
     def triples(self) -> int:
@@ -138,25 +169,30 @@ class Run:
         """Sorted unique keys of ``row``, ``col`` or ``txt``."""
         name = f"{axis}_keys"
         if name not in self._cache:
-            self._cache[name] = _read_keys(self.folder, name, self.meta[f"{axis}_kind"])
+            kind = self.meta.get(f"{axis}_kind")
+            if kind not in ("text", "number"):
+                raise DamagedStorageError(
+                    f"{self.folder / 'meta.json'} names no kind of {axis} keys ({kind!r})"
+                )
+            self._cache[name] = _read_keys(self.folder, name, kind, self.verified)
         return self._cache[name]
 
     def array(self, name: str) -> np.ndarray:
         if name not in self._cache:
             path = self.folder / f"{name}.npy"
-            self._cache[name] = _opened(path, lambda p: np.load(p, mmap_mode="r"))
+            self._cache[name] = _opened(path, lambda p: np.load(self.verified(p), mmap_mode="r"))
         return self._cache[name]
 
     def values(self) -> Any:
         """The run's sorted unique string values."""
         if "vals" not in self._cache:
-            self._cache["vals"] = _read_keys(self.folder, "vals", "text")
+            self._cache["vals"] = _read_keys(self.folder, "vals", "text", self.verified)
         return self._cache["vals"]
 
     def texts(self) -> Any:
         if "txt" not in self._cache:
             path = self.folder / "txt.arrow"
-            self._cache["txt"] = _opened(path, lambda p: _arrow_column(p, "text"))
+            self._cache["txt"] = _opened(path, lambda p: _arrow_column(self.verified(p), "text"))
         return self._cache["txt"]
 
 
@@ -228,8 +264,8 @@ def write_run(
                     pa.array(text, type=pa.large_string()),
                 )
             )
-        for job in jobs:
-            job.result()  # a failed write raises here, and the caller removes tmp
+        # a failed write raises here, and the caller removes tmp
+        meta["checksums"] = dict(job.result() for job in jobs)
     (tmp / "meta.json").write_text(json.dumps(meta))
     fsync_path(tmp / "meta.json")
     fsync_path(tmp)
@@ -242,33 +278,42 @@ def _is_text(keys: Any) -> bool:
     return isinstance(keys, pa.Array) or keys.dtype == object
 
 
-def _save_synced(path: Path, array: np.ndarray) -> None:
+def _save_synced(path: Path, array: np.ndarray) -> tuple[str, int]:
+    """Write, fsync, and checksum (from the page cache) one file: (its name, its CRC)."""
     with open(path, "wb") as out:
         np.save(out, array)
         out.flush()
         os.fsync(out.fileno())
+    return path.name, file_checksum(path)
 
 
-def _write_arrow_synced(path: Path, column: str, array: Any) -> None:
+def _write_arrow_synced(path: Path, column: str, array: Any) -> tuple[str, int]:
     import pyarrow as pa
     import pyarrow.feather as feather
 
     feather.write_feather(pa.table({column: array}), path, compression="uncompressed")
     fsync_path(path)
+    return path.name, file_checksum(path)
 
 
-def _write_keys_synced(folder: Path, stem: str, keys: Any) -> None:
+def _write_keys_synced(folder: Path, stem: str, keys: Any) -> tuple[str, int]:
     if _is_text(keys):
         import pyarrow as pa
 
         array = keys if isinstance(keys, pa.Array) else pa.array(keys, type=pa.large_string())
-        _write_arrow_synced(folder / f"{stem}.arrow", "key", array)
-    else:
-        _save_synced(folder / f"{stem}.npy", np.ascontiguousarray(keys, dtype=np.float64))
+        return _write_arrow_synced(folder / f"{stem}.arrow", "key", array)
+    return _save_synced(folder / f"{stem}.npy", np.ascontiguousarray(keys, dtype=np.float64))
+
+
+def _json_crc(data: dict[str, Any]) -> int:
+    """The CRC-32C of a manifest's content (keys sorted, so written and read agree)."""
+    text = json.dumps(data, sort_keys=True).encode()
+    return int(_core.crc32c_bytes(np.frombuffer(text, dtype=np.uint8)))
 
 
 class Manifest:
-    """The ordered list of a table's runs, replaced whole on every change."""
+    """The ordered list of a table's runs, replaced whole on every change (with the
+    checksum of its content, and of each run's ``meta.json``)."""
 
     def __init__(self, folder: Path, read_only: bool) -> None:
         self.folder = folder
@@ -296,10 +341,15 @@ class Manifest:
         if path.exists():
             try:
                 data = json.loads(path.read_text())
+                expected = data.pop("crc", None)  # (a manifest written before it has none)
+                if expected is not None and expected != _json_crc(data):
+                    raise ValueError("its checksum does not match: it is damaged")
                 self.runs: list[str] = list(data["runs"])
                 self.next = int(data["next"])
                 self.kinds: dict[str, str | None] = dict(data["kinds"])
-            except (ValueError, KeyError, TypeError) as err:
+                # each run's meta.json checksum (a manifest written before them has none)
+                self.metas: dict[str, int] = {k: int(v) for k, v in data.get("metas", {}).items()}
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
                 raise DamagedStorageError(
                     f"associative table {folder.name!r}: {path} cannot be read ({err})"
                 ) from None
@@ -310,6 +360,7 @@ class Manifest:
         else:
             self.runs, self.next = [], 1
             self.kinds = {"row": None, "col": None, "values": None, "txt": None}
+            self.metas = {}
 
     def remove_leftovers(self) -> list[str]:
         """Deletes runs the manifest does not name (a put killed before its manifest)."""
@@ -325,8 +376,22 @@ class Manifest:
                 removed.append(child.name)
         return removed
 
-    def commit(self, runs: list[str], kinds: dict[str, str | None], next_id: int) -> None:
-        data = {"format": FORMAT, "runs": runs, "next": next_id, "kinds": kinds}
+    def commit(
+        self,
+        runs: list[str],
+        kinds: dict[str, str | None],
+        next_id: int,
+        metas: dict[str, int] | None = None,
+    ) -> None:
+        metas = {r: c for r, c in {**self.metas, **(metas or {})}.items() if r in runs}
+        data: dict[str, Any] = {
+            "format": FORMAT,
+            "runs": runs,
+            "next": next_id,
+            "kinds": kinds,
+            "metas": metas,
+        }
+        data["crc"] = _json_crc(data)
         tmp = self.folder / f"{MANIFEST}.tmp"
         with open(tmp, "w") as out:
             out.write(json.dumps(data))
@@ -334,7 +399,7 @@ class Manifest:
             os.fsync(out.fileno())
         os.replace(tmp, self.folder / MANIFEST)
         fsync_path(self.folder)
-        self.runs, self.kinds, self.next = runs, kinds, next_id
+        self.runs, self.kinds, self.next, self.metas = runs, kinds, next_id, metas
         self._seen = self._stamp()
 
     def publish(
@@ -343,6 +408,7 @@ class Manifest:
         """Renames a written run into place and commits the manifest naming it:
         after the others, or in place of the runs ``replacing`` (start, stop)."""
         name = f"run-{self.next:06d}"
+        meta = file_checksum(tmp / "meta.json")
         os.replace(tmp, self.folder / name)
         fsync_path(self.folder)
         if replacing is None:
@@ -350,13 +416,27 @@ class Manifest:
         else:
             start, stop = replacing
             runs = [*self.runs[:start], name, *self.runs[stop:]]
-        self.commit(runs, kinds, self.next + 1)
+        self.commit(runs, kinds, self.next + 1, {name: meta})
         return name
 
     def open_run(self, name: str) -> Run:
         folder = self.folder / name
+        path = folder / "meta.json"
         try:
-            meta = json.loads((folder / "meta.json").read_text())
+            text = path.read_bytes()
+            expected = self.metas.get(name)
+            if expected is not None:
+                import numpy as np
+
+                found = int(_core.crc32c_bytes(np.frombuffer(text, dtype=np.uint8)))
+                if found != expected:
+                    raise ValueError(
+                        f"meta.json is damaged: its checksum is {found:08x}, not "
+                        f"{expected:08x} as written"
+                    )
+            meta = json.loads(text)
+            if not isinstance(meta, dict) or not isinstance(meta.get("triples", 0), int):
+                raise ValueError("meta.json does not describe a run")
         except FileNotFoundError:
             raise  # merged away by another process: the reader reads the runs again
         except (OSError, ValueError) as err:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tesseradb._lifetime import Lifetime, refuses_when_closed
 from tesseradb.assoc import _keys
 from tesseradb.assoc._assoc import (
     Assoc,
@@ -27,7 +28,7 @@ from tesseradb.assoc._assoc import (
     triples_matrix,
 )
 from tesseradb.assoc._store import Manifest, Run, write_run
-from tesseradb.errors import AssocError, DamagedStorageError, ReadOnlyError
+from tesseradb.errors import AssocError, DamagedStorageError, ReadOnlyError, require_text
 from tesseradb.sql.predicate import ColumnDomain, Predicate
 from tesseradb.sql.relation import Estimate
 
@@ -50,6 +51,7 @@ def _kind_of(keys: Any) -> str:
     return "number" if isinstance(keys, np.ndarray) and keys.dtype != object else "text"
 
 
+@refuses_when_closed
 class AssocTable:
     """A persistent associative table (``db.create_assoc_table``).
 
@@ -60,6 +62,12 @@ class AssocTable:
     ``T.deg[cols, :]`` the column degrees summed on insert (``TedgeDeg``) and
     ``T.txt[rows, :]`` the raw texts (``TedgeTxt``).
     """
+
+    _lifetime: Lifetime | None = None  # (set by the database that opened it)
+
+    def _check_open(self) -> None:
+        if self._lifetime is not None:
+            self._lifetime.check(f"associative table {self.name!r}")
 
     def __init__(
         self,
@@ -105,8 +113,9 @@ class AssocTable:
         try:
             return read(self._current())
         except FileNotFoundError as err:  # not a merge: a file of a listed run is gone
+            missing = err.filename or str(err)
             raise DamagedStorageError(
-                f"associative table {self.name!r}: {err.filename} is missing"
+                f"associative table {self.name!r}: {missing} is missing"
             ) from None
 
     @property
@@ -197,6 +206,8 @@ class AssocTable:
         if any(not isinstance(t, str) for t in items):
             bad = next(i for i, t in enumerate(items) if not isinstance(t, str))
             raise AssocError(f"texts: item {bad} is {type(items[bad]).__name__}, not str")
+        for i, text in enumerate(items):
+            require_text(text, f"text {i}", f"{self.name}.put_text")
         if source.length != len(items):
             raise AssocError(
                 f"{source.length} row keys and {len(items)} texts: they must be as many"
@@ -345,6 +356,27 @@ class AssocTable:
                 problems.append((name, str(err)))
         return problems
 
+    def set_aside(self, run: str, quarantine: Path) -> str:
+        """Take a damaged run out of the table (``tessera check --repair``): its folder is
+        moved to ``quarantine``, and the manifest no longer names it. Returns what is
+        lost with it: the triples of that put (or merge of puts), as its files say."""
+        self._writable("repair")
+        with self._lock:
+            self._manifest.refresh()
+            if run not in self._manifest.runs:
+                return "nothing (the run is no longer part of the table)"
+            try:
+                lost = f"the {self._manifest.open_run(run).triples:,} triples of {run}"
+            except Exception:  # its meta.json is what is damaged
+                lost = f"every triple of {run} (its count is unreadable)"
+            quarantine.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(self.folder / run, quarantine)
+            runs = [r for r in self._manifest.runs if r != run]
+            self._manifest.commit(runs, dict(self._manifest.kinds), self._manifest.next)
+            self._runs.clear()
+        self._on_write(self.name)
+        return lost
+
     def __repr__(self) -> str:
         return (
             f"AssocTable({self.name!r}, {self.runs} runs, {self.triples_written} triples written)"
@@ -366,7 +398,9 @@ class AssocTable:
 
 
 def _verify_run(run: Run) -> None:
-    """Reads every file of a run and checks that the parts agree; raises on the first fault."""
+    """Reads every file of a run, checks each against its checksum and that the parts
+    agree; raises on the first fault."""
+    run.verify_all()
     if run.triples:
         rows, cols = len(run.keys("row")), len(run.keys("col"))
         for axis, count, other in (("row", rows, cols), ("col", cols, rows)):
@@ -395,9 +429,13 @@ def _verify_run(run: Run) -> None:
         raise ValueError("txt.arrow does not hold one text per key")
 
 
+@refuses_when_closed
 class _Transposed:
     def __init__(self, table: AssocTable) -> None:
         self.table = table
+
+    def _check_open(self) -> None:
+        self.table._check_open()
 
     def __getitem__(self, selection: Any) -> Assoc:
         cols, rows = _pair(selection, f"{self.table.name}.T")
@@ -406,9 +444,13 @@ class _Transposed:
         return (found if _is_all(rows) else found[rows, :]).T
 
 
+@refuses_when_closed
 class _Degrees:
     def __init__(self, table: AssocTable) -> None:
         self.table = table
+
+    def _check_open(self) -> None:
+        self.table._check_open()
 
     def __getitem__(self, selection: Any) -> Assoc:
         keys, cols = _pair(selection, f"{self.table.name}.deg")
@@ -417,9 +459,13 @@ class _Degrees:
         return found if _is_all(cols) else found[:, cols]
 
 
+@refuses_when_closed
 class _Texts:
     def __init__(self, table: AssocTable) -> None:
         self.table = table
+
+    def _check_open(self) -> None:
+        self.table._check_open()
 
     def __getitem__(self, selection: Any) -> Assoc:
         keys, cols = _pair(selection, f"{self.table.name}.txt")
@@ -509,9 +555,10 @@ def _degrees(runs: Sequence[Run], pick: Picker = _every) -> Assoc:
         picked = _picked(keys, pick)
         keys_all.append(np.asarray(keys[picked]))
         counts_all.append(np.asarray(run.array("deg")[picked]))
-    if not keys_all:
+    keys = np.concatenate(keys_all) if keys_all else np.empty(0, dtype=object)
+    if not len(keys):  # (no key picked: an empty answer, as D4M gives)
         return Assoc([], [], [])
-    return Assoc(np.concatenate(keys_all), "degree,", np.concatenate(counts_all), sum)
+    return Assoc(keys, "degree,", np.concatenate(counts_all), sum)
 
 
 def _texts(runs: Sequence[Run], pick: Picker = _every) -> Assoc:
@@ -524,7 +571,7 @@ def _texts(runs: Sequence[Run], pick: Picker = _every) -> Assoc:
         keys_all.append(np.asarray(keys[picked]))
         taken = run.texts().take(picked).to_pylist()
         texts_all.extend(taken)
-    if not keys_all:
+    if not texts_all:  # (no key picked: an empty answer)
         return Assoc([], [], [])
     return Assoc(np.concatenate(keys_all), "text,", texts_all, "last")
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._lifetime import Lifetime, refuses_when_closed
 from tesseradb.attached._bitmap import Binning, BitmapIndex, IndexFileError
 from tesseradb.attached._layout import TableLayout, discover, to_arrow_type
 from tesseradb.attached._reader import AttachedFileError, FileReader, to_arrow
@@ -140,8 +141,15 @@ class _FileState:
     candidates: dict[Any, Any] = field(default_factory=dict)
 
 
+@refuses_when_closed
 class Attachment:
     """The files attached under one name, and their tables (``db.attached(name)``)."""
+
+    _lifetime: Lifetime | None = None  # (set by the database that opened it)
+
+    def _check_open(self) -> None:
+        if self._lifetime is not None:
+            self._lifetime.check(f"attachment {self.name!r}")
 
     def __init__(self, name: str, spec: dict[str, Any], index_dir: Path, read_only: bool) -> None:
         self.name = name
@@ -523,8 +531,12 @@ class Attachment:
         return findings, Verified(self.name, "attachment", what)
 
 
+@refuses_when_closed
 class AttachedTable:
     """One table of an attachment, as a relation (``ptf.candidate``)."""
+
+    def _check_open(self) -> None:
+        self.attachment._check_open()
 
     def __init__(self, attachment: Attachment, layout: TableLayout) -> None:
         self.attachment = attachment

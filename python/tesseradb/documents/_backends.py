@@ -234,16 +234,22 @@ class SQLiteBackend(Backend):
         self._path = path
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-        self._con = self._connect()
-        if not read_only:
-            self._con.execute("PRAGMA journal_mode=WAL")
-        self._checkpointer = None if read_only else _Checkpointer(path)
-        if self._checkpointer is not None:
-            self._con.execute("PRAGMA wal_autocheckpoint=0")
-        self._con.execute("PRAGMA synchronous=NORMAL")
-        # a helper thread for the sorter, which builds indexes after bulk loads (one
-        # 17M-row index of a 1M-object NoBench load: 25 s -> 21 s)
-        self._con.execute("PRAGMA threads=2")
+        try:
+            self._con = self._connect()
+            if not read_only:
+                self._con.execute("PRAGMA journal_mode=WAL")
+            self._checkpointer = None if read_only else _Checkpointer(path)
+            if self._checkpointer is not None:
+                self._con.execute("PRAGMA wal_autocheckpoint=0")
+            self._con.execute("PRAGMA synchronous=NORMAL")
+            # a helper thread for the sorter, which builds indexes after bulk loads (one
+            # 17M-row index of a 1M-object NoBench load: 25 s -> 21 s)
+            self._con.execute("PRAGMA threads=2")
+        except sqlite3.Error as err:  # (a damaged or foreign file)
+            raise DocumentBackendError(
+                f"the document backend {path} cannot be opened: {err} (the collections on "
+                "it live there; restore it from a backup, or drop them)"
+            ) from None
         self._twin: sqlite3.Connection | None = None
 
     def _connect(self) -> sqlite3.Connection:

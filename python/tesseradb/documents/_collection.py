@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from tesseradb._core import flatten_documents
+from tesseradb._lifetime import Lifetime, refuses_when_closed
 
 if TYPE_CHECKING:
     from tesseradb.progress import Cancel, ProgressLike
@@ -84,8 +85,15 @@ def _worker() -> concurrent.futures.ThreadPoolExecutor:
         return _worker_pool
 
 
+@refuses_when_closed
 class Collection:
     """A JSON collection (Argo): insert, query with Argo/SQL, bulk load."""
+
+    _lifetime: Lifetime | None = None  # (set by the database that opened it)
+
+    def _check_open(self) -> None:
+        if self._lifetime is not None:
+            self._lifetime.check(f"collection {self.name!r}")
 
     def __init__(self, name: str, backend: Backend, mapping: Mapping) -> None:
         self.name = name

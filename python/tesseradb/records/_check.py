@@ -52,12 +52,17 @@ def check_stream(
     else:  # written before there was a call log: every file stands for itself
         calls, torn = [CallRecord(i, 1, 0) for i in sorted(files)], 0
     for message in log.damaged:
+        written = (
+            "written again from the records left"
+            if log.cut_short and "cut short" in message
+            else "written again without the record"
+        )
         findings.append(
             Finding(
                 name,
                 f"call log {log.path.name}",
                 message,
-                action="written again without the record" if repair else "",
+                action=written if repair else "",
                 repaired=repair,
             )
         )
@@ -127,7 +132,23 @@ def check_stream(
             or path.name.endswith(TEMPORARY_SUFFIX)
         )
         if not known:
-            findings.append(Finding(name, path.name, "is not a file TesseraDB made; left as it is"))
+            action = ""
+            if repair:  # (never deleted: moved aside, as every foreign file is)
+                aside = directory / QUARANTINE / path.name
+                aside.parent.mkdir(exist_ok=True)
+                while aside.exists():
+                    aside = aside.with_name(aside.name + "_")
+                shutil.move(os.fspath(path), os.fspath(aside))
+                action = f"moved to {QUARANTINE}/{aside.name}"
+            findings.append(
+                Finding(
+                    name,
+                    path.name,
+                    "is not a file TesseraDB made",
+                    action=action,
+                    repaired=repair,
+                )
+            )
 
     lost = _records_lost(calls, bad, records_of)
     for segment_id, problem in sorted(bad.items()):
@@ -171,6 +192,8 @@ def _records_lost(
             for i in unknown:
                 lost[i] = f"{share:,} records" + (f" (with {what})" if what else "")
     for i in bad:
+        if i in records_of:  # (a segment no record vouches for: its header says)
+            lost.setdefault(i, f"{records_of[i]:,} records")
         lost.setdefault(i, "its records (how many is not known)")
     return lost
 

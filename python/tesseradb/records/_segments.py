@@ -284,6 +284,12 @@ class SegmentStore:
                     raise DescriptorError(
                         f"column {f.name!r} at row {long_row} is longer than its array_len of {f.array_len} bytes"
                     )
+                nul_row = _first_with_nul(column)
+                if nul_row is not None:
+                    raise DescriptorError(
+                        f"column {f.name!r} at row {nul_row} holds a NUL character: a char field "
+                        "is NUL-padded on disk, so a NUL inside its text would cut it short"
+                    )
         return pa.Table.from_arrays(columns, schema=self.schema)
 
     def _from_binary(self, buffer: Any) -> pa.Table:
@@ -715,6 +721,16 @@ def _boxes_within(segments: list[Segment], lo: list[float], hi: list[float]) -> 
     lower_ok = np.isnan(seg_lo) | (~np.isnan(q_lo) & (q_lo <= seg_lo))
     upper_ok = np.isnan(q_hi) | (~np.isnan(seg_hi) & (seg_hi <= q_hi))
     return (lower_ok & upper_ok).all(axis=1)
+
+
+def _first_with_nul(column: pa.ChunkedArray) -> int | None:
+    """The first row whose text holds a NUL character, if any."""
+    import pyarrow.compute as pc
+
+    found = pc.match_substring(column, "\x00")
+    if not pc.any(found).as_py():
+        return None
+    return int(pc.index(found, True).as_py())
 
 
 def _first_too_long(column: Any, limit: int) -> int | None:

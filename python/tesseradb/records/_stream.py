@@ -42,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from tesseradb._lifetime import Lifetime, refuses_when_closed
 from tesseradb.errors import (
     CSVError,
     InvalidArgumentError,
@@ -144,8 +145,15 @@ class StreamOptions:
         return asdict(self)
 
 
+@refuses_when_closed
 class Stream:
     """A record stream of the database: ingest records, query them by range, in SQL too."""
+
+    _lifetime: Lifetime | None = None  # (set by the database that opened it)
+
+    def _check_open(self) -> None:
+        if self._lifetime is not None:
+            self._lifetime.check(f"stream {self.name!r}")
 
     def __init__(
         self,
@@ -220,26 +228,34 @@ class Stream:
                 self._add_segment(segment_id, None)
             return
         committed: set[int] = set()
-        for call in self._log.read_new(self.name):
+        calls = self._log.read_new(self.name)
+        for call in calls:
             committed.update(self._add_call(call))
         self.problems.extend(self._log.damaged)
         self._store.reserve_ids(max([*files, *committed], default=0) + 1)
+        orphans = sorted(set(files) - committed)
+        if orphans and self._log.damaged:
+            # they may be the damaged (or cut off) records' calls, committed and acknowledged:
+            # never dropped, never served around; a query that may need them is refused
+            message = (
+                f"stream {self.name!r}: segment files {_id_ranges(orphans)} belong to no "
+                "committed call and are kept (the call log is damaged, so they may be "
+                "committed ones); `tessera check --repair` sets them aside"
+            )
+            self.problems.append(message)
+            for segment_id in orphans:
+                self._add_unvouched(segment_id, message)
         if self.read_only:
             self._refreshes = True
             return
         self._log.cut_torn_tail()
-        orphans = sorted(set(files) - committed)
         if orphans and not self._log.damaged:
             # parts of calls a crash cut short: never committed, never served
             for segment_id in orphans:
                 files[segment_id].unlink(missing_ok=True)
             fsync_directory(self.directory)
-        elif orphans:
-            self.problems.append(
-                f"stream {self.name!r}: segment files {_id_ranges(orphans)} belong to no "
-                "committed call and are kept (the call log is damaged, so they may be "
-                "committed ones); `tessera check --repair` sets them aside"
-            )
+        if self._log.version < 3 and not self._log.damaged:
+            self._log.create(calls)  # (a log of an older version gains its checkpoint)
 
     def reload(self) -> None:
         """Read the stream's files again (after ``tessera check --repair`` changed them).
@@ -326,6 +342,17 @@ class Stream:
             return
         self._store.add_stored(segment_id, header.record_count, header.lo, header.hi)
         self._bytes_on_disk += header.total_length
+
+    def _add_unvouched(self, segment_id: int, message: str) -> None:
+        """A segment file no whole log record vouches for while the log is damaged: queries
+        that may need its records (by its header's bounds, when readable) are refused."""
+        box = None
+        records = None
+        with contextlib.suppress(SegmentFileError, OSError):
+            header = read_header(self._path(segment_id), check_size=False)
+            if header.segment_id == segment_id and header.typeid == self.descriptor.typeid:
+                box, records = (header.lo, header.hi), header.record_count
+        self._store.add_damaged(segment_id, message, records, box)
 
     def _refresh(self) -> None:
         """Serve the calls other processes committed since the last look (read-only streams)."""
@@ -488,6 +515,8 @@ class Stream:
             self._flush_requested += 1
             self._wake.notify_all()
         self._wait_written(pending)
+        with self._log_lock:
+            self._log.seal()
 
     def _wait_written(self, ids: set[int]) -> None:
         with self._wake:

@@ -10,6 +10,7 @@ console.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -198,12 +199,18 @@ def serve(
     import time
 
     from tesseradb import connect
+    from tesseradb.errors import InvalidArgumentError
     from tesseradb.server._app import ServerOptions
 
     if (certfile is None) != (keyfile is None):
-        from tesseradb.errors import InvalidArgumentError
-
         raise InvalidArgumentError("serve: TLS needs both certfile and keyfile")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        # (an out-of-range port would be taken modulo 65536 by the socket call)
+        raise InvalidArgumentError(f"serve: port is 0 to 65535, not {port!r}")
+    if not isinstance(statement_seconds, (int, float)) or not 0 < statement_seconds < float("inf"):
+        raise InvalidArgumentError(
+            f"serve: statement_seconds is a positive number, not {statement_seconds!r}"
+        )
     db = connect(path, read_only=read_only)
     try:
         app = make_app(db, ServerOptions(read_only=read_only, statement_seconds=statement_seconds))
@@ -216,13 +223,15 @@ def serve(
             timeout_graceful_shutdown=5,
         )
         if ready is not None:
-            url = f"{'https' if certfile else 'http'}://{host}:{port}"
 
             def tell() -> None:
                 while not server.started and not server.should_exit:
                     time.sleep(0.05)
                 if server.started:
-                    ready(url)
+                    bound = port
+                    with contextlib.suppress(Exception):  # (the port it listens on: 0 picks)
+                        bound = server.servers[0].sockets[0].getsockname()[1]
+                    ready(f"{'https' if certfile else 'http'}://{host}:{bound}")
 
             threading.Thread(target=tell, name="tessera-serve-ready", daemon=True).start()
         server.run()

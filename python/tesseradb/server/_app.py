@@ -155,8 +155,11 @@ class Server:
         """The client's session (a request without ``X-Tessera-Session`` gets one of its
         own, to close after it: the bool)."""
         sid = request.headers.get(SESSION_HEADER)
+        # a user without the admin right: its queries cannot reach files, extensions or
+        # settings by DuckDB's own configuration (the statement guard is a second line)
+        restricted = not user.is_admin
         if not sid:
-            return self.db.session(), True
+            return self.db.session(restricted), True
         if len(sid) > 128:
             raise HTTPError(400, f"{SESSION_HEADER} is at most 128 characters")
         key = (user.name, sid)
@@ -164,7 +167,7 @@ class Server:
         expired: list[Session] = []
         with self._lock:
             found = self.sessions.pop(key, None)
-            session = found[0] if found is not None else self.db.session()
+            session = found[0] if found is not None else self.db.session(restricted)
             self.sessions[key] = (session, now)
             while self.sessions:
                 oldest_key, (oldest, used) = next(iter(self.sessions.items()))
@@ -267,6 +270,8 @@ async def _json(request: Request, server: Server) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         raise HTTPError(400, f"{request.url.path}: the body is not JSON ({err})") from None
+    except RecursionError:
+        raise HTTPError(400, f"{request.url.path}: the body's JSON is nested too deeply") from None
 
 
 def _field(body: Any, name: str, kind: type, required: bool = True, default: Any = None) -> Any:
@@ -890,7 +895,26 @@ def make_app(db: Database, options: ServerOptions | None = None) -> Starlette:
             name="static",
         ),
     ]
-    app = Starlette(routes=routes)
+    from starlette.exceptions import HTTPException
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        # (Starlette's own: no route (404), another method (405)): JSON, as every error
+        assert isinstance(exc, HTTPException)
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        return _error(HTTPError(exc.status_code, message, "HTTPError"), exc.status_code)
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        return _error(
+            HTTPError(
+                500, f"{request.url.path}: internal error ({type(exc).__name__})", "InternalError"
+            ),
+            500,
+        )
+
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error, Exception: internal_error},
+    )
     app.state.server = server
     return app
 

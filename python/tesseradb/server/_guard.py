@@ -7,10 +7,18 @@ right on every kind of object they name, and ``INSERT``, ``UPDATE``,
 write right on plain tables. Nothing else: a statement that could reach the
 file system, the network, extensions or settings (``COPY``, ``ATTACH``,
 ``INSTALL``, ``LOAD``, ``SET``, ``PRAGMA``, ``CALL``, ``EXPORT``, a file
-named as a table, ``read_csv('/etc/...')``, ``glob``, ``getenv``, ``query``
-...) is refused, and so is a statement the parser cannot read. The check is
-an allow-list of statement shapes over sqlglot's tree plus a deny-list of
-functions; tests try each way in.
+named as a table, ``read_csv('/etc/...')``, ``glob``, ``getenv``, ``query``,
+``duckdb_databases`` with or without parentheses ...) is refused, and so is a
+statement the parser cannot read (one DuckDB cannot read either fails on its
+syntax error, for anyone). A statement that writes may use no table function
+but those that make rows from their arguments (``range``, ``unnest``).
+
+This is the second line: a non-admin's queries run in a DuckDB instance where
+files, extensions and settings are out of reach by its configuration
+(:mod:`tesseradb.sql.instance`); its writes run in the writer's instance, which
+installs no extension by itself, behind this check. The check is an allow-list
+of statement shapes over sqlglot's tree plus a deny-list of functions; tests
+try each way in.
 """
 
 from __future__ import annotations
@@ -54,6 +62,12 @@ _DENIED_SUFFIXES = ("_scan", "_attach")
 _PATH_CHARACTERS = set("/\\~:*?.")
 
 
+def _row_makers() -> tuple[type, ...]:
+    from sqlglot import exp
+
+    return (exp.GenerateSeries, exp.Unnest, exp.ExplodingGenerateSeries)
+
+
 @dataclass(frozen=True)
 class Checked:
     """A statement that may run: whether it writes, and the objects it names."""
@@ -88,6 +102,7 @@ class _Shape:
     writes: bool = False
     names: tuple[str, ...] = ()
     target: str | None = None
+    syntax: bool = False  # neither sqlglot nor DuckDB parses it: the engine says where
 
 
 @functools.lru_cache(maxsize=4096)
@@ -101,6 +116,8 @@ def _shape(text: str) -> _Shape:
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
     except (ParseError, ValueError) as err:
+        if not _duckdb_parses(text):  # a typo: said as one, to anyone
+            return _Shape(None, syntax=True)
         return _Shape(
             "the server cannot check this statement, so only an admin may run it "
             f"({str(err).splitlines()[0]})"
@@ -136,10 +153,24 @@ def _shape(text: str) -> _Shape:
                 )
             if node.catalog:
                 return _Shape(f"{node.sql(dialect='duckdb')}: other catalogs are for admins only")
+            if isinstance(inner, exp.Identifier) and not node.db and _denied(inner.name.lower()):
+                # a table function named without parentheses (duckdb_databases)
+                return _Shape(
+                    f"{inner.name} can reach files, settings or other statements: for admins only"
+                )
             name = node.db or node.name  # an attached file's dataset: the attachment
             if name and name.lower() not in ctes:
                 names.append(name)
     writes = shape in _WRITE_STATEMENTS
+    if writes:
+        # a write runs in the writer's own DuckDB instance, not the restricted one: of
+        # the table functions, only those that make rows from their arguments are allowed
+        for node in statement.find_all(exp.Table):
+            inner = node.this
+            if isinstance(inner, exp.Func) and not isinstance(inner, _row_makers()):
+                return _Shape(
+                    f"{_function_name(inner)}() in a statement that writes is for admins only"
+                )
     written = statement.find(exp.Table) if writes else None
     return _Shape(None, writes, tuple(names), written.name if written is not None else None)
 
@@ -155,6 +186,8 @@ def check_statement(
     if is_admin:
         return Checked(False, [])
     shape = _shape(text)
+    if shape.syntax:
+        return Checked(False, [])  # (the statement fails on its syntax error, for anyone)
     if shape.refusal is not None:
         raise Refused(shape.refusal)
     for name in shape.names:
@@ -172,4 +205,14 @@ def may_write(text: str) -> bool:
     """Whether a statement might write (anything but a plain query): what a read-only
     server refuses, whoever asks."""
     shape = _shape(text)
-    return shape.writes or shape.refusal is not None
+    return shape.writes or (shape.refusal is not None and not shape.syntax)
+
+
+def _duckdb_parses(text: str) -> bool:
+    import duckdb
+
+    try:
+        duckdb.extract_statements(text)
+    except duckdb.Error:
+        return False
+    return True

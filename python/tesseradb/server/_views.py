@@ -213,13 +213,18 @@ def render_png(values: np.ndarray, query: dict[str, str]) -> bytes:
             f"an image is a 2-D slice; the box gives {values.ndim} dimensions "
             "(give an index, not a range, for each other dimension)"
         )
-    side = int(_number(query, "max_side") or 1024)
+    given = _number(query, "max_side")
+    side = int(given) if given is not None else 1024
+    if given is not None and given != side:
+        raise InvalidArgumentError(f"max_side is a whole number, not {given:g}")
     if not 1 <= side <= MAX_SIDE:
         raise InvalidArgumentError(f"max_side is 1 to {MAX_SIDE}, not {side}")
     step = max(1, math.ceil(max(values.shape) / side))
     view = values[::step, ::step].astype(np.float64)
     finite = np.isfinite(view)
     lo, hi = _number(query, "vmin"), _number(query, "vmax")
+    if lo is not None and hi is not None and lo > hi:
+        raise InvalidArgumentError(f"vmin ({lo:g}) is above vmax ({hi:g})")
     if lo is None:
         lo = float(view[finite].min()) if finite.any() else 0.0
     if hi is None:
@@ -249,11 +254,20 @@ def read_cell(db: Database, name: str, at: str, version: str | None) -> dict[str
     return {"at": list(key), "values": {k: v.item() for k, v in values.items()}}
 
 
+# the query parameters of the stream views that are not fields' ranges
+_STREAM_PARAMETERS = frozenset({"columns", "limit", "format", "x", "y", "kind", "width", "height"})
+
+
 def _bounds(db: Database, name: str, query: dict[str, str]) -> tuple[Any, dict[str, Any]]:
     stream = db.stream(name)
     fields = [f.name for f in stream.descriptor.fields]
     bounds: dict[str, Any] = {}
     for key, text in query.items():
+        if key not in fields and key not in _STREAM_PARAMETERS:
+            # (an unknown field must not mean "no bound": every record would answer)
+            raise InvalidArgumentError(
+                f"stream {name!r} has no field {key!r} (its fields: {', '.join(fields)})"
+            )
         if key in fields:
             lo, sep, hi = text.partition(":")
             if not sep:
@@ -275,7 +289,9 @@ def stream_range(db: Database, name: str, query: dict[str, str], fmt: str) -> tu
     table = stream.range(columns, **bounds)
     limit = query.get("limit")
     if limit is not None:
-        table = table.slice(0, max(0, int(limit)))
+        if not limit.isdigit():
+            raise InvalidArgumentError(f"limit is a whole number of records, not {limit!r}")
+        table = table.slice(0, int(limit))
     if fmt == "json":
         body = {
             "columns": table.column_names,

@@ -36,6 +36,7 @@ from tesseradb.errors import (
 )
 from tesseradb.sql.analysis import Analysis, RelationUse
 from tesseradb.sql.analysis_cache import AnalysisCache
+from tesseradb.sql.instance import DuckDBInstance, KeptCursor
 from tesseradb.sql.paths import JsonPath
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import (
@@ -191,50 +192,6 @@ class Explain:
         return "\n".join(lines)
 
 
-class _ScanSlot:
-    """What a kept cursor has registered under a relation's name: each statement puts
-    its own scan in it. Registering costs more than a small statement; DuckDB asks
-    the registered object for its stream (and schema) anew at every statement."""
-
-    def __init__(self) -> None:
-        self.scan: RelationScan | None = None
-
-    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
-        if self.scan is None:
-            raise SQLExecutionError("internal: a relation was read outside its statement")
-        return self.scan.__arrow_c_stream__(requested_schema)
-
-
-class _Cursor:
-    """A DuckDB cursor kept between statements, with the slots registered on it."""
-
-    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
-        self.cursor = cursor
-        self.slots: dict[str, _ScanSlot] = {}  # lower registered name -> slot
-
-    def bind(self, scans: dict[str, RelationScan], other_names: set[str] | None) -> None:
-        """Put this statement's scans in their slots (registering new names). A slot
-        whose name the statement uses for something else (``other_names``; None: it
-        is not known, so any) is unregistered first, so that it cannot shadow a table."""
-        wanted = {name.lower(): scan for name, scan in scans.items()}
-        for name in [n for n in self.slots if n not in wanted]:
-            if other_names is None or name in other_names:
-                self.cursor.unregister(name)
-                del self.slots[name]
-        for name, scan in scans.items():
-            slot = self.slots.get(name.lower())
-            if slot is None:
-                slot = self.slots[name.lower()] = _ScanSlot()
-                slot.scan = scan  # registering reads the schema
-                self.cursor.register(name, slot)
-            slot.scan = scan
-
-    def release(self) -> None:
-        """The statement is over: let go of its scans (and what they prefetched)."""
-        for slot in self.slots.values():
-            slot.scan = None
-
-
 class SQLEngine:
     """Executes SQL texts for one database.
 
@@ -252,19 +209,13 @@ class SQLEngine:
         self.namespace = namespace
         self.read_only = read_only
         self.store = TableStore(store_path, read_only, writer_elsewhere)
+        self._store_path = store_path
+        self._main = DuckDBInstance(self.store)
+        # (made when a restricted session first runs a query: see tesseradb.sql.instance)
+        self._restricted: DuckDBInstance | None = None
         self._catalog_in_line = -1  # the store's attachment the catalog was last synced in
-        self.store.before_detach = self._drop_kept_cursors
-        # cursors kept between statements, set up already (replacement scans off, lossless
-        # Arrow, USE of the table store), for sessions that keep no state of their own
-        self._cursors: list[_Cursor] = []
-        self._con: duckdb.DuckDBPyConnection | None = None
-        self._con_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._running: set[duckdb.DuckDBPyConnection] = set()  # cursors of running statements
-        # Dotted relations (`ptf.candidate`) resolve through a view in an
-        # in-memory catalog named after their owner; the view reads the
-        # statement's own scan, registered on its cursor. Views are made once.
-        self._views: dict[str, pa.Schema] = {}
-        self._view_lock = threading.Lock()
         self.analyses = AnalysisCache()
         self.session = SQLSession("database")  # the database's own session
         self._sessions_made: list[SQLSession] = [self.session]
@@ -275,35 +226,25 @@ class SQLEngine:
 
     # --- lifecycle ----------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
-        with self._con_lock:
-            if self._con is None:
-                import duckdb
-
-                con = duckdb.connect(":memory:")
-                # names resolve to relations and tables, never to Python variables
-                con.execute("SET python_enable_replacements = false")
-                self._con = con
-            return self._con
+        """The main instance's connection (statements' texts are parsed there too)."""
+        return self._main.connection()
 
     def close(self) -> None:
-        with self._con_lock:
+        with self._lock:
             sessions = list(self._sessions_made)
         for session in sessions:
             self.close_session(session)
-        self.store.close(self._con)
-        with self._con_lock:
-            for kept in self._cursors:
-                kept.cursor.close()
-            self._cursors.clear()
-            if self._con is not None:
-                self._con.close()
-                self._con = None
+        if self._restricted is not None:
+            self._restricted.close()
+        self._main.close()
 
-    def new_session(self, name: str = "") -> SQLSession:
+    def new_session(self, name: str = "", restricted: bool = False) -> SQLSession:
         """A session of its own (a served client's): settings, prepared statements,
-        temporary objects and transactions apart from every other session's."""
-        session = SQLSession(name)
-        with self._con_lock:
+        temporary objects and transactions apart from every other session's.
+        ``restricted``: its queries run where no file, extension or setting can be
+        reached (a served user without the admin right)."""
+        session = SQLSession(name, restricted)
+        with self._lock:
             self._sessions_made.append(session)
         return session
 
@@ -315,50 +256,28 @@ class SQLEngine:
                 with contextlib.suppress(Exception):
                     session.cursor.cursor.close()
                 session.cursor = None
-        with self._con_lock:
+        with self._lock:
             if session in self._sessions_made and session is not self.session:
                 self._sessions_made.remove(session)
 
     def release_store(self) -> None:
         """Let go of the table store now (it is attached again when next needed)."""
-        if self._con is not None:
-            self.store.release(self._con)
+        if self._main._con is not None:
+            self.store.release(self._main._con)
 
     def publish_store(self) -> None:
         """Publish a snapshot of the table store for readers now, if it changed."""
         if not self.read_only and self.store.exists:
             self.store.publish_now(self.connection())
 
-    def _new_cursor(self, con: duckdb.DuckDBPyConnection) -> _Cursor:
-        """A cursor set up for statements (the store must be attached, by the caller)."""
-        cursor = con.cursor()
-        # fetched losslessly (the Result converts as the user's settings say)
-        cursor.execute("SET SESSION arrow_lossless_conversion = true")
-        cursor.execute(f"USE {STORE_ALIAS}")
-        return _Cursor(cursor)
-
-    def _cursor(self, con: duckdb.DuckDBPyConnection) -> _Cursor:
-        """A kept cursor, or a new one, for one statement of a session without state."""
-        with self._con_lock:
-            if self._cursors:
-                return self._cursors.pop()
-        return self._new_cursor(con)
-
-    def _keep(self, kept: _Cursor) -> None:
-        """Keep a cursor that finished its statement cleanly (called while the store is
-        still attached for it)."""
-        with self._con_lock:
-            if self._con is not None and len(self._cursors) < 8:
-                self._cursors.append(kept)
-                return
-        kept.cursor.close()
-
-    def _drop_kept_cursors(self) -> None:
-        """The store is about to be detached: close the kept cursors that USE it."""
-        with self._con_lock:
-            for kept in self._cursors:
-                kept.cursor.close()
-            self._cursors.clear()
+    def _restricted_instance(self) -> DuckDBInstance:
+        with self._lock:
+            if self._restricted is None:
+                # it reads the newest snapshot (the writer publishes what a restricted
+                # session wrote before that session reads again)
+                store = TableStore(self._store_path, read_only=True, writer_elsewhere=lambda: True)
+                self._restricted = DuckDBInstance(store, restricted=True)
+            return self._restricted
 
     # --- public ---------------------------------------------------------------
     def execute(
@@ -396,7 +315,10 @@ class SQLEngine:
             except _StaleSnapshot:
                 # a reader's catalog names a table its snapshot lacks: the writer publishes
                 # one soon (or a table store lost it, which the next attempt says)
-                self.store.wait_for_newer(SNAPSHOT_WAIT)
+                if session.restricted and not self.read_only:
+                    self.publish_store()  # (the writer is this process)
+                else:
+                    self.store.wait_for_newer(SNAPSHOT_WAIT)
                 analysis = self._analyse(text, params)
                 result = self._execute(
                     text, params, analysis, session, found, sink, watch, exact, retried=True
@@ -416,21 +338,21 @@ class SQLEngine:
         that may have changed a setting, in any session: most are global)."""
         if session.settings_epoch == self._settings_epoch:
             return
-        con = self.connection()
         epoch = self._settings_epoch
         import duckdb
 
-        with session.lock, self.store.attached(con, refresh=False):
+        main = self._main
+        with session.lock, main.store.attached(main.connection(), refresh=False):
             # (read on a cursor set up as statements' are: USE sets the search path)
             try:
                 if session.cursor is not None:
                     values = read_settings(session.cursor.cursor)
                 else:
-                    kept = self._cursor(con)
+                    kept = main.cursor()
                     try:
                         values = read_settings(kept.cursor)
                     finally:
-                        self._keep(kept)
+                        main.keep(kept)
             except duckdb.Error:
                 return  # (a transaction DuckDB aborted answers nothing: read them later)
         if self._default_settings is None:
@@ -920,30 +842,55 @@ class SQLEngine:
         refused name rolls the whole call back, or the session's transaction at COMMIT.
         """
         session = run.session
+        may_write = _may_write(run)
+        if session.restricted:
+            if run.found is not None:
+                raise ReadOnlyError(
+                    "a restricted session runs queries and writes of plain tables; "
+                    "settings, prepared statements, transactions and the like are refused"
+                )
+            if not may_write:
+                return self._run_restricted(run, scans)
         on_session = session.stateful or run.found is not None
+        main = self._main
         with session.lock if on_session else contextlib.nullcontext():
             if session.closed:
                 from tesseradb.errors import DatabaseClosedError
 
                 raise DatabaseClosedError("the SQL session is closed")
-            con = self.connection()
+            con = main.connection()
             with (
                 self.store.attached(con, refresh=not session.in_transaction) as have_store,
-                self.store.writing(_may_write(run)),
+                self.store.writing(may_write),
             ):
-                if not have_store and self.store.damage is not None and _may_write(run):
+                if not have_store and self.store.damage is not None and may_write:
                     raise TableStoreError(self.store.damage)
+                if may_write:
+                    session.wrote = True  # (a restricted session's next read waits for it)
                 if on_session:
                     if session.cursor is None:
-                        session.cursor = self._new_cursor(con)
-                    return self._run_on(run, scans, session.cursor, have_store, keep=False)
-                return self._run_on(run, scans, self._cursor(con), have_store, keep=True)
+                        session.cursor = main.new_cursor()
+                    return self._run_on(run, scans, main, session.cursor, have_store, keep=False)
+                return self._run_on(run, scans, main, main.cursor(), have_store, keep=True)
+
+    def _run_restricted(self, run: _Run, scans: dict[str, RelationScan]) -> Result:
+        """A query of a restricted session, on the restricted instance: over the newest
+        snapshot of the table store, published first if this session has written since
+        (it reads its own writes)."""
+        session = run.session
+        if session.wrote or not self.store.published_once():
+            self.publish_store()
+            session.wrote = False
+        instance = self._restricted_instance()
+        with instance.store.attached(instance.connection()) as have_store:
+            return self._run_on(run, scans, instance, instance.cursor(), have_store, keep=True)
 
     def _run_on(
         self,
         run: _Run,
         scans: dict[str, RelationScan],
-        kept: _Cursor,
+        instance: DuckDBInstance,
+        kept: KeptCursor,
         have_store: bool,
         keep: bool,
     ) -> Result:
@@ -956,24 +903,35 @@ class SQLEngine:
         # first write repairs what a process killed between DuckDB's commit and the
         # catalog's left)
         row_write = _rows_only(analysis)
-        rows_only = row_write and self._catalog_in_line == self.store.attachments and not before
+        rows_only = (
+            row_write
+            and self._catalog_in_line == self.store.attachments
+            and not before
+            and not instance.restricted
+        )
         # (such a statement is atomic on its own: no transaction around it)
         wrap = not rows_only and self._wraps_in_transaction(run)
         cursor = kept.cursor
-        with self._con_lock:
+        with self._lock:
             self._running.add(cursor)
         clean = False
         after = before
         try:
             kept.bind(
-                {self._registered_name(scan): scan for scan in scans.values()},
+                {instance.registered_name(scan): scan for scan in scans.values()},
                 analysis.table_names if analysis.parsed else None,
             )
             if before and have_store and _commits(run.found):
                 # the session's transaction is about to commit: its new tables are checked
-                # first, and a refused one rolls the whole transaction back
+                # first, and a refused one rolls the whole transaction back (one DuckDB
+                # aborted answers nothing: its COMMIT rolls it back anyway)
                 try:
-                    self._check_new_tables(self._store_tables(cursor))
+                    tables_now = self._store_tables(cursor)
+                except duckdb.Error:
+                    tables_now = None
+                try:
+                    if tables_now is not None:
+                        self._check_new_tables(tables_now)
                 except BaseException:
                     with contextlib.suppress(duckdb.Error):
                         cursor.execute("ROLLBACK")
@@ -995,6 +953,7 @@ class SQLEngine:
                         and not rows_only
                         and not after
                         and not self.read_only
+                        and not instance.restricted
                     ):
                         tables = self._store_tables(cursor)
                         self._check_new_tables(tables)
@@ -1033,11 +992,11 @@ class SQLEngine:
             clean = analysis.parsed and (analysis.is_query or row_write)
         finally:
             kept.release()
-            with self._con_lock:
+            with self._lock:
                 self._running.discard(cursor)
             if keep:
                 if clean:
-                    self._keep(kept)
+                    instance.keep(kept)
                 else:
                     cursor.close()
         conversion = Conversion(types, session.conversion_settings, session.lossless)
@@ -1063,6 +1022,14 @@ class SQLEngine:
         if relation is None:
             return pa.table({}), ()
         types = tuple(str(t) for t in relation.types)
+        if any("AGGREGATE_STATE" in t for t in types):
+            # (DuckDB 2.0.1 crashes exporting some aggregate states losslessly; they have
+            # no lossless form of their own anyway)
+            cursor.execute("SET SESSION arrow_lossless_conversion = false")
+            try:
+                return relation.to_arrow_table(), types
+            finally:
+                cursor.execute("SET SESSION arrow_lossless_conversion = true")
         if run.sink is None:
             return relation.to_arrow_table(), types
         reader = relation.to_arrow_reader(_SINK_BATCH_ROWS)
@@ -1116,61 +1083,17 @@ class SQLEngine:
 
     def interrupt(self) -> None:
         """Cancel the statements running now (from another thread or a signal handler)."""
-        with self._con_lock:
+        with self._lock:
             running = list(self._running)
         for cursor in running:
             with contextlib.suppress(Exception):
                 cursor.interrupt()
 
-    def _registered_name(self, scan: RelationScan) -> str:
-        """The name a scan is registered under on the statement's cursor."""
-        name = scan.relation.name
-        if "." not in name:
-            return name
-        hidden = f"__tessera_{name}"
-        schema = scan.relation.schema()
-        with self._view_lock:
-            if self._views.get(name.lower()) != schema:
-                self._make_view(name, hidden, schema)
-                self._views[name.lower()] = schema
-        return hidden
-
-    def _make_view(self, name: str, hidden: str, schema: pa.Schema) -> None:
-        owner, _, table = name.partition(".")
-        con = self.connection()
-        with self.store.base_lock:
-            attached = {
-                row[0].lower()
-                for row in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
-            }
-            if owner.lower() not in attached:
-                con.execute(f"ATTACH ':memory:' AS {quote_identifier(owner)}")
-        setup = con.cursor()
-        try:
-            setup.register(hidden, schema.empty_table())  # a stand-in to bind the view once
-            setup.execute(
-                f"CREATE OR REPLACE VIEW {quote_identifier(owner)}.main.{quote_identifier(table)} AS SELECT * FROM temp.main.{quote_identifier(hidden)}"
-            )
-        finally:
-            setup.close()
-
     def forget_catalog(self, owner: str) -> None:
         """Drop the views of an object's dotted relations (the object is gone)."""
-        with self._view_lock:
-            made = [k for k in self._views if k.startswith(owner.lower() + ".")]
-            for key in made:
-                del self._views[key]
-            if not made or self._con is None:
-                return
-            with self.store.base_lock:
-                attached = {
-                    row[0].lower()
-                    for row in self._con.execute(
-                        "SELECT database_name FROM duckdb_databases()"
-                    ).fetchall()
-                }
-                if owner.lower() in attached:
-                    self._con.execute(f"DETACH {quote_identifier(owner)}")
+        self._main.forget_views(owner)
+        if self._restricted is not None:
+            self._restricted.forget_views(owner)
 
     def _store_tables(self, cursor: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, list[str]]]:
         """The store's plain tables and views: name -> (kind, column names)."""
@@ -1215,7 +1138,7 @@ class SQLEngine:
             if self.namespace.kind_of(name) in ("table", "view"):
                 if self.store.damage is not None:
                     return TableStoreError(self.store.damage)
-                if self.read_only and not run.retried:
+                if (self.read_only or run.session.restricted) and not run.retried:
                     return _StaleSnapshot(name)
                 # the catalog names it, the table store lacks it: the store was lost or replaced
                 return TableStoreError(

@@ -122,8 +122,12 @@ class SQLSession:
     they differ from the database's defaults, and the user's ``arrow_lossless_conversion``.
     """
 
-    def __init__(self, name: str = "") -> None:
+    def __init__(self, name: str = "", restricted: bool = False) -> None:
         self.name = name
+        # its queries run where no file, extension or setting is reachable (a served user
+        # without the admin right; tesseradb.sql.instance)
+        self.restricted = restricted
+        self.wrote = False  # it wrote since its last restricted read (which waits for it)
         self.cursor: Any = None  # the engine's kept cursor (with its registered slots)
         self.lock = threading.RLock()
         self.in_transaction = False

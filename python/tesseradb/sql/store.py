@@ -47,6 +47,7 @@ SNAPSHOTS = "tables.snapshots"  # the directory of published snapshots, beside t
 # a busy writer publishes at most this often (and at most a tenth of its time copying)
 PUBLISH_PERIOD = 0.2
 _SNAPSHOT = re.compile(r"tables\.(\d{12})\.duckdb")
+_ANY_SNAPSHOT_FILE = re.compile(r"tables\.(\d{12})\.(?:duckdb|duckdb\.wal|json)(?:\.tmp)?")
 # how long a reader whose catalog names a table its snapshot lacks waits for a newer one
 SNAPSHOT_WAIT = 5.0
 
@@ -101,6 +102,9 @@ class TableStore:
         self.lock_timeout = lock_timeout
         self.snapshots = path.parent / SNAPSHOTS
         self.before_detach: Callable[[], None] = lambda: None  # the engine drops its cursors
+        # the path a file is attached by (a restricted instance reads through links of
+        # its own)
+        self.present: Callable[[Path], Path] = lambda path: path
         self.attachments = 0  # times attached so far (what was learnt of it may be stale)
         self._attached: str | None = None  # the file attached (a snapshot, for readers)
         # what was attached: the store's inode (writer), or what a reader's choice of
@@ -248,7 +252,9 @@ class TableStore:
     def _attach_file(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
         import duckdb
 
-        quoted = str(path).replace("'", "''")
+        if read_only and not path.exists():
+            raise FileNotFoundError(path)
+        quoted = str(self.present(path)).replace("'", "''")
         mode = " (READ_ONLY)" if read_only else ""
         deadline = time.monotonic() + self.lock_timeout
         delay = 0.005
@@ -316,6 +322,10 @@ class TableStore:
                 shutil.rmtree(self._private, ignore_errors=True)
                 self._private = None
 
+    def published_once(self) -> bool:
+        """Whether readers have a snapshot of the store (or there is no store to read)."""
+        return not self.path.exists() or self._newest_snapshot() is not None
+
     def wait_for_newer(self, timeout: float) -> bool:
         """(a reader) Wait until a snapshot newer than the one attached is published;
         whether one was."""
@@ -336,6 +346,8 @@ class TableStore:
                 return
             if self._attached is None:
                 self._attach(con)
+            while self._copying:  # (the publisher's copy may predate the latest write)
+                self._lock.wait()
             if self._changed:
                 self._publish_quiet()
 
@@ -399,7 +411,9 @@ class TableStore:
         self.snapshots.mkdir(exist_ok=True)
         for stray in self.snapshots.glob("*.tmp"):  # a copy a killed writer left
             stray.unlink(missing_ok=True)
-        existing = self._snapshot_generations()
+        # a generation is never used twice: a killed publish may have left some of its
+        # files (its WAL, its manifest) under their final names, without the main file
+        existing = self._snapshot_generations(every_file=True)
         generation = (max(existing) + 1) if existing else 1
         base = self.snapshots / f"tables.{generation:012d}"
         source, wal = self.path, _wal(self.path)
@@ -417,16 +431,20 @@ class TableStore:
         _fsync_file(manifest)
         manifest.replace(base.with_name(base.name + ".json"))
         copied.replace(base.with_name(base.name + ".duckdb"))  # last: readers look for this
-        for old in existing:
-            for suffix in (".duckdb", ".duckdb.wal", ".json"):
-                (self.snapshots / f"tables.{old:012d}{suffix}").unlink(missing_ok=True)
+        for name in os.listdir(self.snapshots):  # every older generation, whole or not
+            found = _ANY_SNAPSHOT_FILE.fullmatch(name)
+            if found is not None and int(found.group(1)) != generation:
+                (self.snapshots / name).unlink(missing_ok=True)
 
-    def _snapshot_generations(self) -> list[int]:
+    def _snapshot_generations(self, every_file: bool = False) -> list[int]:
+        """The generations of the published snapshots (``every_file``: of any file a
+        publish left, whole or not)."""
         try:
             names = os.listdir(self.snapshots)
         except OSError:
             return []
-        return [int(m.group(1)) for n in names if (m := _SNAPSHOT.fullmatch(n))]
+        pattern = _ANY_SNAPSHOT_FILE if every_file else _SNAPSHOT
+        return [int(m.group(1)) for n in names if (m := pattern.fullmatch(n))]
 
     def _newest_snapshot(self) -> Path | None:
         generations = self._snapshot_generations()

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._lifetime import refuses_when_closed
 from tesseradb.errors import InvalidArgumentError, ObjectExistsError, ObjectNotFoundError
 from tesseradb.ssdb._cook import cook_image, cook_images, observations_table
 from tesseradb.ssdb._generate import ATTRS, Placement, placement, raw_image
@@ -103,8 +104,12 @@ def _object_names(name: str, cfg: Config) -> list[str]:
     return [*names, f"{name}_run"]
 
 
+@refuses_when_closed
 class Run:
     """An SS-DB run: its configuration, its objects in the database, its queries."""
+
+    def _check_open(self) -> None:
+        self.db._check_open()
 
     def __init__(self, db: Database, name: str, cfg: Config, prm: Params, seed: int) -> None:
         self.db = db

@@ -63,6 +63,9 @@ class Report:
     records: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     differences: list[Difference] = field(default_factory=list)
+    # records whose rows are not compared, only whether they ran: EXPLAIN text (plans and
+    # timings), values of the moment (random, now), and queries over such values
+    outcomes_only: Counter[str] = field(default_factory=Counter)
 
     def by_class(self) -> Counter[str]:
         return Counter(d.kind for d in self.differences)
@@ -72,6 +75,11 @@ class Report:
             f"{self.files} files, {self.records} records compared, "
             f"{len(self.differences)} differences"
         ]
+        if self.outcomes_only:
+            lines.append(
+                "outcomes only (rows not compared): "
+                + ", ".join(f"{k} {v}" for k, v in self.outcomes_only.most_common())
+            )
         for kind, count in self.by_class().most_common():
             lines.append(f"  {kind}: {count}")
             shown = [d for d in self.differences if d.kind == kind][:examples]
@@ -88,6 +96,7 @@ class Report:
             "files": self.files,
             "records": self.records,
             "skipped": dict(self.skipped),
+            "outcomes_only": dict(self.outcomes_only),
             "by_class": dict(self.by_class()),
             "differences": [d.__dict__ for d in self.differences],
         }
@@ -327,7 +336,15 @@ def _classify(record: Record, ours: tuple[str, Any], theirs: tuple[str, Any]) ->
         return None
     if all(repr(x) == repr(y) or x == y for x, y in zip(a, b, strict=True)):
         return "different value types"
+    if not _ORDERED.search(record.sql) and all(
+        _same(x, y) for x, y in zip(sorted(a, key=repr), sorted(b, key=repr), strict=True)
+    ):
+        # no ORDER BY: DuckDB's own order is not fixed (a hash UNION, a parallel scan)
+        return "same rows in another order (no ORDER BY)"
     return "different rows"
+
+
+_ORDERED = re.compile(r"\bORDER\s+BY\b", re.IGNORECASE)
 
 
 _VOLATILE = re.compile(
@@ -335,7 +352,7 @@ _VOLATILE = re.compile(
     r"current_time|today|current_date|txid_current|nextval|currval|"
     r"duckdb_memory|pragma_database_size|database_size|current_query|version|"
     r"pragma_version|duckdb_temporary_files|duckdb_settings|current_setting|"
-    r"query_progress)\b",
+    r"query_progress|reservoir_quantile|reservoir_sample|setseed|using\s+sample|tablesample)\b",
     re.IGNORECASE,
 )
 
@@ -357,6 +374,7 @@ def run_file(path: Path, report: Report, timeout: float = 10.0) -> None:
     folder = Path(tempfile.mkdtemp(prefix="tessera-slt-"))
     sides = _Sides(folder)
     skipping = False
+    drawn = False  # a statement stored values of the moment (random, uuid): rows differ
     try:
         for item in _expand(items):
             if isinstance(item, list):
@@ -398,8 +416,17 @@ def run_file(path: Path, report: Report, timeout: float = 10.0) -> None:
                     )
                 )
                 continue
-            if item.kind == "query" and _VOLATILE.search(item.sql):
-                # a value of the moment (a time, a random number, a version): outcomes only
+            why = None
+            if item.sql.lstrip().upper().startswith("EXPLAIN"):
+                why = "EXPLAIN text"
+            elif _VOLATILE.search(item.sql):
+                why = "values of the moment"
+                if item.kind == "statement" and ours[0] == theirs[0] == "ok":
+                    drawn = True  # (what it stored differs between the sides from now on)
+            elif drawn:
+                why = "rows over values of the moment"
+            if why is not None:
+                report.outcomes_only[why] += 1
                 ours = (ours[0], None if ours[0] == "ok" else ours[1])
                 theirs = (theirs[0], None if theirs[0] == "ok" else theirs[1])
             kind = _classify(item, ours, theirs)
@@ -419,16 +446,54 @@ def run_file(path: Path, report: Report, timeout: float = 10.0) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_paths(paths: list[Path], timeout: float = 10.0, progress: bool = False) -> Report:
-    """Every ``*.test`` file under ``paths`` (files or directories), in name order."""
+def run_paths(
+    paths: list[Path], timeout: float = 10.0, progress: bool = False, jobs: int = 2
+) -> Report:
+    """Every ``*.test`` file under ``paths`` (files or directories), in name order, each
+    in a process of its own (``jobs`` at a time), so that a crash is one file's finding."""
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
     files: list[Path] = []
     for path in paths:
         files.extend(sorted(path.rglob("*.test")) if path.is_dir() else [path])
     report = Report()
-    for number, file in enumerate(files, 1):
-        if progress:
-            print(f"[{number}/{len(files)}] {file}", flush=True)
-        run_file(file, report, timeout)
+    lock = threading.Lock()
+    done = 0
+
+    def one(file: Path) -> None:
+        nonlocal done
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            command = [sys.executable, "-m", "tesseradb.testing.sqllogictest", "--one"]
+            command += [str(file), "--json", out.name, "--timeout", str(timeout)]
+            try:
+                run = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+                part = (
+                    json.loads(Path(out.name).read_text() or "{}")
+                    if run.returncode in (0, 1)
+                    else None
+                )
+                why = f"exit status {run.returncode}: {run.stderr.strip().splitlines()[-1:]}"
+            except subprocess.TimeoutExpired:
+                part, why = None, "the file ran for 30 minutes"
+        with lock:
+            done += 1
+            if progress:
+                print(f"[{done}/{len(files)}] {file}", flush=True)
+            if part is None:
+                report.files += 1
+                report.differences.append(Difference(str(file), 0, "", "crash", why, ""))
+                return
+            report.files += part["files"]
+            report.records += part["records"]
+            report.skipped.update(part["skipped"])
+            report.outcomes_only.update(part.get("outcomes_only", {}))
+            report.differences.extend(Difference(**d) for d in part["differences"])
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        list(pool.map(one, files))
+    report.differences.sort(key=lambda d: (d.file, d.line))
     return report
 
 
@@ -444,9 +509,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every difference to this file")
     parser.add_argument("--examples", type=int, default=3, help="examples shown per class")
     parser.add_argument("--progress", action="store_true", help="name each file as it runs")
+    parser.add_argument("--jobs", type=int, default=2, help="files run at once")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    report = run_paths(args.paths, args.timeout, args.progress)
+    if args.one:  # (one file, in this process: what run_paths starts per file)
+        report = Report()
+        run_file(args.paths[0], report, args.timeout)
+        if args.json is not None:
+            args.json.write_text(json.dumps(report.as_json(), default=str))
+        return 0
+    report = run_paths(args.paths, args.timeout, args.progress, args.jobs)
     print(report.summary(args.examples))
     if args.json is not None:
         args.json.write_text(json.dumps(report.as_json(), indent=1, default=str))
     return 1 if report.differences else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

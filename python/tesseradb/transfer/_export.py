@@ -108,7 +108,9 @@ def export(
     if not isinstance(overwrite, bool):
         raise InvalidArgumentError(f"db.export: overwrite is True or False, not {overwrite!r}")
     if os.path.exists(path) and not overwrite:
-        raise ExportError(f"{path} exists; give overwrite=True to replace it")
+        raise ExportError(
+            f"{path} exists; to replace it, give overwrite=True (tessera export --overwrite)"
+        )
     if not os.path.isdir(os.path.dirname(path)):
         raise ExportError(f"{path}: the directory {os.path.dirname(path)} does not exist")
     obj = db.catalog.get(source) if _is_name(source) else None

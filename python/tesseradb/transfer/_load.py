@@ -64,7 +64,7 @@ _KIND_FORMATS = {
     "table": {"csv", "parquet", "arrow", "json", "jsonl"},
 }
 _ARRAY_OPTIONS = {"along", "dims", "chunks", "variables", "hdu", "attr", "threads"}
-_STREAM_OPTIONS = {"descriptor", "index", "header"}
+_STREAM_OPTIONS = {"descriptor", "index", "header", "durable"}
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,11 @@ class Loaded:
 def source_format(path: str, given: str | None = None) -> str:
     """The format of ``path``: ``given``, or by its name."""
     if given is not None:
+        known = sorted(set().union(*_KIND_FORMATS.values()))
+        if not isinstance(given, str) or given not in known:
+            raise InvalidArgumentError(
+                f"db.load: format is one of {', '.join(known)}, not {given!r}"
+            )
         return given
     fmt = file_format(path)
     if fmt is not None:
@@ -188,6 +193,8 @@ def _check_options(kind: str, options: dict[str, Any]) -> None:
         raise InvalidArgumentError(
             f"db.load: a load into a {kind} takes {takes}; not {', '.join(unknown)}"
         )
+    if "durable" in options and not isinstance(options["durable"], bool):
+        raise InvalidArgumentError(f"db.load: durable is True or False, not {options['durable']!r}")
 
 
 def path_bytes(path: str) -> int:
@@ -303,13 +310,22 @@ def _load_stream(
             descriptor = infer_descriptor(files[0], fmt, options.get("index"))
         stream = db.create_stream(name, descriptor)
     try:
+        # a load that returned is on disk (durable=False: queryable at once, on disk within
+        # the stream's writer period, as a plain ingest)
+        durable = options.get("durable", True)
         if fmt == "csv" and len(files) == 1:  # the stream reads it, telling its bytes
             records = stream.ingest(
-                files[0], header=header, progress=_Part(watch), cancel=watch.cancel_token
+                files[0],
+                header=header,
+                durable=durable,
+                progress=_Part(watch),
+                cancel=watch.cancel_token,
             )
         else:
             parts = _record_parts(files, fmt, stream, watch)
-            records = stream.ingest(parts, header=header, cancel=watch.cancel_token)
+            records = stream.ingest(
+                parts, header=header, durable=durable, cancel=watch.cancel_token
+            )
     except BaseException:
         if not exists:
             db.drop(name)
@@ -531,6 +547,11 @@ def _json_objects(path: str, watch: Tracker) -> Iterator[bytes]:
         raise LoadError(f"{path}, line {err.lineno}, column {err.colno}: {err.msg}") from None
     except UnicodeDecodeError as err:
         raise LoadError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except RecursionError:
+        raise LoadError(
+            f"{path}: JSON nested too deeply (a document nests at most "
+            "100 levels; docs/reliability.md)"
+        ) from None
     items = value if isinstance(value, list) else [value]
     for k, item in enumerate(items, start=1):
         if not isinstance(item, dict):
