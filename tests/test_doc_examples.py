@@ -42,107 +42,24 @@ def blocks(page: Path) -> list[tuple[str, str, int]]:
     return found
 
 
-def _ptf_nights(folder: Path, pattern: str, count: int) -> None:
-    from tesseradb.datasets import ptf_file
+def _example_data(folder: Path) -> None:
+    """What `tessera example-data DIR` writes: every input file the pages name."""
+    from tesseradb.datasets import example_data
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for night in range(count):
-        ptf_file(folder / pattern.format(night), candidates=300, seed=night)
-
-
-def _taxi_inputs(folder: Path) -> None:
-    import numpy as np
-
-    # taxi.xml is the descriptor the page prints right after its example
-    page = (ROOT / "docs" / "records.md").read_text()
-    after = page[page.index("with `taxi.xml`") :]
-    (folder / "taxi.xml").write_text(after.split("```xml\n", 1)[1].split("```", 1)[0])
-    rng = np.random.default_rng(0)
-    lines = ["medallion,pickup_datetime,passenger_count,pickup_latitude,pickup_longitude"]
-    for i in range(2000):
-        lines.append(
-            f"M{i % 37:04d},{1357000000 + i * 60},{rng.integers(1, 5)},"
-            f"{40.70 + rng.random() * 0.1:.6f},{-73.95 + rng.random() * 0.1:.6f}"
-        )
-    (folder / "trips-2013-01.csv").write_text("\n".join(lines) + "\n")
+    example_data(folder)
 
 
-def _more_jsonl(folder: Path) -> None:
-    (folder / "more.jsonl").write_text(
-        '{"name": "Lucille Bluth", "age": 70}\n{"name": "Buster Bluth", "age": 32}\n'
-    )
-
-
-def _load_inputs(folder: Path) -> None:
-    """The files docs/load-export.md (and the README's load lines) load: FITS images, a
-    NetCDF grid and its parts, a TIFF stack, an .npy volume, readings as Parquet and CSV,
-    people as JSON lines and as a JSON array."""
-    import json
-
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-    import tifffile
-    import xarray as xr
-    from astropy.io import fits
-
-    rng = np.random.default_rng(0)
-    (folder / "images").mkdir(exist_ok=True)
-    for night in range(4):
-        hdu = fits.PrimaryHDU(rng.integers(0, 1000, size=(64, 64), dtype=np.uint16))
-        hdu.header.update({"CRPIX1": 1.0, "CRVAL1": 1000.0, "CRPIX2": 1.0, "CRVAL2": -32.0})
-        hdu.header["OBJECT"] = "M31"
-        hdu.writeto(folder / "images" / f"night_{night:02d}.fits", overwrite=True)
-
-    def grid(times: np.ndarray) -> xr.Dataset:
-        shape = (len(times), 4, 6)
-        ds = xr.Dataset(
-            {
-                "temperature": (("time", "lat", "lon"), rng.normal(280, 5, shape).astype("f4")),
-                "pressure": (("time", "lat", "lon"), rng.normal(1000, 9, shape).astype("f8")),
-            },
-            coords={"time": times, "lat": np.linspace(-60, 60, 4), "lon": np.arange(6) * 60.0},
-        )
-        ds["temperature"].attrs["units"] = "K"
-        return ds
-
-    grid(np.arange(5)).to_netcdf(folder / "grid.nc", engine="h5netcdf")
-    (folder / "parts").mkdir(exist_ok=True)
-    for part in range(3):
-        times = np.arange(4 * part, 4 * part + 4)
-        grid(times).to_netcdf(folder / "parts" / f"part_{part}.nc", engine="h5netcdf")
-    tifffile.imwrite(folder / "stack.tif", rng.integers(0, 255, (5, 32, 32), dtype=np.uint8))
-    np.save(folder / "volume.npy", rng.random((16, 64, 64), dtype=np.float32))
-    n = 5000
-    readings = pa.table(
-        {
-            "t": np.arange(1_700_000_000, 1_700_000_000 + n, dtype=np.int64),
-            "lat": rng.uniform(-30, 30, n),
-            "lon": rng.uniform(0, 90, n),
-            "site": [f"site-{i % 11}" for i in range(n)],
-        }
-    )
-    pq.write_table(readings, folder / "readings.parquet")
-    pacsv.write_csv(readings, folder / "readings.csv")
-    people = [{"name": f"person {i}", "age": 20 + i % 50} for i in range(40)]
-    (folder / "objects.jsonl").write_text("\n".join(json.dumps(p) for p in people) + "\n")
-    (folder / "objects.json").write_text(json.dumps(people[:5]))
-
-
-def _readme_inputs(folder: Path) -> None:
-    _ptf_nights(folder, "ptf_night_{}.h5", 2)
-    _load_inputs(folder)
-
-
-# The user's own input files that the examples of a page name.
+# The pages whose examples load the user's own files: made as a user makes them.
 INPUTS: dict[str, Callable[[Path], None]] = {
-    "README.md": _readme_inputs,
-    "load-export.md": _load_inputs,
-    "attached.md": lambda d: _ptf_nights(d, "ptf_small.h5", 1),
-    "cli.md": lambda d: _ptf_nights(d / "nights", "night_{}.h5", 2),
-    "records.md": _taxi_inputs,
-    "documents.md": _more_jsonl,
+    page: _example_data
+    for page in (
+        "README.md",
+        "load-export.md",
+        "attached.md",
+        "cli.md",
+        "records.md",
+        "documents.md",
+    )
 }
 
 

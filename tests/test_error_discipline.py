@@ -287,3 +287,166 @@ def test_deep_inputs_are_refused_at_the_door(case: str, tmp_path: Path) -> None:
         with pytest.raises(TesseraError, match=r"deep|depth"):
             DEEP[case](db)
         assert db.collection("c").find() == [{"n": 1}] and db.streams() == []
+
+
+# --- the value domain: values a write path cannot keep exactly (issue 40) ----------------
+VALUE_DOMAIN: dict[str, list[Any]] = {
+    # an int64 attribute/field/column: past its range, signedness, fractions, NaN, inf
+    "int64": [np.uint64(2**63), 2**63, -(2**63) - 1, 1.5, math.nan, math.inf, np.float64(2.0**63)],
+    # an unsigned one: -1 in every form
+    "uint64": [-1, np.int64(-1), np.array([-1], dtype=np.int64), -0.5, math.nan, 2**64],
+    "int8": [128, -129, np.int16(300), np.uint8(200), 0.25],
+    "float32": [1e39, -1e300],
+}
+TEXT_DOMAIN = ["a\x00b", "x\ud800y"]
+
+
+def _attempts(db: tesseradb.Database) -> Iterator[tuple[str, Any]]:
+    """(data model, a call writing one value it cannot keep)."""
+    array = db.array("vd")
+    stream = db.stream("vs")
+    table = db.assoc_table("va")
+    for kind, values in VALUE_DOMAIN.items():
+        for value in values:
+            cells = value if isinstance(value, np.ndarray) else np.asarray([value])
+            yield "array", lambda v=cells, k=kind: array.__setitem__(slice(0, 1), {f"a_{k}": v})
+            yield "array", lambda v=cells, k=kind: array.put_triples([[0]], {f"a_{k}": v})
+            plain = value.item() if isinstance(value, np.generic) else value
+            if isinstance(plain, np.ndarray):
+                plain = plain.tolist()[0]
+            arrow = (
+                pa.float64()
+                if isinstance(plain, float)
+                else (pa.uint64() if plain > 2**63 - 1 else pa.int64())
+            )
+            try:
+                column = pa.array([plain], arrow)
+            except (pa.ArrowInvalid, OverflowError):
+                continue
+            yield "stream", lambda c=column, k=kind: _stream_row(stream, f"f_{k}", c)
+            # (SQL rounds a fraction into an integer column, as DuckDB does: not a refusal)
+            fraction = isinstance(plain, float) and math.isfinite(plain) and not plain.is_integer()
+            if kind in ("int64", "uint64", "int8") and not fraction:
+                sql_type = {"int64": "BIGINT", "uint64": "UBIGINT", "int8": "TINYINT"}[kind]
+                yield (
+                    "table",
+                    lambda p=plain, t=sql_type: db.sql(f"INSERT INTO vt (c_{t}) VALUES (?)", [p]),
+                )
+    for text in TEXT_DOMAIN:
+        if "\x00" in text:  # (Arrow cannot hold a surrogate: no table carries one)
+            yield "stream", lambda t=text: _stream_row(stream, "label", pa.array([t]))
+        if "\x00" not in text:  # (NUL is JSON text; a surrogate is not Unicode)
+            yield "collection", lambda t=text: db.collection("c").insert({"name": t})
+            yield "assoc", lambda t=text: table.put_text(["r,"], [t])
+    for value in [2**53 + 1, np.uint64(2**64 - 1), math.nan]:
+        yield "assoc", lambda v=value: table.put_triples("r,", "c,", [v])
+    for value in [2**64, -(2**63) - 1, math.nan, math.inf]:
+        yield "collection", lambda v=value: db.collection("c").insert({"n": v})
+
+
+def _stream_row(stream: Any, name: str, column: pa.Array) -> None:
+    fields = {f.name: f for f in stream.descriptor.fields}
+    row = {n: pa.array([0], pa.int64()) if n != "label" else pa.array(["x"]) for n in fields}
+    row[name] = column
+    stream.ingest(pa.table(row))
+
+
+def _value_domain_database(path: Path) -> tesseradb.Database:
+    db = tesseradb.connect(path)
+    attrs = {f"a_{k}": k for k in VALUE_DOMAIN}
+    db.create_array("vd", [{"name": "x", "end": 4, "chunk": 4}], attrs)
+    fields = [{"name": f"f_{k}", "type": {"float32": "float"}.get(k, k)} for k in VALUE_DOMAIN]
+    fields.append({"name": "label", "type": "char", "array_len": 8})
+    db.create_stream("vs", {"fields": fields, "index": ["f_int64"]})
+    db.create_assoc_table("va", text=True)
+    db.create_collection("c")
+    db.sql("CREATE TABLE vt (c_BIGINT BIGINT, c_UBIGINT UBIGINT, c_TINYINT TINYINT)")
+    return db
+
+
+def test_values_a_write_path_cannot_keep_are_refused_and_change_nothing(tmp_path: Path) -> None:
+    db = _value_domain_database(tmp_path / "db")
+
+    def snapshot() -> tuple[Any, ...]:
+        return (
+            db.array("vd").version,
+            db.sql("SELECT count(*) FROM vs").fetchall(),
+            db.sql("SELECT count(*) FROM vt").fetchall(),
+            db.collection("c").count(),
+            db.assoc_table("va").runs,
+        )
+
+    before = snapshot()
+    raw, accepted = [], []
+    for kind, attempt in _attempts(db):
+        COUNTS[f"value domain: {kind} inputs"] += 1
+        try:
+            attempt()
+        except TesseraError:
+            COUNTS[f"value domain: {kind} refused"] += 1
+            assert snapshot() == before, f"a refused {kind} write changed the database"
+            continue
+        except Exception as err:
+            raw.append(f"{kind}: {type(err).__name__}: {err}")
+            continue
+        accepted.append(kind)
+        before = snapshot()
+    db.close()
+    assert not raw, "\n".join(raw)
+    assert not accepted, f"values no write path can keep were accepted by: {accepted}"
+
+
+SMALL_ONES = {
+    "load of an unknown format": lambda db, tmp: db.load(str(tmp / "x.xls"), format="xls"),
+    "JSON nested 5,000 deep": lambda db, tmp: db.load(str(tmp / "deep.json"), into="deep"),
+    "a compression level out of range": lambda db, tmp: db.create_array(
+        "lv", [{"name": "x", "end": 4}], {"v": "int8"}, level=99
+    ),
+    "a lone surrogate in put_text": lambda db, tmp: db.assoc_table("tx").put_text(
+        ["a,"], ["x\ud800y"]
+    ),
+    "a stream field named by a reserved word": lambda db, tmp: db.create_stream(
+        "sf", {"fields": [{"name": "select", "type": "double"}], "index": ["select"]}
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SMALL_ONES))
+def test_small_ones_of_issue_40_are_clear_errors(case: str, tmp_path: Path) -> None:
+    (tmp_path / "x.xls").write_text("a,b\n1,2\n")
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    with tesseradb.connect(tmp_path / "db") as db:
+        db.create_assoc_table("tx", text=True)
+        before = sorted(o.name for o in db.info().objects)
+        with pytest.raises(TesseraError):
+            SMALL_ONES[case](db, tmp_path)
+        assert sorted(o.name for o in db.info().objects) == before
+
+
+def test_an_absent_key_of_degrees_is_an_empty_answer(tmp_path: Path) -> None:
+    with tesseradb.connect(tmp_path / "db") as db:
+        table = db.create_assoc_table("t")
+        table.put_triples("a,", "b,", [1.0])
+        assert table.deg["nope,", :].nnz == 0
+        assert table.deg[:, :].nnz == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "{db}", "--port", "99999"],
+        ["sql", "{db}", "SELECT 1", "-f", "csv", "-o", "{missing}/dir/x.csv"],
+        ["example-data", "{file}"],
+    ],
+    ids=["port", "output", "example-data"],
+)
+def test_more_bad_cli_input_gives_a_message(args: list[str], tmp_path: Path) -> None:
+    build(tmp_path / "db", tmp_path).close()
+    (tmp_path / "plain.txt").write_text("x")
+    given = [
+        a.format(db=tmp_path / "db", missing=tmp_path / "missing", file=tmp_path / "plain.txt")
+        for a in args
+    ]
+    result = CliRunner().invoke(app, given)
+    assert result.exit_code not in (0, 70), result.output
+    assert "Traceback" not in result.output

@@ -6,7 +6,9 @@ quickstart, the benchmarks and the tests.
   Listing 2, :data:`GHCN_DESCRIPTOR`);
 - attached files (SDS/Q): a Palomar Transient Factory HDF5 file with the
   real schema (:func:`ptf_file`, :data:`PTF_SCHEMA`);
-- arrays (SS-DB): raw sky images with 11 int32 attributes (:func:`sky_image`).
+- arrays (SS-DB): raw sky images with 11 int32 attributes (:func:`sky_image`);
+- the files the documentation's examples load (:func:`example_data`,
+  ``tessera example-data DIR``).
 
 Each is seeded: the same arguments give the same data.
 """
@@ -18,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DOCS_TAXI_DESCRIPTOR",
     "GHCN_DESCRIPTOR",
     "IMAGE_ATTRS",
     "PTF_SCHEMA",
     "TAXI_DESCRIPTOR",
     "element_code",
+    "example_data",
     "ghcn",
     "ptf_file",
     "sky_image",
@@ -507,3 +511,99 @@ def sky_image(n: int, seed: int) -> dict[str, Any]:
         else:  # a second band: correlated with the first
             out[name] = (v1 * 0.8 + rng.normal(0, 10, (n, n))).astype(np.int32)
     return out
+
+
+# --- the documentation's input files ------------------------------------------------------
+# the short taxi descriptor docs/records.md prints (the paper's Listing 1, five fields)
+DOCS_TAXI_DESCRIPTOR = """<description typeid="7c9e6679-7425-40de-944b-e07fc1f90ae7">
+ <field name="medallion" type="char" array_len=33/>
+ <field name="pickup_datetime" type="epoch_t"/>
+ <field name="passenger_count" type="int64_t"/>
+ <field name="pickup_latitude" type="double"/>
+ <field name="pickup_longitude" type="double"/>
+ <field name="pickup_latitude"/>
+ <field name="pickup_datetime"/>
+"""
+
+
+def example_data(folder: str | Path) -> list[Path]:
+    """Write the input files the README's and docs/' examples name, into ``folder``
+    (``tessera example-data DIR``): FITS nights, NetCDF grids, a TIFF stack, an .npy
+    volume, readings as Parquet and CSV, people as JSON lines and a JSON array, PTF
+    nights as HDF5, the taxi descriptor and a month of trips. Returns what it wrote.
+    Seeded: the same files every time."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+    import tifffile
+    import xarray as xr
+    from astropy.io import fits
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    before = set(folder.rglob("*"))
+    rng = np.random.default_rng(0)
+    (folder / "images").mkdir(exist_ok=True)
+    for night in range(4):
+        hdu = fits.PrimaryHDU(rng.integers(0, 1000, size=(64, 64), dtype=np.uint16))
+        hdu.header.update({"CRPIX1": 1.0, "CRVAL1": 1000.0, "CRPIX2": 1.0, "CRVAL2": -32.0})
+        hdu.header["OBJECT"] = "M31"
+        hdu.writeto(folder / "images" / f"night_{night:02d}.fits", overwrite=True)
+
+    def grid(times: Any) -> Any:
+        shape = (len(times), 4, 6)
+        ds = xr.Dataset(
+            {
+                "temperature": (("time", "lat", "lon"), rng.normal(280, 5, shape).astype("f4")),
+                "pressure": (("time", "lat", "lon"), rng.normal(1000, 9, shape).astype("f8")),
+            },
+            coords={"time": times, "lat": np.linspace(-60, 60, 4), "lon": np.arange(6) * 60.0},
+        )
+        ds["temperature"].attrs["units"] = "K"
+        return ds
+
+    grid(np.arange(5)).to_netcdf(folder / "grid.nc", engine="h5netcdf")
+    (folder / "parts").mkdir(exist_ok=True)
+    for part in range(3):
+        times = np.arange(4 * part, 4 * part + 4)
+        grid(times).to_netcdf(folder / "parts" / f"part_{part}.nc", engine="h5netcdf")
+    tifffile.imwrite(folder / "stack.tif", rng.integers(0, 255, (5, 32, 32), dtype=np.uint8))
+    np.save(folder / "volume.npy", rng.random((16, 64, 64), dtype=np.float32))
+    n = 5000
+    readings = pa.table(
+        {
+            "t": np.arange(1_700_000_000, 1_700_000_000 + n, dtype=np.int64),
+            "lat": rng.uniform(-30, 30, n),
+            "lon": rng.uniform(0, 90, n),
+            "site": [f"site-{i % 11}" for i in range(n)],
+        }
+    )
+    pq.write_table(readings, folder / "readings.parquet")
+    pacsv.write_csv(readings, folder / "readings.csv")
+    people = [{"name": f"person {i}", "age": 20 + i % 50} for i in range(40)]
+    (folder / "objects.jsonl").write_text("\n".join(json.dumps(p) for p in people) + "\n")
+    (folder / "objects.json").write_text(json.dumps(people[:5]))
+    (folder / "more.jsonl").write_text(
+        '{"name": "Lucille Bluth", "age": 70}\n{"name": "Buster Bluth", "age": 32}\n'
+    )
+    # PTF nights (SDS/Q): the README's, docs/attached.md's, docs/cli.md's
+    (folder / "nights").mkdir(exist_ok=True)
+    for night in range(2):
+        ptf_file(folder / f"ptf_night_{night}.h5", candidates=300, seed=night)
+        ptf_file(folder / "nights" / f"night_{night}.h5", candidates=300, seed=night)
+    ptf_file(folder / "ptf_small.h5", candidates=300, seed=0)
+    # the taxi stream of docs/records.md
+    (folder / "taxi.xml").write_text(DOCS_TAXI_DESCRIPTOR)
+    lines = ["medallion,pickup_datetime,passenger_count,pickup_latitude,pickup_longitude"]
+    for i in range(2000):
+        lines.append(
+            f"M{i % 37:04d},{1357000000 + i * 60},{rng.integers(1, 5)},"
+            f"{40.70 + rng.random() * 0.1:.6f},{-73.95 + rng.random() * 0.1:.6f}"
+        )
+    (folder / "trips-2013-01.csv").write_text("\n".join(lines) + "\n")
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p not in before) or sorted(
+        p for p in folder.rglob("*") if p.is_file()
+    )

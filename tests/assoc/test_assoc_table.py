@@ -198,6 +198,91 @@ def test_a_damaged_run_file_is_named(db: tesseradb.Database) -> None:
         again.assoc_table("D")["a,", :]
 
 
+@pytest.mark.parametrize(
+    "part",
+    [
+        "col_vals.npy",
+        "row_vals.npy",
+        "row_indptr.npy",
+        "col_index.npy",
+        "col_keys.arrow",
+        "deg.npy",
+        "meta.json",
+        "manifest.json",
+    ],
+)
+def test_a_flipped_byte_in_any_file_is_damage_never_an_answer(
+    db: tesseradb.Database, part: str
+) -> None:
+    """Every file of a table carries a checksum (issue 40, item 5): a read that opens a
+    damaged file fails naming it, check finds it, and repair sets the run aside saying
+    how many triples went with it."""
+    from tesseradb.errors import DamagedStorageError
+
+    t = db.create_assoc_table("F")
+    rows = ",".join(f"r{i}" for i in range(40)) + ","
+    cols = ",".join(f"c{i % 7}" for i in range(40)) + ","
+    t.put_triples(rows, cols, [float(i + 1) for i in range(40)])
+    t.put_triples("q,", "c0,", [99.0])
+    whole = {
+        "rows": t["r1,", :].triples(),
+        "cols": t[:, "c1,"].triples(),
+        "deg": t.deg[:, :].triples(),
+        "sql": db.sql("SELECT sum(val), count(*) FROM F").fetchall(),
+    }
+    folder = Path(db.path) / "assoc" / "F"
+    target = folder / part if part == "manifest.json" else folder / "run-000001" / part
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0x20
+    target.write_bytes(bytes(data))
+    db.close()
+    with tesseradb.connect(db.path) as again:
+        table = again.assoc_table("F") if part != "manifest.json" else None
+        reads = {
+            "rows": lambda: table["r1,", :].triples(),
+            "cols": lambda: table[:, "c1,"].triples(),
+            "deg": lambda: table.deg[:, :].triples(),
+            "sql": lambda: again.sql("SELECT sum(val), count(*) FROM F").fetchall(),
+        }
+        for what, read in reads.items():
+            if table is None:
+                break
+            try:
+                got = read()
+            except DamagedStorageError:
+                continue
+            assert got == whole[what], f"{part}: {what} answered around the damage"
+        report = again.check()
+        assert not report.ok
+        if part == "manifest.json":
+            with pytest.raises(DamagedStorageError, match="manifest"):
+                again.assoc_table("F")
+            return
+        repaired = again.check(repair=True)
+        assert repaired.ok
+        lost = "the 40 triples of run-000001"
+        if part == "meta.json":  # (the file that counts them is the damaged one)
+            lost = "every triple of run-000001 (its count is unreadable)"
+        assert [f.lost for f in repaired.findings] == [lost]
+        assert again.assoc_table("F")[:, :].triples() == [("q", "c0", 99.0)]
+        assert again.check().ok
+
+
+def test_integers_a_float_would_change_are_refused_never_rounded(
+    db: tesseradb.Database,
+) -> None:
+    from tesseradb.errors import AssocError
+
+    t = db.create_assoc_table("I")
+    for value in (2**53 + 1, np.uint64(2**64 - 1), np.array([2**60 + 1], dtype=np.int64)):
+        with pytest.raises(AssocError, match="cannot hold exactly"):
+            t.put_triples("a,", "b,", value if isinstance(value, np.ndarray) else [value])
+    with pytest.raises(AssocError, match="cannot hold exactly"):
+        t.put_triples([2**53 + 1], "b,", [1.0])  # (numeric keys too)
+    t.put_triples("a,", "b,", [2**53])  # exact
+    assert t[:, :].triples() == [("a", "b", float(2**53))]
+
+
 def test_many_puts_are_merged_and_stay_exact(db: tesseradb.Database) -> None:
     from tesseradb.assoc._table import MAX_RUNS
 

@@ -355,3 +355,33 @@ def test_bench_refuses_ssdb_options_for_other_benchmarks() -> None:
     assert "Traceback" not in out.output
     out = runner.invoke(app, ["bench", "ssdb", "--config", "test", "--scale", "tiny"])
     assert out.exit_code != 0 and "disagree" in out.output
+
+
+EXACT = (
+    "SELECT 340282366920938463463374607431768211455::UHUGEINT AS u, '0101'::BIT AS b, "
+    "'14:44:56+05:30'::TIMETZ AS tz, TIME '24:00:00' AS t, 'infinity'::DATE AS d"
+)
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "table"])
+def test_every_format_writes_values_as_duckdb_writes_them(dbpath: Path, fmt: str) -> None:
+    """Issue 41: the CLI's formats are DuckDB's own (to_json, COPY ... TO, its text form)."""
+    import duckdb
+
+    out = runner.invoke(app, ["sql", str(dbpath), EXACT, "-f", fmt])
+    assert out.exit_code == 0, out.output
+    if fmt == "json":
+        [expected] = duckdb.sql(f"SELECT to_json(x)::VARCHAR FROM ({EXACT}) x").fetchall()
+        assert json.loads(out.output) == json.loads(expected[0])
+        assert json.loads(out.output)["u"] == 2**128 - 1
+    elif fmt == "csv":
+        assert out.output.splitlines()[1].split(",") == [
+            "340282366920938463463374607431768211455",
+            "0101",
+            "14:44:56+05:30",
+            "24:00:00",
+            "infinity",
+        ]
+    else:  # (a narrow terminal may wrap the long number: the others are whole)
+        for text in ("0101", "24:00:00", "infinity"):
+            assert text in out.output

@@ -164,6 +164,46 @@ def test_bad_writes_change_nothing(served: Served, tokens: dict[str, str]) -> No
     assert (db.stream("readings").num_records, db.collection("docs").count()) == before
 
 
+def test_values_no_write_path_can_keep_are_refused_over_http(
+    served: Served, tokens: dict[str, str]
+) -> None:
+    """The value domain at every write endpoint (issue 40): out of range, signedness,
+    NaN into an integer, past a collection's integers, NUL in a char field."""
+    db = served.db
+    client = served.client(tokens["writer"])
+    before = (
+        db.stream("readings").num_records,
+        db.collection("docs").count(),
+        db.sql("SELECT count(*) FROM plain").scalar(),
+    )
+    sensor_values = [
+        pa.array([2**31], pa.int64()),  # past int32
+        pa.array([2**63], pa.uint64()),  # past int64 too
+        pa.array([float("nan")], pa.float64()),  # NaN into an integer field
+        pa.array([1.5], pa.float64()),
+    ]
+    for sensor in sensor_values:
+        table = pa.table({"t": [1.0], "sensor": sensor, "value": [0.5]})
+        response = client.post(
+            "/streams/readings/ingest", content=ipc_bytes(table), headers={"Content-Type": ARROW}
+        )
+        assert response.status_code == 400, (sensor, response.text)
+        assert response.json()["type"] != "InternalError"
+    for document in [{"k": 2**64}, {"k": -(2**63) - 1}]:
+        response = client.post("/collections/docs/insert", json=document)
+        assert response.status_code == 400, (document, response.text)
+    for params in [[2**64, 1.0], [-(2**63) - 1, 1.0]]:
+        response = client.post(
+            "/sql", json={"sql": "INSERT INTO plain VALUES (?, ?)", "params": params}
+        )
+        assert response.status_code == 400, (params, response.text)
+    assert (
+        db.stream("readings").num_records,
+        db.collection("docs").count(),
+        db.sql("SELECT count(*) FROM plain").scalar(),
+    ) == before
+
+
 def test_huge_bodies_and_slabs_are_refused(
     database: tesseradb.Database, tokens: dict[str, str]
 ) -> None:
@@ -435,3 +475,23 @@ def test_a_statement_failing_mid_answer_is_an_error_not_a_short_answer(
     client = served.client(tokens["admin"])
     with pytest.raises(httpx.RemoteProtocolError):
         client.post("/sql", json={"sql": text}, headers={"Accept": ARROW}).read()
+
+
+def test_every_error_is_json_naming_what(served: Served, tokens: dict[str, str]) -> None:
+    """Issue 40, item 9: unknown paths and methods, a body nested too deeply, an unknown
+    stream field, impossible PNG options: JSON errors, never plain text or a wrong answer."""
+    client = served.client(tokens["reader"])
+    for method, path, kwargs, status in [
+        ("GET", "/no/such/path", {}, 404),
+        ("DELETE", "/catalog", {}, 405),
+        ("POST", "/sql", {"content": b"[" * 100000 + b"]" * 100000, "headers": {"Content-Type": "application/json"}}, 400),
+        ("GET", "/streams/readings/range?zz=1:2", {}, 400),
+        ("GET", "/streams/readings/range?t=0:10&limit=-1", {}, 400),
+        ("GET", "/arrays/img/slab?box=0:8,0:8&format=png&vmin=5&vmax=1", {}, 400),
+        ("GET", "/arrays/img/slab?box=0:8,0:8&format=png&max_side=0", {}, 400),
+    ]:  # fmt: skip
+        response = client.request(method, path, **kwargs)
+        assert response.status_code == status, (path, response.status_code, response.text)
+        body = response.json()
+        assert body["error"] and body["type"], body
+    assert "zz" in client.get("/streams/readings/range?zz=1:2").json()["error"]

@@ -374,3 +374,42 @@ def test_slabs_end_on_chunk_boundaries_across_files(
     db.load(str(tmp_path / "part0.npy"), into="joined")  # appended from row 15, in one write
     assert writes == [(15, 3)]
     np.testing.assert_array_equal(db.array("joined").read()["value"][15:], parts[0])
+
+
+@pytest.mark.parametrize(
+    ("compression", "dtype", "name"),
+    [("RICE_1", "int16", "night.fits.fz"), ("GZIP_1", "float32", "night.fits")],
+)
+def test_tile_compressed_fits_images_load_as_astropy_reads_them(
+    db: tesseradb.Database, tmp_path: Path, compression: str, dtype: str, name: str
+) -> None:
+    """The form most survey images ship in (issue 40, item 8): a valid file, not a
+    truncated one."""
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 3000, size=(40, 50)).astype(dtype)
+    hdu = fits.CompImageHDU(values, compression_type=compression)
+    fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(tmp_path / name)
+    loaded = db.load(str(tmp_path / name), into="night")
+    assert loaded.items == values.size
+    np.testing.assert_array_equal(db.array("night").read()["value"], fits.getdata(tmp_path / name))
+    # a damaged compressed file is refused, naming it, and nothing is made
+    data = bytearray((tmp_path / name).read_bytes())
+    (tmp_path / "cut.fits").write_bytes(bytes(data[: len(data) - 2000]))
+    with pytest.raises(LoadError, match=r"cut\.fits"):
+        db.load(str(tmp_path / "cut.fits"), into="cut")
+    assert "cut" not in db.arrays()
+
+
+def test_netcdf3_classic_files_load_and_say_they_cannot_be_attached(
+    db: tesseradb.Database, tmp_path: Path
+) -> None:
+    ds = xr.Dataset(
+        {"temp": (("time", "lat", "lon"), np.arange(24.0, dtype="float32").reshape(2, 3, 4))},
+        coords={"lat": [10, 20, 30], "lon": [1, 2, 3, 4]},
+    )
+    path = tmp_path / "classic.nc"
+    ds.to_netcdf(path, format="NETCDF3_CLASSIC", engine="scipy")
+    db.load(str(path), into="classic")
+    np.testing.assert_array_equal(db.array("classic").read()["temp"], ds["temp"].values)
+    with pytest.raises(tesseradb.errors.AttachError, match=r"NetCDF3.*load it instead"):
+        db.attach(path, name="att")

@@ -122,7 +122,9 @@ def fit_values(values: Any, attr: Any, shape: tuple[int, ...], where: str) -> np
             )
     if arr.dtype == dtype:
         return arr
-    if np.can_cast(arr.dtype, dtype, casting="safe"):
+    # (numpy calls int64 into float64 "safe", though 2**53 + 1 does not survive it)
+    widening_float = arr.dtype.kind in "iu" and np.dtype(dtype).kind == "f"
+    if np.can_cast(arr.dtype, dtype, casting="safe") and not widening_float:
         return arr.astype(dtype)
     kept = kept_by_cast(arr, dtype)
     if not bool(np.all(kept)):

@@ -78,6 +78,7 @@ def key_source(keys: Any, what: str, values: bool = False) -> Source:
             return Source([], 0, True)
         return Source(keys, keys.count(d4m_delimiter(keys, what)), True)
     if number(keys):
+        _check_exact([keys], what, values)
         return _numbers(np.array([keys], dtype=np.float64), what, values)
     if isinstance(keys, np.ndarray):
         if keys.ndim != 1:
@@ -90,6 +91,8 @@ def key_source(keys: Any, what: str, values: bool = False) -> Source:
             codes = np.ascontiguousarray(keys).view(np.uint32).reshape(len(keys), width)
             return Source(codes, len(keys), True)
         if kind in ("iufb" if values else "iuf"):
+            if kind in "iu":
+                _check_exact_array(keys, what, values)
             return _numbers(keys.astype(np.float64, copy=False), what, values)
         if kind == "O":
             keys = keys.tolist()
@@ -110,12 +113,15 @@ def key_source(keys: Any, what: str, values: bool = False) -> Source:
             raise AssocError(f"{what}: item 0 is {type(first).__name__}; they are str or numbers")
         try:
             numbers = np.array(items, dtype=np.float64)
-        except (TypeError, ValueError):
-            bad = next(i for i, x in enumerate(items) if not number(x))
+        except (TypeError, ValueError, OverflowError):
+            bad = next((i for i, x in enumerate(items) if not number(x)), None)
+            if bad is None:  # (an integer past float64's range)
+                _check_exact(items, what, values)
             raise AssocError(
                 f"{what}: item {bad} is {type(items[bad]).__name__}, but item 0 is a number; "
                 "they are all str or all numbers"
             ) from None
+        _check_exact(items, what, values)
         return _numbers(numbers, what, values)
     raise AssocError(
         f"{what} must be a D4M string, a sequence or an array, not {type(keys).__name__}"
@@ -128,6 +134,47 @@ def _is_number(x: object) -> bool:
 
 def _is_value(x: object) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating, np.bool_))
+
+
+# Numbers are held as float64 (D4M's doubles), which holds every integer up to 2**53
+# exactly and some beyond: an integer it would change is refused, never rounded.
+_EXACT = 2**53
+
+
+def _refuse_inexact(what: str, index: int, value: object, values: bool) -> None:
+    what_it_is = "value" if values else "key"
+    raise AssocError(
+        f"{what}: item {index} ({value}) is an integer a {what_it_is} cannot hold exactly "
+        f"(numbers are 64-bit floats: integers are exact up to 2**53)"
+    )
+
+
+def _check_exact(items: Sequence[Any], what: str, values: bool) -> None:
+    """Refuse a Python or numpy integer that float64 would change."""
+    for i, x in enumerate(items):
+        if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
+            n = int(x)
+            if abs(n) > _EXACT:
+                try:
+                    kept = int(float(n)) == n
+                except OverflowError:
+                    kept = False
+                if not kept:
+                    _refuse_inexact(what, i, n, values)
+
+
+def _check_exact_array(keys: np.ndarray, what: str, values: bool) -> None:
+    """Refuse integers of an integer array that float64 would change."""
+    if keys.dtype.itemsize < 8:  # (every int32 is exact)
+        return
+    outside = keys > _EXACT
+    if keys.dtype.kind == "i":
+        outside |= keys < -_EXACT
+    big = np.flatnonzero(outside)
+    for i in big:  # (few, if any: checked one by one, exactly)
+        n = int(keys[i])
+        if int(float(n)) != n:
+            _refuse_inexact(what, int(i), n, values)
 
 
 def _numbers(numbers: np.ndarray, what: str, values: bool) -> Source:

@@ -86,6 +86,14 @@ def attach_spec(
         if not os.path.exists(path):
             raise AttachError(f"cannot attach {path}: no such file")
         if not h5py.is_hdf5(path):
+            with open(path, "rb") as head:
+                magic = head.read(4)
+            if magic[:3] == b"CDF" and magic[3:] in (b"\x01", b"\x02", b"\x05"):
+                raise AttachError(
+                    f"cannot attach {path}: it is a NetCDF3 (classic) file, not HDF5; "
+                    "attached files are read in place through HDF5: load it instead "
+                    "(db.load, tessera load)"
+                )
             raise AttachError(f"cannot attach {path}: not an HDF5 (or NetCDF4) file")
         try:
             with h5py.File(path, "r") as f:

@@ -125,6 +125,23 @@ def init(path: Annotated[Path, typer.Argument(help="Directory of the new databas
         db.close()
 
 
+@app.command("example-data")
+def example_data(
+    folder: Annotated[Path, typer.Argument(help="Directory to write the files into.")],
+) -> None:
+    """Write the input files the README's and docs/' examples load into FOLDER (FITS
+    nights, NetCDF grids, readings, JSON people, PTF nights as HDF5, the taxi stream)."""
+    from tesseradb.datasets import example_data as write
+
+    if folder.exists() and not folder.is_dir():
+        _fail(f"{folder} is a file, not a directory")
+    try:
+        written = write(folder)
+    except OSError as err:
+        _fail(f"cannot write into {folder}: {err}")
+    typer.echo(f"wrote {len(written)} files into {folder}")
+
+
 def _parse_params(values: list[str]) -> list[Any] | dict[str, Any] | None:
     """``--param 5 --param abc`` binds ``?``s in order; ``--param name=value`` binds ``$name``."""
     import json

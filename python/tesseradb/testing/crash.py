@@ -2,7 +2,11 @@
 
 For each data model a writer subprocess does random work on one database,
 printing ``start i`` before and ``ack i`` (``ack i durable`` where the call
-promised durability) after each call. The parent kills it with SIGKILL at a
+promised durability) after each call. Every third call loads a file with
+``db.load`` and every third with ``tessera load`` (the command, in a process of
+its own) instead of the data model's own API: into the stream, collection or
+plain table the others write (a load appends, durably), or as a new array of
+its own (``l<call>``, whole or absent); associative tables have no loads. The parent kills it with SIGKILL at a
 random moment, reopens the database as a restarted application would, and
 checks that every acknowledged durable call is present, that no call is
 served in part (each call writes a batch whose size the parent can
@@ -15,6 +19,7 @@ a few rounds of each model in ``make test``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -52,13 +57,56 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
+def load_kind(model: str, call: int) -> str | None:
+    """How call ``call`` is made: ``db.load``, ``tessera load``, or None (the API)."""
+    if model == "assoc":
+        return None
+    return {0: None, 1: "db.load", 2: "tessera load"}[call % 3]
+
+
+def load_target(model: str, call: int) -> str:
+    """The object a load call writes: the model's own, or (arrays) one of its own."""
+    return {"stream": "s", "collection": "c", "table": "t"}.get(model, f"l{call}")
+
+
+def load_cells(seed: int, call: int) -> Any:
+    """The cells an array load call loads (its own array ``l<call>``)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed * 1_000_003 + call)
+    return rng.integers(0, 1000, size=(8, 8), dtype=np.int64)
+
+
+def _load_file(model: str, folder: Path, seed: int, call: int, n: int) -> Path:
+    """The file a load call loads: the call's batch as CSV, JSON lines or .npy."""
+    import json
+
+    import numpy as np
+
+    if model == "array":
+        path = folder / f"call{call}.npy"
+        np.save(path, load_cells(seed, call))
+    elif model == "collection":
+        path = folder / f"call{call}.jsonl"
+        path.write_text("".join(json.dumps({"batch": call, "j": j}) + "\n" for j in range(n)))
+    else:
+        path = folder / f"call{call}.csv"
+        path.write_text("batch,j\n" + "".join(f"{call},{j}\n" for j in range(n)))
+    return path
+
+
 def writer(model: str, path: str, seed: int, first_call: int) -> None:
     """Write calls first_call, first_call + 1, ... for ever (until killed)."""
+    import shutil
+    import tempfile
+
     import numpy as np
     import pyarrow as pa
 
     import tesseradb
 
+    folder = Path(tempfile.mkdtemp(prefix="crash-loads-"))
+    tessera = shutil.which("tessera") or str(Path(sys.executable).with_name("tessera"))
     db = tesseradb.connect(path)
     if model == "stream":
         stream = db.stream("s")
@@ -74,11 +122,35 @@ def writer(model: str, path: str, seed: int, first_call: int) -> None:
         n = batch_size(seed, call, model)
         _say(f"start {call}")
         durable = ""
-        if model == "stream":
+        how = load_kind(model, call)
+        if how is not None:
+            source = _load_file(model, folder, seed, call, n)
+            kind = "array" if model == "array" else model
+            if how == "db.load":
+                db.load(str(source), into=load_target(model, call), kind=kind)
+            else:  # the command opens the database itself: this process lets go of it
+                db.close()
+                run = subprocess.run(
+                    [tessera, "load", path, str(source), "--into", load_target(model, call)],
+                    capture_output=True,
+                    text=True,
+                )
+                if run.returncode != 0:
+                    raise RuntimeError(f"tessera load failed: {run.stdout}{run.stderr}")
+                db = tesseradb.connect(path)
+                if model == "stream":
+                    stream = db.stream("s")
+                elif model == "array":
+                    array = db.array("a")
+                elif model == "collection":
+                    collection = db.collection("c")
+            source.unlink()
+            durable = " durable"  # (a load that returned is on disk)
+        elif model == "stream":
             records = pa.table(
                 {"batch": pa.array([call] * n, pa.int64()), "j": np.arange(n, dtype=np.int64)}
             )
-            durable_call = call % 3 == 0
+            durable_call = (call // 3) % 2 == 0  # (of the API's calls, every other one)
             stream.ingest(records, durable=durable_call)
             durable = " durable" if durable_call else ""
         elif model == "array":
@@ -145,6 +217,7 @@ class Tally:
     kills: int = 0
     calls_acknowledged: int = 0
     durable_acknowledged: int = 0
+    loads_acknowledged: int = 0  # of them, calls made by db.load or tessera load
     durable_lost: int = 0
     torn: int = 0
     live_reads: int = 0
@@ -155,7 +228,8 @@ class Tally:
     def __str__(self) -> str:
         return (
             f"{self.model}: {self.kills} kills, {self.calls_acknowledged} calls acknowledged "
-            f"({self.durable_acknowledged} durable), {self.durable_lost} durable calls lost, "
+            f"({self.durable_acknowledged} durable, {self.loads_acknowledged} loads), "
+            f"{self.durable_lost} durable calls lost, "
             f"{self.torn} torn after reopening, {self.live_reads} reads during writes "
             f"({self.torn_reads} torn), {self.check_findings} check findings"
         )
@@ -185,7 +259,11 @@ def create(model: str, path: Path) -> None:
 def _spawn(function: str, *args: Any) -> subprocess.Popen[str]:
     code = f"from tesseradb.testing.crash import {function}; {function}{args!r}"
     return subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # (its group is killed: a `tessera load` it runs too)
     )
 
 
@@ -203,13 +281,21 @@ def _follow(
     return thread
 
 
-def _kill(child: subprocess.Popen[str], thread: threading.Thread) -> None:
-    os.kill(child.pid, signal.SIGKILL)
+def _kill(child: subprocess.Popen[str], thread: threading.Thread) -> str | None:
+    """SIGKILL the child and what it runs; if it had already ended by itself, why (its
+    exit status and the end of what it wrote to stderr)."""
+    ended = child.poll()
+    with contextlib.suppress(ProcessLookupError):  # (its group may be gone with it)
+        os.killpg(child.pid, signal.SIGKILL)
     child.wait()
     thread.join(10)
+    why = None
+    if ended is not None and child.stderr is not None:
+        why = f"exit status {ended}: {child.stderr.read()[-2000:]}"
     for pipe in (child.stdout, child.stderr):
         if pipe is not None:
             pipe.close()
+    return why
 
 
 def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.Random) -> Round:
@@ -237,8 +323,8 @@ def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.R
     writer_process = _spawn("writer", model, str(path), seed, first_call)
     writer_thread = _follow(writer_process, on_writer)
     if not ready.wait(60):
-        _kill(writer_process, writer_thread)
-        raise RuntimeError(f"the {model} writer did not start")
+        why = _kill(writer_process, writer_thread)
+        raise RuntimeError(f"the {model} writer did not start ({why or 'no answer in 60 s'})")
     # arrays: snapshot isolation is Icechunk's, tested in tests/arrays; their
     # writes' boxes overlap, so a reader has no simple whole-call invariant
     reader_process = _spawn("reader", model, str(path), seed) if model != "array" else None
@@ -249,9 +335,15 @@ def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.R
     while not state.acked and time.monotonic() < deadline and writer_process.poll() is None:
         time.sleep(0.01)
     time.sleep(rng.uniform(0.0, 1.5))
-    _kill(writer_process, writer_thread)
+    writer_ended = _kill(writer_process, writer_thread)
+    reader_ended = None
     if reader_process is not None and reader_thread is not None:
-        _kill(reader_process, reader_thread)
+        reader_ended = _kill(reader_process, reader_thread)
+    # a writer or reader that stopped by itself failed: its own error is the finding
+    if writer_ended is not None:
+        raise RuntimeError(f"the {model} writer stopped before it was killed ({writer_ended})")
+    if reader_ended is not None:
+        raise RuntimeError(f"the {model} reader stopped before it was killed ({reader_ended})")
     return state
 
 
@@ -281,11 +373,29 @@ def verify(
             grid = base.copy()
             states = {0: grid.copy()}
             for call in rounds[-1].started:
+                if load_kind(model, call) is not None:
+                    continue  # (a load makes an array of its own: checked below)
                 x0, x1, y0, y1 = array_box(seed, call)
                 grid[x0:x1, y0:y1] = call
                 states[call] = grid.copy()
             matched = [c for c, s in states.items() if np.array_equal(s, cells)]
-            last_durable = max(rounds[-1].durable, default=0)
+            last_durable = max(
+                (c for c in rounds[-1].durable if load_kind(model, c) is None), default=0
+            )
+            arrays = set(db.arrays())
+            for call in rounds[-1].started:
+                if load_kind(model, call) is None:
+                    continue
+                name = load_target(model, call)
+                if name not in arrays:
+                    if call in rounds[-1].durable:
+                        tally.durable_lost += 1
+                        tally.problems.append(f"the acknowledged load of {name} is missing")
+                    continue
+                loaded = db.array(name)[:, :]["value"]
+                if not np.array_equal(loaded, load_cells(seed, call)):
+                    tally.torn += 1
+                    tally.problems.append(f"the array {name} a load made is not whole")
             if not matched:
                 tally.torn += 1
                 tally.problems.append("the array matches no prefix of the writes")
@@ -367,6 +477,7 @@ def run_matrix(
         rounds.append(state)
         tally.kills += 1
         tally.calls_acknowledged += len(state.acked)
+        tally.loads_acknowledged += sum(1 for c in state.acked if load_kind(model, c) is not None)
         tally.durable_acknowledged += len(state.durable)
         tally.live_reads += state.reads
         tally.torn_reads += len(state.torn_reads)

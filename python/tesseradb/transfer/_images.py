@@ -28,6 +28,8 @@ ARRAY_SUFFIXES = {
     ".fit": "fits",
     ".fts": "fits",
     ".fits.gz": "fits",
+    ".fits.fz": "fits",  # tile-compressed (fpack), the form most survey images ship in
+    ".fz": "fits",
     ".tif": "tiff",
     ".tiff": "tiff",
     ".nc": "netcdf",
@@ -167,7 +169,12 @@ def _open_fits(path: str, fmt: str, *, hdu: Any = None, attr: str | None = None,
         if not shape or 0 in shape:
             raise LoadError(f"{path}: HDU {hdu or 0} holds no image")
         dtype = _fits_dtype(path, unit)
+        # (a tile-compressed image's cells are not its size in the file: astropy checks
+        # its tiles as it decompresses them; a plain image must fit in the file)
+        compressed = isinstance(unit, fits.CompImageHDU)
         needed = unit.fileinfo()["datLoc"] + abs(int(header["BITPIX"])) // 8 * math.prod(shape)
+        if compressed:  # its tiles (a binary table and its heap) end where its span does
+            needed = unit.fileinfo()["datLoc"] + unit.fileinfo()["datSpan"]
         if os.path.getsize(path) < needed:
             raise LoadError(
                 f"{path}: the file is truncated: its image needs {needed:,} bytes, "
@@ -412,9 +419,11 @@ def _pick_variables(path: str, ds: Any, variables: list[str] | None) -> list[str
         groups.setdefault(tuple(map(str, ds[v].dims)), []).append(v)
     if len(groups) > 1:
         listed = "; ".join(f"{', '.join(vs)} over ({', '.join(d)})" for d, vs in groups.items())
+        loads = " and ".join(f"variables={vs!r}" for vs in groups.values())
         raise LoadError(
-            f"{path}: its variables do not share dimensions ({listed}); name the ones to "
-            "load with variables=[...], one array per set of dimensions"
+            f"{path}: its variables do not share dimensions ({listed}), and an array's "
+            f"attributes share its dimensions: load each set as an array of its own, with "
+            f"{loads} (tessera load --variables a,b)"
         )
     return names
 
