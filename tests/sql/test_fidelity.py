@@ -465,3 +465,22 @@ def test_a_setting_that_changes_answers_turns_shortcuts_off(tmp_path: Path) -> N
         assert "no pushdown" in str(db.explain("SELECT s FROM r WHERE s = 'abc'"))
         db.sql("RESET default_collation")
         assert db.sql("SELECT s FROM r WHERE s = 'abc'").shortcut == "lookup"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_view_over_a_relation_reads_it(tmp_path: Path, kind: str) -> None:
+    """A plain view whose body names a relation (of any kind), and a view over that one:
+    DuckDB binds them at each statement, so the relations they name are read."""
+    data = _data(kind)
+    with tesseradb.connect(tmp_path / "db.tdb") as db:
+        name = store_in_kind(db, kind, "int32", data, tmp_path)
+        source = visible(kind, name).replace("{ctype}", "INTEGER")
+        db.sql(f"CREATE VIEW v AS SELECT g, c FROM {source} WHERE c > 1")
+        db.sql("CREATE VIEW w AS SELECT g, sum(c) AS total FROM v GROUP BY g")
+        reference = duckdb.connect()
+        reference.register("plain", data)
+        expected = reference.sql(
+            "SELECT g, sum(c) FROM plain WHERE c > 1 GROUP BY g ORDER BY g"
+        ).fetchall()
+        assert db.sql("SELECT * FROM w ORDER BY g").fetchall() == expected
+        reference.close()

@@ -7,6 +7,7 @@ index files live under ``attached/<name>/`` in the database directory.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob as globlib
 import os
@@ -86,8 +87,10 @@ def attach_spec(
         if not os.path.exists(path):
             raise AttachError(f"cannot attach {path}: no such file")
         if not h5py.is_hdf5(path):
-            with open(path, "rb") as head:
-                magic = head.read(4)
+            magic = b""
+            if os.path.isfile(path):
+                with contextlib.suppress(OSError), open(path, "rb") as head:
+                    magic = head.read(4)
             if magic[:3] == b"CDF" and magic[3:] in (b"\x01", b"\x02", b"\x05"):
                 raise AttachError(
                     f"cannot attach {path}: it is a NetCDF3 (classic) file, not HDF5; "

@@ -520,6 +520,7 @@ class SQLEngine:
         analysis = self.analyses.analyse(text, params, schema_of, self.namespace.columns_of)
         if analysis.parsed:
             self._keep_paths_for_path_filtering(analysis)
+            self._read_through_views(analysis)
             return analysis
         # sqlglot does not know every DuckDB construct: if DuckDB parses the
         # text, run it without pushdown; otherwise report the syntax error.
@@ -542,7 +543,52 @@ class SQLEngine:
                 )
         analysis.relations = relations
         analysis.table_names = names - set(relations)
+        self._read_through_views(analysis)
         return analysis
+
+    def _read_through_views(self, analysis: Analysis) -> None:
+        """A plain view may read relations (``CREATE VIEW v AS SELECT ... FROM rel``): DuckDB
+        binds its body at each statement, so the relations it names (through views over
+        views too) are read whole for the statement, as any name it does not understand."""
+        views = [n for n in analysis.table_names if self.namespace.kind_of(n) == "view"]
+        seen: set[str] = set()
+        while views:
+            view = views.pop().lower()
+            if view in seen:
+                continue
+            seen.add(view)
+            body = self._view_sql(view)
+            if body is None:
+                continue
+            for name in _referenced_names(body):
+                if name in analysis.relations or name in seen:
+                    continue
+                relation = self.namespace.relation(name)
+                if relation is not None:
+                    analysis.relations[name] = RelationUse(
+                        name=relation.name,
+                        columns=None,
+                        references=1,
+                        notes=[f"read whole: through the view {view}"],
+                    )
+                elif self.namespace.kind_of(name) == "view":
+                    views.append(name)
+        if seen:  # (a statement over a view is DuckDB's to answer)
+            analysis.aggregate_only = analysis.lookup = None
+
+    def _view_sql(self, view: str) -> str | None:
+        """A plain view's definition, as the table store holds it."""
+        import duckdb
+
+        try:
+            rows = self.store_query(
+                "SELECT sql FROM duckdb_views() WHERE database_name = current_database() "
+                "AND schema_name = 'main' AND lower(view_name) = ?",
+                [view],
+            )
+        except (duckdb.Error, TableStoreError):
+            return None
+        return str(rows[0][0]) if rows else None
 
     def _keep_paths_for_path_filtering(self, analysis: Analysis) -> None:
         """Conditions on paths into JSON columns (:class:`JsonPath` keys) stay only in the
