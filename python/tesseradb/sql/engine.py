@@ -336,8 +336,8 @@ class SQLEngine:
     def _read_settings(self, session: SQLSession) -> None:
         """Bring what is known of ``session``'s settings up to date (after any statement
         that may have changed a setting, in any session: most are global)."""
-        if session.settings_epoch == self._settings_epoch:
-            return
+        if session.settings_epoch == self._settings_epoch or session.restricted:
+            return  # (a restricted session's instance keeps DuckDB's defaults, locked)
         epoch = self._settings_epoch
         import duckdb
 

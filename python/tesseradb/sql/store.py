@@ -150,7 +150,6 @@ class TableStore:
             if self._attached is None:
                 try:
                     self._attach(con)
-                    self.damage = None
                 except TableStoreError as err:
                     # statements that do not need the plain tables still run; those that
                     # do are told why (see the engine); the file is tried again once changed
@@ -207,8 +206,10 @@ class TableStore:
     # --- attaching ---------------------------------------------------------------------
     def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
         """(lock held)"""
+        self.damage = None
         if not self.read_only:
             self._attach_file(con, self.path, read_only=False)
+            self._chosen = "store"
             self._source = self._source_key()
             if self._publisher is None:
                 self._publisher = threading.Thread(
