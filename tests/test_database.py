@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tesseradb.errors import (
     ObjectNotFoundError,
     TesseraError,
 )
+from tests.processes import python_process
 
 
 def test_creates_and_reopens(tmp_path: Path) -> None:
@@ -128,20 +128,11 @@ def test_closed_database(tmp_path: Path) -> None:
         db.sql("SELECT 1")
 
 
-def _python(code: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def test_second_writer_process_gets_a_clear_error_and_readers_are_allowed(tmp_path: Path) -> None:
     path = tmp_path / "locked"
     with tesseradb.connect(path) as db:
         db.sql("CREATE TABLE t AS SELECT 42 AS x")
-        other = _python(f"""
+        other = python_process(f"""
             import tesseradb
             try:
                 tesseradb.connect({str(path)!r})
@@ -161,7 +152,7 @@ def test_second_writer_process_gets_a_clear_error_and_readers_are_allowed(tmp_pa
 
 def test_lock_is_released_when_the_writer_is_killed(tmp_path: Path) -> None:
     path = tmp_path / "killed"
-    writer = _python(f"""
+    writer = python_process(f"""
         import sys, time, tesseradb
         db = tesseradb.connect({str(path)!r})
         db.sql("CREATE TABLE t AS SELECT 1 AS x")

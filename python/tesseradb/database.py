@@ -16,7 +16,8 @@ Layout of a database directory::
     attached/<name>/ sidecar bitmap indexes of an attachment
     streams/<name>/  the segment files of a record stream
     arrays/<name>/   an array's Icechunk repository (repo/) and commit lock
-    documents/       the embedded document backends (documents.sqlite, documents.duckdb)
+    documents/       the embedded document backends (documents.sqlite, documents.duckdb,
+                     documents.snapshots/ for readers of the DuckDB one)
 """
 
 from __future__ import annotations

@@ -3,9 +3,6 @@ busy writer never locks them out: they read published snapshots (issue 40, item 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -14,22 +11,14 @@ import pytest
 
 import tesseradb
 from tesseradb.sql.store import SNAPSHOTS
-
-
-def _python(code: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+from tests.processes import python_process
 
 
 def test_a_long_reader_in_another_process_does_not_stop_the_writer(tmp_path: Path) -> None:
     path = tmp_path / "db.tdb"
     with tesseradb.connect(path) as db:
         db.sql("CREATE TABLE t AS SELECT range AS i FROM range(1000)")
-    reader = _python(f"""
+    reader = python_process(f"""
         import tesseradb
         with tesseradb.connect({str(path)!r}, read_only=True) as db:
             print("READING", flush=True)
@@ -58,7 +47,7 @@ def test_a_busy_writer_does_not_lock_readers_out_and_they_see_whole_statements(
     path = tmp_path / "db.tdb"
     with tesseradb.connect(path) as db:
         db.sql("CREATE TABLE t (batch INTEGER, i INTEGER)")
-        reader = _python(f"""
+        reader = python_process(f"""
             import time, tesseradb
             passes, torn, seen = 0, 0, set()
             with tesseradb.connect({str(path)!r}, read_only=True) as db:
@@ -86,7 +75,7 @@ def test_a_busy_writer_does_not_lock_readers_out_and_they_see_whole_statements(
 
 def test_a_reader_sees_what_a_killed_writer_committed(tmp_path: Path) -> None:
     path = tmp_path / "db.tdb"
-    writer = _python(f"""
+    writer = python_process(f"""
         import sys, time, tesseradb
         db = tesseradb.connect({str(path)!r})
         db.sql("CREATE TABLE t AS SELECT 1 AS x")

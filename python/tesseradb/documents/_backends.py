@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import shutil
 import sqlite3
+import tempfile
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -20,11 +23,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from tesseradb._snapshots import FileSnapshots, Publisher, identity, wal_of
 from tesseradb.documents._keys import DEFAULT_LIMITS, DocumentLimits
 from tesseradb.errors import DocumentBackendError, ReadOnlyError
 
 __all__ = [
     "DUCKDB_FILE",
+    "DUCKDB_SNAPSHOTS",
     "EMBEDDED_BACKENDS",
     "SQLITE_FILE",
     "Backend",
@@ -36,6 +41,8 @@ EMBEDDED_BACKENDS = ("sqlite", "duckdb")
 # the embedded backends' files, in the database's documents/ folder
 SQLITE_FILE = "documents.sqlite"
 DUCKDB_FILE = "documents.duckdb"
+# what readers in other processes open instead of DUCKDB_FILE (tesseradb._snapshots)
+DUCKDB_SNAPSHOTS = "documents.snapshots"
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,8 @@ class Backend(ABC):
     # What one document may hold here (checked at the door of every ingest path).
     limits: DocumentLimits = DEFAULT_LIMITS
     table_options = ""
+    # reads snapshots a writer in another process publishes, not the live data
+    reads_snapshots = False
 
     def __init__(self, read_only: bool = False) -> None:
         self.read_only = read_only
@@ -179,8 +188,18 @@ class Backend(ABC):
         yield None
 
     # --- shared --------------------------------------------------------------------
+    def _before_statement(self) -> None:  # noqa: B027 - nothing by default
+        """(lock held, no transaction open) Called before each statement or transaction."""
+
+    def wait_for_newer(self, timeout: float) -> bool:
+        """(a reader of snapshots) Wait until a snapshot newer than the one read is
+        published; whether one was (its next statement reads it)."""
+        return False
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
+            if not self._depth:
+                self._before_statement()
             try:
                 return self._run(sql, params)
             except Exception as err:
@@ -205,6 +224,7 @@ class Backend(ABC):
                 finally:
                     self._depth -= 1
                 return
+            self._before_statement()
             self._begin()
             self._depth = 1
             self._writing = write
@@ -437,21 +457,140 @@ class _Checkpointer:
 
 
 class DuckDBBackend(Backend):
+    """A DuckDB file, ``documents.duckdb``, held by the writing process.
+
+    DuckDB lets no other process open a file one process writes, and a process reading
+    it keeps the writer out; so the writer publishes snapshots of it (a while after each
+    change, as the table store does) and a read-only database reads the newest snapshot,
+    moving to a newer one at its next statement. A reader thus never makes the writer
+    fail or wait, and sees the collections as they were after some commit, at most a
+    moment behind a busy writer. When the newest snapshot is behind the file and no
+    writer will publish (one was killed), a reader copies the file for itself.
+    """
+
     kind = "duckdb"
     keyed_by_object = False
     covering_indexes = False
     seeks_by_key = False
     types = ColumnTypes("BIGINT", "VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BOOLEAN", "SMALLINT")
+    # statements that never change the file (anything else marks it changed)
+    _READS = frozenset({"SELECT", "WITH", "BEGIN", "COMMIT", "ROLLBACK", "EXPLAIN", "DESCRIBE"})
+    # how long a reader waits for the writer's first snapshot before copying the file
+    FIRST_SNAPSHOT_WAIT = 5.0
 
-    def __init__(self, path: Path, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        read_only: bool = False,
+        writer_elsewhere: Callable[[], bool] = lambda: False,
+    ) -> None:
+        super().__init__(read_only)
+        self._path = path
+        self._snapshots = FileSnapshots(path, path.parent / DUCKDB_SNAPSHOTS, "documents")
+        self._writer_elsewhere = writer_elsewhere
+        self._publisher: Publisher | None = None
+        self._private: Path | None = None  # a reader's own directory, for its copies
+        self._copies = 0
+        self._source: Any = None  # (a reader) what the choice of its file depended on
+        self.reads_snapshots = read_only
+        if read_only:
+            self._reading = self._reader_file()  # the file the connection reads
+            self._con = self._connect(self._reading, read_only=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._con = self._connect(path, read_only=False)
+        self._publisher = Publisher(self._snapshots, lambda: self._lock, "tessera-documents")
+        if not self._snapshots.current():  # (a writer killed before it published)
+            self._publisher.changed()
+
+    def _connect(self, file: Path, read_only: bool) -> Any:
         import duckdb
 
-        super().__init__(read_only)
-        if not read_only:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self._con = duckdb.connect(str(path), read_only=read_only)
+        try:
+            return duckdb.connect(str(file), read_only=read_only)
+        except duckdb.Error as err:  # (a damaged or foreign file)
+            raise DocumentBackendError(
+                f"the document backend {self._path} cannot be opened: {err} (the collections "
+                "on it live there; restore it from a backup, or drop them)"
+            ) from None
+
+    def describe(self) -> str:
+        return f"duckdb ({self._path})"
+
+    # --- a reader's file -------------------------------------------------------------------
+    def _reader_file(self) -> Path:
+        """The newest snapshot, or a copy of the file of this process's own when that is
+        behind the file (and no writer is about to publish a newer one)."""
+        if not self._path.is_file():
+            raise DocumentBackendError(f"the document backend {self._path} is missing")
+        deadline = time.monotonic() + self.FIRST_SNAPSHOT_WAIT
+        while True:
+            newest = self._snapshots.newest()
+            if newest is not None and (
+                self._snapshots.current() or self._writer_elsewhere()
+            ):  # (the writer publishes what it has written in a moment)
+                chosen = newest
+            else:
+                self._copies += 1
+                chosen = self._snapshots.copy_into(self._private_directory(), self._copies)
+            if chosen is not None:
+                self._source = self._source_key(chosen)
+                return chosen
+            # the file changed while it was copied: a writer is at work and will publish
+            if time.monotonic() > deadline:
+                raise DocumentBackendError(
+                    f"the document backend {self._path} is being written by another "
+                    "process that has not published a snapshot of it yet; try again"
+                )
+            time.sleep(0.02)
+
+    def _source_key(self, chosen: Path) -> Any:
+        newest = self._snapshots.newest()
+        if chosen.parent == self._snapshots.directory:
+            return newest
+        return newest, identity(self._path), identity(wal_of(self._path))
+
+    def wait_for_newer(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self._source is not None and self._source_key(self._reading) != self._source:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def _private_directory(self) -> Path:
+        if self._private is None:
+            self._private = Path(tempfile.mkdtemp(prefix="tessera-documents-"))
+        return self._private
+
+    def _before_statement(self) -> None:
+        if not self.read_only or self._source is None:
+            return
+        if self._source_key(self._reading) == self._source:
+            return
+        for _ in range(100):  # (the writer may drop a snapshot between listing and opening)
+            file = self._reader_file()
+            try:
+                con = self._connect(file, read_only=True)
+            except DocumentBackendError:
+                if file.exists():
+                    raise
+                continue
+            self._con.close()
+            self._con, self._reading = con, file
+            return
+        raise DocumentBackendError(f"the snapshots of {self._path} keep vanishing")
+
+    # --- the writer's changes ---------------------------------------------------------------
+    def _changed(self) -> None:
+        if self._publisher is not None:
+            self._publisher.changed()
 
     def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        if sql.lstrip().split(None, 1)[0].upper() not in self._READS:
+            self._changed()  # (published once the statement's transaction lets go)
         return self._con.execute(sql, list(params)).fetchall()
 
     def insert_rows(
@@ -468,6 +607,7 @@ class DuckDBBackend(Backend):
     def insert_arrow(self, table: str, batch: Any) -> None:
         """Insert an Arrow table whose columns are named as the target's."""
         with self._lock:
+            self._changed()
             self._con.register("argo_batch", batch)
             try:
                 names = ", ".join(batch.column_names)
@@ -494,7 +634,15 @@ class DuckDBBackend(Backend):
         return bool(rows)
 
     def close(self) -> None:
-        self._con.close()
+        if self._publisher is not None:
+            self._publisher.stop()
+        self._con.close()  # (DuckDB checkpoints the file as it lets go)
+        if not self.read_only and self._path.exists() and not self._snapshots.current():
+            with contextlib.suppress(OSError):
+                self._snapshots.publish()
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None
 
 
 class _ServerBackend(Backend):
@@ -661,12 +809,20 @@ class MariaDBBackend(_ServerBackend):
         return bool(rows)
 
 
-def open_backend(spec: str, directory: Path, read_only: bool = False) -> Backend:
-    """The backend named by ``spec``: ``sqlite``, ``duckdb`` (files in ``directory``) or a URL."""
+def open_backend(
+    spec: str,
+    directory: Path,
+    read_only: bool = False,
+    writer_elsewhere: Callable[[], bool] = lambda: False,
+) -> Backend:
+    """The backend named by ``spec``: ``sqlite``, ``duckdb`` (files in ``directory``) or a URL.
+
+    ``writer_elsewhere()`` says whether another process writes the database (a reader of
+    the DuckDB file then reads the snapshots it publishes)."""
     if spec == "sqlite":
         return SQLiteBackend(directory / SQLITE_FILE, read_only)
     if spec == "duckdb":
-        return DuckDBBackend(directory / DUCKDB_FILE, read_only)
+        return DuckDBBackend(directory / DUCKDB_FILE, read_only, writer_elsewhere)
     scheme = urlparse(spec).scheme.lower()
     if scheme in ("postgresql", "postgres"):
         return PostgresBackend(spec, read_only)

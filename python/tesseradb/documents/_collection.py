@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -60,6 +61,8 @@ from tesseradb.errors import (
 __all__ = ["META_TABLE", "Collection"]
 
 META_TABLE = "argo_meta"
+# how long a reader whose catalog names a collection its snapshot lacks waits for a newer one
+SNAPSHOT_WAIT = 5.0
 LOAD_BATCH = 20_000  # objects flattened and inserted at a time by bulk loads
 # The delta tables are merged into the main ones once they hold more objects than
 # this, or than DELTA_SHARE of the objids handed out, whichever is more: a merge
@@ -190,6 +193,27 @@ class Collection:
         if not rows:
             raise DocumentError(f"collection {self.name!r} has lost its objid counter")
         return int(rows[0][0]), int(rows[0][1])
+
+    def catch_up(self) -> None:
+        """(a read-only database reading the writer's snapshots of its backend) Wait up to
+        ``SNAPSHOT_WAIT`` seconds for a snapshot that holds this collection: the catalog
+        names a collection as soon as the writer has made it, its snapshot follows."""
+        if not self.backend.reads_snapshots:
+            return
+        deadline = time.monotonic() + SNAPSHOT_WAIT
+        while not self._in_backend():
+            if not self.backend.wait_for_newer(deadline - time.monotonic()):
+                raise DocumentBackendError(
+                    f"collection {self.name!r} is not yet in the snapshot of its backend "
+                    f"{self.backend.describe()} that readers read: the process writing "
+                    f"the database has not published it in {SNAPSHOT_WAIT:.0f} s; try again"
+                )
+
+    def _in_backend(self) -> bool:
+        if not self.backend.table_exists(META_TABLE):
+            return False
+        rows = self.backend.execute(f"SELECT 1 FROM {META_TABLE} WHERE collection = ?", [self.key])
+        return bool(rows)
 
     def upgrade(self) -> None:
         """Bring a collection made before the delta tables up to date (once per process).

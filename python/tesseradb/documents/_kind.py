@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.documents._backends import DUCKDB_FILE, SQLITE_FILE
+from tesseradb._lock import WriterLock
+from tesseradb.documents._backends import DUCKDB_FILE, DUCKDB_SNAPSHOTS, SQLITE_FILE
 from tesseradb.documents._collection import Collection
 from tesseradb.documents._relation import CollectionRelation
 from tesseradb.documents._store import DocumentStore
@@ -30,6 +31,7 @@ __all__ = ["CollectionKind"]
 BACKEND_FILES = {
     *(SQLITE_FILE + end for end in ("", "-wal", "-shm", "-journal")),
     *(DUCKDB_FILE + end for end in ("", ".wal")),
+    DUCKDB_SNAPSHOTS,  # what readers in other processes read (a directory)
 }
 
 
@@ -49,6 +51,7 @@ class CollectionKind(KindBase):
                 self.context.path / "documents",
                 self.context.read_only,
                 on_write=self.context.on_write,
+                writer_elsewhere=WriterLock(self.context.path).held_elsewhere,
             )
         return self._store
 
@@ -70,6 +73,7 @@ class CollectionKind(KindBase):
 
     def open(self, name: str, spec: dict[str, Any]) -> Collection:
         collection = self.store.open(name, spec["backend"], spec["mapping"])
+        collection.catch_up()  # (a reader of snapshots made before the collection)
         collection.upgrade()  # a collection made before the delta tables
         return collection
 

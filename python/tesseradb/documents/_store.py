@@ -31,9 +31,11 @@ class DocumentStore:
         directory: Path,
         read_only: bool,
         on_write: Callable[[str], None] | None = None,
+        writer_elsewhere: Callable[[], bool] = lambda: False,
     ) -> None:
         self.directory = directory
         self.read_only = read_only
+        self.writer_elsewhere = writer_elsewhere  # another process writes the database
         self.on_write = on_write  # told the name of a collection a transaction changed
         self._backends: dict[str, Backend] = {}
         self._collections: dict[str, Collection] = {}
@@ -57,7 +59,9 @@ class DocumentStore:
     def backend(self, spec: str) -> Backend:
         with self._lock:
             if spec not in self._backends:
-                self._backends[spec] = open_backend(spec, self.directory, self.read_only)
+                self._backends[spec] = open_backend(
+                    spec, self.directory, self.read_only, self.writer_elsewhere
+                )
             return self._backends[spec]
 
     def open(self, name: str, backend: str, mapping: str, create: bool = False) -> Collection:

@@ -23,8 +23,6 @@ while it copied.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
 import shutil
 import tempfile
@@ -35,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._snapshots import FileSnapshots, identity, wal_of
 from tesseradb.errors import DatabaseLockedError, TableStoreError
 
 if TYPE_CHECKING:
@@ -46,20 +45,8 @@ STORE_ALIAS = "tessera_store"
 SNAPSHOTS = "tables.snapshots"  # the directory of published snapshots, beside the store
 # a busy writer publishes at most this often (and at most a tenth of its time copying)
 PUBLISH_PERIOD = 0.2
-_SNAPSHOT = re.compile(r"tables\.(\d{12})\.duckdb")
-_ANY_SNAPSHOT_FILE = re.compile(r"tables\.(\d{12})\.(?:duckdb|duckdb\.wal|json)(?:\.tmp)?")
 # how long a reader whose catalog names a table its snapshot lacks waits for a newer one
 SNAPSHOT_WAIT = 5.0
-
-Identity = tuple[int, int, int] | None  # (inode, size, mtime_ns) of a file, None if absent
-
-
-def _identity(path: Path) -> Identity:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _inode(path: Path) -> tuple[int, int] | None:
@@ -68,18 +55,6 @@ def _inode(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_dev, stat.st_ino
-
-
-def _wal(path: Path) -> Path:
-    return path.with_name(path.name + ".wal")
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class TableStore:
@@ -101,6 +76,7 @@ class TableStore:
         self.writer_elsewhere = writer_elsewhere
         self.lock_timeout = lock_timeout
         self.snapshots = path.parent / SNAPSHOTS
+        self._published = FileSnapshots(path, self.snapshots, "tables")
         self.before_detach: Callable[[], None] = lambda: None  # the engine drops its cursors
         # the path a file is attached by (a restricted instance reads through links of
         # its own)
@@ -194,14 +170,14 @@ class TableStore:
     def _source_key(self) -> Any:
         """What the choice of the attached file depended on."""
         if self.damage is not None:
-            return _identity(self.path), _identity(_wal(self.path)), self._newest_snapshot()
+            return identity(self.path), identity(wal_of(self.path)), self._published.newest()
         if not self.read_only:
             return _inode(self.path)
-        newest = self._newest_snapshot()
+        newest = self._published.newest()
         if self._chosen == "snapshot":
             return newest
         # the reader's own copy of the store, or an empty stand-in: the store counts too
-        return newest, _identity(self.path), _identity(_wal(self.path))
+        return newest, identity(self.path), identity(wal_of(self.path))
 
     # --- attaching ---------------------------------------------------------------------
     def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -216,7 +192,7 @@ class TableStore:
                     target=self._publish_loop, name="tessera-table-store", daemon=True
                 )
                 self._publisher.start()
-            if not self._published_current():
+            if not self._published.current():
                 self._changed = True  # (a writer killed after a write left no snapshot of it)
                 self._lock.notify_all()
             return
@@ -316,16 +292,16 @@ class TableStore:
             if self._attached is not None and con is not None:
                 with contextlib.suppress(Exception):
                     self._detach(con)  # (DuckDB checkpoints the file as it lets go)
-            if not self.read_only and self.path.exists() and not self._published_current():
+            if not self.read_only and self.path.exists() and not self._published.current():
                 with contextlib.suppress(OSError):
-                    self._publish_files()
+                    self._published.publish()
             if self._private is not None:
                 shutil.rmtree(self._private, ignore_errors=True)
                 self._private = None
 
     def published_once(self) -> bool:
         """Whether readers have a snapshot of the store (or there is no store to read)."""
-        return not self.path.exists() or self._newest_snapshot() is not None
+        return not self.path.exists() or self._published.newest() is not None
 
     def wait_for_newer(self, timeout: float) -> bool:
         """(a reader) Wait until a snapshot newer than the one attached is published;
@@ -355,7 +331,7 @@ class TableStore:
     def publish_if_behind(self, connection: Callable[[], duckdb.DuckDBPyConnection]) -> None:
         """(the writer, as it opens) Publish a snapshot, in a thread of its own, if the
         newest one is behind the store: the last writer was killed before it published."""
-        if not self.path.exists() or self._published_current():
+        if not self.path.exists() or self._published.current():
             return
 
         def publish() -> None:
@@ -396,7 +372,7 @@ class TableStore:
         began = time.monotonic()
         self._lock.release()  # statements that only read go on while the files are copied
         try:
-            self._publish_files()
+            self._published.publish()
         except OSError:
             self._changed = True  # (a full disk, say: tried again later; readers read older)
         finally:
@@ -407,104 +383,22 @@ class TableStore:
         self._last_publish = time.monotonic()
         self._publish_period = max(PUBLISH_PERIOD, 10 * took)
 
-    def _publish_files(self) -> None:
-        """Copy the store (and its WAL) as the next snapshot; drop the older ones."""
-        self.snapshots.mkdir(exist_ok=True)
-        for stray in self.snapshots.glob("*.tmp"):  # a copy a killed writer left
-            stray.unlink(missing_ok=True)
-        # a generation is never used twice: a killed publish may have left some of its
-        # files (its WAL, its manifest) under their final names, without the main file
-        existing = self._snapshot_generations(every_file=True)
-        generation = (max(existing) + 1) if existing else 1
-        base = self.snapshots / f"tables.{generation:012d}"
-        source, wal = self.path, _wal(self.path)
-        identity = {"store": _identity(source), "wal": _identity(wal)}
-        copied = base.with_name(base.name + ".duckdb.tmp")
-        shutil.copyfile(source, copied)
-        _fsync_file(copied)
-        if identity["wal"] is not None:
-            copied_wal = base.with_name(base.name + ".duckdb.wal.tmp")
-            shutil.copyfile(wal, copied_wal)
-            _fsync_file(copied_wal)
-            copied_wal.replace(base.with_name(base.name + ".duckdb.wal"))
-        manifest = base.with_name(base.name + ".json.tmp")
-        manifest.write_text(json.dumps({"generation": generation, **identity}))
-        _fsync_file(manifest)
-        manifest.replace(base.with_name(base.name + ".json"))
-        copied.replace(base.with_name(base.name + ".duckdb"))  # last: readers look for this
-        for name in os.listdir(self.snapshots):  # every older generation, whole or not
-            found = _ANY_SNAPSHOT_FILE.fullmatch(name)
-            if found is not None and int(found.group(1)) != generation:
-                (self.snapshots / name).unlink(missing_ok=True)
-
-    def _snapshot_generations(self, every_file: bool = False) -> list[int]:
-        """The generations of the published snapshots (``every_file``: of any file a
-        publish left, whole or not)."""
-        try:
-            names = os.listdir(self.snapshots)
-        except OSError:
-            return []
-        pattern = _ANY_SNAPSHOT_FILE if every_file else _SNAPSHOT
-        return [int(m.group(1)) for n in names if (m := pattern.fullmatch(n))]
-
-    def _newest_snapshot(self) -> Path | None:
-        generations = self._snapshot_generations()
-        if not generations:
-            return None
-        return self.snapshots / f"tables.{max(generations):012d}.duckdb"
-
-    def _manifest(self, snapshot: Path) -> dict[str, Any] | None:
-        try:
-            manifest = json.loads(snapshot.with_suffix(".json").read_text())
-        except (OSError, ValueError):
-            return None
-        return manifest if isinstance(manifest, dict) else None
-
-    def _published_current(self) -> bool:
-        """Whether the newest snapshot was copied from the store as it is now."""
-        newest = self._newest_snapshot()
-        manifest = None if newest is None else self._manifest(newest)
-        if manifest is None:
-            return False
-        current = {"store": _identity(self.path), "wal": _identity(_wal(self.path))}
-        return all(
-            (tuple(manifest.get(k)) if manifest.get(k) is not None else None) == current[k]
-            for k in current
-        )
-
     # --- a reader's source ----------------------------------------------------------------
     def _reader_source(self) -> Path | None:
         """The file a read-only database attaches: the newest snapshot; its own copy of the
         store when that snapshot is behind the store and no writer will publish a newer
         one; None when there are no plain tables at all."""
-        newest = self._newest_snapshot()
+        newest = self._published.newest()
         if not self.path.exists():
             # no store, no tables: a snapshot of a store that has since gone is not served
             # (the catalog then names tables the store lacks: damage, as it should say)
             return None
-        if newest is not None and self._published_current():
+        if newest is not None and self._published.current():
             return newest
         if self.writer_elsewhere():
             return newest  # the writer publishes what it has written soon
-        private = self._copy_for_reader()
-        return private if private is not None else newest
-
-    def _copy_for_reader(self) -> Path | None:
-        """A copy of the store (and WAL) in a directory of this process's own, or None if
-        the store changed while it was copied (a writer has started: it publishes)."""
-        directory = self._private_directory()
-        for old in directory.glob("tables.*"):  # (an attached one stays readable: POSIX)
-            old.unlink(missing_ok=True)
         self._copies += 1
-        target = directory / f"tables.{self._copies}.duckdb"
-        before = (_identity(self.path), _identity(_wal(self.path)))
-        try:
-            shutil.copyfile(self.path, target)
-            if before[1] is not None:
-                shutil.copyfile(_wal(self.path), _wal(target))
-        except OSError:
-            return None
-        after = (_identity(self.path), _identity(_wal(self.path)))
-        if before != after or self.writer_elsewhere():
-            return None
-        return target
+        private = self._published.copy_into(self._private_directory(), self._copies)
+        if private is None or self.writer_elsewhere():
+            return newest  # (the store changed while copied: a writer has started, publishes)
+        return private
