@@ -26,3 +26,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"sample data folder {SHARED_DATA} is absent (a fresh clone has no shared/)")
     return SHARED_DATA
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print what the counting modules tried (tests/tallies.py)."""
+    from tests.tallies import TALLIES
+
+    for label, counts in sorted(TALLIES.items()):
+        if counts:
+            terminalreporter.section(label)
+            for key, count in sorted(counts.items()):
+                terminalreporter.write_line(f"{key}: {count}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -31,13 +30,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tesseradb
+from tests.tallies import tally
 
 INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 FLOATS = ["float32", "float64"]
 STREAM_TYPE = {"float32": "float", "float64": "double"}  # others: the numpy name
 EXAMPLES = int(os.environ.get("TESSERA_DIFFERENTIAL_EXAMPLES", "25"))  # scripts/fuzz runs more
-# what the suite ran, reported by test_report_differential_counts (the closing note)
-COUNTS: Counter[str] = Counter()
+# what the suite ran, printed at the end of the run (tests/tallies.py)
+COUNTS = tally("differential")
 
 
 @st.composite
@@ -330,10 +330,3 @@ def test_every_kind_answers_as_duckdb_over_a_plain_copy(kind: str, tmp_path: Pat
         check()
     finally:
         db.close()
-
-
-def test_report_differential_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints what the suite compared (run after it: pytest -s -k differential)."""
-    with capsys.disabled():
-        for key, count in sorted(COUNTS.items()):
-            print(f"differential: {key}: {count}")

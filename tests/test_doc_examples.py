@@ -1,4 +1,4 @@
-"""Every example in README.md and docs/ runs as written, twice in the same directory.
+"""Every example in README.md and docs/ runs as written.
 
 Python blocks of a file run in order in one namespace (a page is one session);
 ``sh`` blocks run line by line, each ``tessera ...`` line as a command. A block
@@ -6,8 +6,8 @@ fenced ``python schematic`` is a listing (a protocol, a file format), and one
 fenced ``sh schematic`` a developer's command run from a checkout (a long
 test run); neither is run. The files an example names as the user's own input
 (an HDF5 night, a descriptor, a CSV file) are made beforehand by ``INPUTS``.
-Running everything a second time in the same directory checks that the
-examples are scripts a user can run again.
+Each page runs once (examples that create objects drop them first, so a user can
+run them again; a second pass per page cost a minute of every test run).
 """
 
 from __future__ import annotations
@@ -95,22 +95,21 @@ def run_sh(code: str, where: str) -> None:
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if blocks(p)], ids=lambda p: p.name)
-def test_every_example_runs_twice(page: Path, tmp_path: Path) -> None:
+def test_every_example_runs(page: Path, tmp_path: Path) -> None:
     make_inputs = INPUTS.get(page.name)
     if make_inputs is not None:
         make_inputs(tmp_path)
     here = os.getcwd()
     os.chdir(tmp_path)
     try:
-        for attempt in (1, 2):
-            namespace: dict[str, object] = {"__name__": "__doc_example__"}
-            for language, code, line in blocks(page):
-                where = f"{page.name}:{line} (run {attempt})"
-                if language == "python":
-                    run_python(code, namespace, where)
-                elif language == "script":
-                    run_script(code, tmp_path / f"example_{line}.py", where)
-                else:
-                    run_sh(code, where)
+        namespace: dict[str, object] = {"__name__": "__doc_example__"}
+        for language, code, line in blocks(page):
+            where = f"{page.name}:{line}"
+            if language == "python":
+                run_python(code, namespace, where)
+            elif language == "script":
+                run_script(code, tmp_path / f"example_{line}.py", where)
+            else:
+                run_sh(code, where)
     finally:
         os.chdir(here)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typer.testing import CliRunner
 import tesseradb
 from tesseradb.cli.app import app
 from tesseradb.errors import TesseraError
+from tests.tallies import tally
 
 BAD: list[Any] = [
     None,
@@ -80,7 +80,7 @@ FRESH = {
     ("array", "write"): ((0,),),
 }
 
-COUNTS: Counter[str] = Counter()
+COUNTS = tally("error discipline")
 
 
 def build(path: Path, tmp: Path) -> tesseradb.Database:
@@ -209,13 +209,6 @@ def test_bad_cli_input_gives_a_message_never_a_traceback(case: list[str], tmp_pa
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     COUNTS["cli refused"] += 1
-
-
-def test_report_error_discipline_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints how many bad calls were tried and refused (run after the walk: pytest -s)."""
-    with capsys.disabled():
-        for key, count in sorted(COUNTS.items()):
-            print(f"error discipline: {key}: {count}")
 
 
 LIMITS = {

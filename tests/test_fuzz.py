@@ -14,18 +14,17 @@ import io
 import itertools
 import json
 import os
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tesseradb
 from tesseradb.errors import TesseraError
+from tests.tallies import tally
 
 EXAMPLES = int(os.environ.get("TESSERA_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
@@ -38,7 +37,7 @@ FUZZ = settings(
     ],
     derandomize=False,
 )
-COUNTS: Counter[str] = Counter()
+COUNTS = tally("fuzz")
 
 
 def mutated(valid: list[str], alphabet: str) -> st.SearchStrategy[str]:
@@ -269,10 +268,3 @@ def test_attach_generated_hdf5(tmp_path: Path) -> None:
         check()
     finally:
         db.close()
-
-
-def test_report_fuzz_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints what the fuzzers tried (run after them: pytest -s tests/test_fuzz.py)."""
-    with capsys.disabled():
-        for key, count in sorted(COUNTS.items()):
-            print(f"fuzz: {key}: {count}")

@@ -10,7 +10,6 @@ the JSON value: ``'5'`` casts to 5, the number 5 has the text ``'5'``.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,9 @@ import tesseradb
 from tesseradb.documents._relation import path_condition
 from tesseradb.sql.paths import JsonPath
 from tesseradb.sql.predicate import ColumnDomain, RangeSet
+from tests.tallies import tally
 
-COUNTS: Counter[str] = Counter()
+COUNTS = tally("path pushdown")
 
 WORDS = ["north", "south", "5", "7", "-3", "2.5", "true", "[1]", "", "é"]
 scalars = st.one_of(
@@ -173,10 +173,3 @@ def test_json_path_keys_round_trip() -> None:
     for key in ("doc", "doc->'$.a'", "doc->>'$.a b'", "doc->>'a'", "(doc->>'$.a')::TEXT"):
         assert JsonPath.parse(key) is None
     assert JsonPath("doc", ("a", "b", 0)).readings() == [("a", "b", 0), ("a.b[0]",)]
-
-
-def test_report_path_pushdown_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints what the property test compared (run after it: pytest -s -k path)."""
-    with capsys.disabled():
-        for key, count in sorted(COUNTS.items()):
-            print(f"path pushdown: {key}: {count}")
