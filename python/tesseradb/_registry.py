@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +61,7 @@ class Registry:
         self._lock = threading.RLock()
         self._touched: dict[str, float] = {}  # name -> when `touched` last wrote it
         self.on_drop: list[Callable[[str], None]] = []  # told the name of a dropped object
+        self._provisional = threading.local()  # .names: what `provisionally` made so far
 
     # --- guards ----------------------------------------------------------------------
     def check_open(self) -> None:
@@ -135,13 +136,57 @@ class Registry:
                 raise ObjectExistsError(
                     f"cannot create {kind} {name!r}: {shown!r} already exists ({what})"
                 )
-            owner.create(name, spec)
+            # the entry first, pending: a writer killed before the object is whole leaves
+            # an entry the next writer drops (settle_leftovers), never a nameless folder
+            self.catalog.create(name, kind, spec, pending=True)
             try:
-                self.catalog.create(name, kind, spec)
+                owner.create(name, spec)
             except BaseException:
-                owner.drop(name, spec, None)
+                self.catalog.drop(name)
                 raise
+            scope = getattr(self._provisional, "names", None)
+            if scope is None:
+                self.catalog.settle(name)
+            else:
+                scope.append(name)
         return self.get(name)
+
+    @contextlib.contextmanager
+    def provisionally(self) -> Iterator[None]:
+        """Objects this thread creates in the block are seen by other processes only when it
+        ends without an error; on an error they are dropped, and a writer killed in the
+        block leaves them for the next writer to drop. What a load makes is whole or gone."""
+        if getattr(self._provisional, "names", None) is not None:
+            yield  # (an outer block decides)
+            return
+        names: list[str] = []
+        self._provisional.names = names
+        try:
+            yield
+        except BaseException:
+            for name in names:
+                with contextlib.suppress(ObjectNotFoundError):
+                    self.drop(name)
+            raise
+        finally:
+            self._provisional.names = None
+        for name in names:
+            if self.catalog.get(name) is not None:
+                self.catalog.settle(name)
+
+    def settle_leftovers(self) -> list[str]:
+        """Drop the objects a killed writer left pending (never acknowledged to anyone): run
+        by a writer as it opens; the names dropped."""
+        from tesseradb.errors import TesseraError
+
+        dropped = []
+        for obj in self.catalog.pending():
+            if obj.kind in self._factories:
+                with contextlib.suppress(TesseraError, OSError):
+                    self.kind(obj.kind).drop(obj.name, obj.spec, None)
+            self.catalog.drop(obj.name)
+            dropped.append(obj.name)
+        return dropped
 
     def drop(self, name: str) -> None:
         """Remove the object called ``name``, of any kind: storage, cache and catalog entry."""

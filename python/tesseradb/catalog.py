@@ -120,7 +120,14 @@ CREATE TABLE IF NOT EXISTS objects (
     modified       TEXT NOT NULL,
     format_version INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS pending (
+    name TEXT NOT NULL PRIMARY KEY COLLATE NOCASE
+);
 """
+# An object is *pending* from its catalog entry until its creator says it is whole (a
+# load's array after its data). Other processes do not see it; a writer opening the
+# database drops what a killed one left pending (it was never acknowledged).
+_PENDING = "CREATE TABLE IF NOT EXISTS pending (name TEXT NOT NULL PRIMARY KEY COLLATE NOCASE)"
 
 
 def _now() -> str:
@@ -149,6 +156,8 @@ class Catalog:
         self._rows: dict[str, tuple[Any, ...] | None] = {}
         self._rows_at: tuple[int, int] | None = None
         self._commits = 0
+        self._mine: set[str] = set()  # lower names this instance made pending (it sees them)
+        self._hidden: frozenset[str] = frozenset()  # others' pending names, as of _rows_at
         if create:
             self._con = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._initialise()
@@ -190,6 +199,7 @@ class Catalog:
             )
         if not self.read_only:
             self._con.execute("PRAGMA synchronous = FULL")
+            self._con.execute(_PENDING)  # (a catalog written before pending objects)
 
     @property
     def format_version(self) -> int:
@@ -220,14 +230,27 @@ class Catalog:
                 self._commits += 1  # (get()'s cached rows may be stale)
 
     # --- objects --------------------------------------------------------------
+    def _refresh(self) -> None:
+        """Forget cached rows if any connection committed since they were read (with the
+        lock held)."""
+        data_version = 0
+        if not self.sole_writer:
+            (data_version,) = self._con.execute("PRAGMA data_version").fetchone()
+        if (self._commits, data_version) != self._rows_at:
+            self._rows.clear()
+            self._rows_at = (self._commits, data_version)
+            self._hidden = frozenset() if self.sole_writer else self._pending_of_others()
+
+    def _pending_of_others(self) -> frozenset[str]:
+        try:
+            rows = self._con.execute("SELECT name FROM pending").fetchall()
+        except sqlite3.OperationalError:  # written before pending objects: none
+            return frozenset()
+        return frozenset(name.lower() for (name,) in rows) - self._mine
+
     def get(self, name: str) -> CatalogObject | None:
         with self._lock:
-            data_version = 0
-            if not self.sole_writer:
-                (data_version,) = self._con.execute("PRAGMA data_version").fetchone()
-            if (self._commits, data_version) != self._rows_at:
-                self._rows.clear()
-                self._rows_at = (self._commits, data_version)
+            self._refresh()
             if name in self._rows and not self._con.in_transaction:
                 row = self._rows[name]
             else:  # (inside a transaction, its own changes are read)
@@ -235,6 +258,8 @@ class Catalog:
                     "SELECT name, kind, spec, created, modified, format_version FROM objects WHERE name = ?",
                     (name,),
                 ).fetchone()
+                if row is not None and row[0].lower() in self._hidden:
+                    row = None
                 if len(self._rows) > 10_000:  # (names asked for that do not exist, say)
                     self._rows.clear()
                 if not self._con.in_transaction:
@@ -263,12 +288,35 @@ class Catalog:
             query += " WHERE kind = ?"
             args = (kind,)
         with self._lock:
+            self._refresh()
             rows = self._con.execute(query + " ORDER BY name", args).fetchall()
-        return [_object(r) for r in rows]
+            hidden = self._hidden
+        return [_object(r) for r in rows if r[0].lower() not in hidden]
+
+    def pending(self) -> list[CatalogObject]:
+        """The objects left pending by an earlier writer (none are this instance's own)."""
+        with self._lock:
+            rows = self._con.execute(
+                "SELECT name, kind, spec, created, modified, format_version FROM objects "
+                "WHERE name IN (SELECT name FROM pending) ORDER BY name"
+            ).fetchall()
+        return [_object(r) for r in rows if r[0].lower() not in self._mine]
+
+    def settle(self, name: str) -> None:
+        """The pending object ``name`` is whole: every process sees it from now on."""
+        with self.transaction() as con:
+            con.execute("DELETE FROM pending WHERE name = ?", (name,))
+        self._mine.discard(name.lower())
 
     def create(
-        self, name: str, kind: str, spec: dict[str, Any], tx: sqlite3.Connection | None = None
+        self,
+        name: str,
+        kind: str,
+        spec: dict[str, Any],
+        tx: sqlite3.Connection | None = None,
+        pending: bool = False,
     ) -> CatalogObject:
+        """Add an object; ``pending``: seen only by this instance until :meth:`settle`."""
         validate_name(name, kind)
         now = _now()
         row = (name, kind, json.dumps(spec, sort_keys=True), now, now, FORMAT_VERSION)
@@ -282,7 +330,11 @@ class Catalog:
                     f"cannot create {kind} {name!r}: {existing[0]!r} already exists (a {existing[1]})"
                 )
             con.execute("INSERT INTO objects VALUES (?, ?, ?, ?, ?, ?)", row)
+            if pending:
+                con.execute("INSERT OR REPLACE INTO pending VALUES (?)", (name,))
 
+        if pending:
+            self._mine.add(name.lower())
         if tx is not None:
             insert(tx)
         else:
@@ -307,6 +359,8 @@ class Catalog:
         def delete(con: sqlite3.Connection) -> None:
             if con.execute("DELETE FROM objects WHERE name = ?", (name,)).rowcount == 0:
                 raise ObjectNotFoundError(f"no object named {name!r} in {self.path.parent}")
+            con.execute("DELETE FROM pending WHERE name = ?", (name,))
+            self._mine.discard(name.lower())
 
         if tx is not None:
             delete(tx)

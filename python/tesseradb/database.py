@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb._lock import LOCK_FILE, WriterLock
 from tesseradb._registry import Registry
+from tesseradb._sqltext import quote_identifier
 from tesseradb.catalog import CATALOG_FILE, Catalog, validate_name
 from tesseradb.errors import (
     InvalidArgumentError,
@@ -47,7 +48,7 @@ from tesseradb.kinds import Kind, KindContext, ObjectInfo
 from tesseradb.sql.engine import Explain, SQLEngine, SQLSession
 from tesseradb.sql.relation import ArrowRelation, Relation
 from tesseradb.sql.result import Result
-from tesseradb.sql.tables import PLAIN_KINDS, TablesKind, quote_identifier
+from tesseradb.sql.tables import PLAIN_KINDS, TablesKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -270,6 +271,7 @@ class Database:
         if not read_only:
             # a writer killed after writing plain tables left readers a snapshot behind
             self._engine.store.publish_if_behind(self._engine.connection)
+            registry.settle_leftovers()  # and objects it had not finished making
 
     def _prepare_directory(self) -> bool:
         """Check the path is (or may become) a database; return whether to create it."""

@@ -29,11 +29,16 @@ def test_statements_share_one_kept_alive_connection(served: Served, tokens: dict
 def test_threads_each_use_a_connection_of_their_own(served: Served, tokens: dict[str, str]) -> None:
     answers: dict[int, list[float]] = {}
     with tesseradb.connect(served.url, token=tokens["reader"]) as remote:
+        # (every thread stays alive until all four have their connection: one that ended
+        # early would have its connection closed by the next one to make its own)
+        all_connected = threading.Barrier(4, timeout=60)
 
         def run(t: int) -> None:
-            answers[t] = [
+            answers[t] = [remote.sql("SELECT f FROM plain WHERE i = ?", [t * 100]).scalar()]
+            all_connected.wait()
+            answers[t] += [
                 remote.sql("SELECT f FROM plain WHERE i = ?", [t * 100 + k]).scalar()
-                for k in range(25)
+                for k in range(1, 25)
             ]
 
         threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]

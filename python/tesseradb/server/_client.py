@@ -364,7 +364,7 @@ class RemoteDatabase:
         return found
 
     def schema(self, name: str) -> pa.Schema:
-        from tesseradb.sql.tables import quote_identifier
+        from tesseradb._sqltext import quote_identifier
 
         return self.sql(f"SELECT * FROM {quote_identifier(name)} LIMIT 0").arrow().schema
 

@@ -74,7 +74,7 @@ def describe_object(db: Database, name: str, kind: str) -> dict[str, Any]:
         out["indexes"] = {k: dict(v) for k, v in attachment.index_specs.items()}
         out["tables"] = sorted(attachment.layouts)
     elif kind == "table":
-        from tesseradb.sql.tables import quote_identifier
+        from tesseradb._sqltext import quote_identifier
 
         out["rows"] = db.sql(f"SELECT count(*) FROM {quote_identifier(name)}").scalar()
     return out

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tesseradb._sqltext import quote_identifier
 from tesseradb.catalog import validate_name
 from tesseradb.errors import (
     InterruptedStatementError,
@@ -60,7 +61,6 @@ from tesseradb.sql.session import (
 )
 from tesseradb.sql.settings import RESULT_SETTINGS
 from tesseradb.sql.store import SNAPSHOT_WAIT, STORE_ALIAS, TableStore
-from tesseradb.sql.tables import quote_identifier
 from tesseradb.sql.values import CONVERSION_SETTINGS, Conversion, arrow_lossy, as_duckdb_arrow
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._sqltext import quote_identifier
 from tesseradb.errors import SQLExecutionError
 from tesseradb.sql.relation import RelationScan
 from tesseradb.sql.store import STORE_ALIAS, TableStore
-from tesseradb.sql.tables import quote_identifier
 
 if TYPE_CHECKING:
     import duckdb

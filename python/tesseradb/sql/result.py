@@ -137,8 +137,8 @@ class Result:
         self._write(path, "csv")
 
     def _write(self, path: str | os.PathLike[str], fmt: str) -> None:
+        from tesseradb._rows import write_rows
         from tesseradb.errors import InvalidArgumentError
-        from tesseradb.transfer import write_rows
 
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidArgumentError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._sqltext import quote_identifier
 from tesseradb.errors import TesseraError
 from tesseradb.kinds import KindBase, KindContext, ObjectInfo
 
@@ -20,14 +21,9 @@ if TYPE_CHECKING:
     from tesseradb.sql.engine import Namespace, SQLEngine
     from tesseradb.sql.relation import Relation
 
-__all__ = ["PLAIN_KINDS", "TablesKind", "quote_identifier"]
+__all__ = ["PLAIN_KINDS", "TablesKind"]
 
 PLAIN_KINDS = ("table", "view")  # the catalog kinds of what SQL makes in the table store
-
-
-def quote_identifier(name: str) -> str:
-    """``name`` as a double-quoted SQL identifier (embedded quotes doubled)."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 class TablesKind(KindBase):

@@ -298,6 +298,19 @@ def _kill(child: subprocess.Popen[str], thread: threading.Thread) -> str | None:
     return why
 
 
+def _wait_for_the_lock(path: Path) -> None:
+    """Wait until no process holds the database's writer lock: a ``tessera load`` the killed
+    writer ran dies with its group, but may not have exited yet when the writer has."""
+    from tesseradb._lock import WriterLock
+
+    lock = WriterLock(path)
+    deadline = time.monotonic() + 30
+    while lock.held_elsewhere():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path}: the writer lock is still held 30 s after the kill")
+        time.sleep(0.01)
+
+
 def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.Random) -> Round:
     """Start a writer (and a reader in another process), let it work for a random while,
     kill it with SIGKILL."""
@@ -336,6 +349,7 @@ def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.R
         time.sleep(0.01)
     time.sleep(rng.uniform(0.0, 1.5))
     writer_ended = _kill(writer_process, writer_thread)
+    _wait_for_the_lock(path)
     reader_ended = None
     if reader_process is not None and reader_thread is not None:
         reader_ended = _kill(reader_process, reader_thread)

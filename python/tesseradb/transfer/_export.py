@@ -14,12 +14,14 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from tesseradb._rows import write_rows
+from tesseradb._sqltext import quote_identifier
 from tesseradb.errors import ExportError, InvalidArgumentError
 from tesseradb.progress import Cancel, ProgressLike, Tracker, tracker
 from tesseradb.transfer._load import path_bytes
@@ -153,8 +155,6 @@ def _is_name(source: str) -> bool:
 
 
 def _query_of(db: Any, source: str, obj: Any) -> str:
-    from tesseradb.sql.tables import quote_identifier
-
     if obj is not None:
         if obj.kind not in ("table", "view") and db.relation(obj.name) is None:
             raise ExportError(
@@ -176,65 +176,9 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
-# --- rows -------------------------------------------------------------------------------
-def write_rows(
-    run: Callable[[Callable[[Any], None]], Any], path: str, fmt: str, watch: Tracker | None
-) -> int:
-    """Write the rows ``run`` streams to its sink into ``path`` as ``fmt``; the row count."""
-    import duckdb
-    import pyarrow as pa
-
-    written = [0]
-    failed: list[BaseException] = []  # what stopped the rows (a cancel), raised as itself
-
-    def sink(reader: pa.RecordBatchReader) -> None:
-        def batches() -> Iterator[pa.RecordBatch]:
-            try:
-                for batch in reader:
-                    if watch is not None:
-                        watch.advance(batch.num_rows)
-                    written[0] += batch.num_rows
-                    yield batch
-            except BaseException as err:
-                failed.append(err)
-                raise
-
-        counted = pa.RecordBatchReader.from_batches(reader.schema, batches())
-        if fmt == "arrow":
-            with pa.OSFile(path, "wb") as out, pa.ipc.new_file(out, counted.schema) as writer:
-                for batch in counted:
-                    writer.write_batch(batch)
-            return
-        copy = {
-            "parquet": "FORMAT parquet",
-            "csv": "FORMAT csv, HEADER true",
-            "jsonl": "FORMAT json",
-            "json": "FORMAT json, ARRAY true",
-        }[fmt]
-        con = duckdb.connect()
-        try:
-            con.register("tessera_rows", counted)
-            con.execute(f"COPY tessera_rows TO '{_sql_text(path)}' ({copy})")
-        except duckdb.Error as err:
-            if failed:
-                raise failed[0] from None
-            raise ExportError(f"{path}: the rows cannot be written as {fmt}: {err}") from None
-        finally:
-            con.close()
-
-    run(sink)
-    return written[0]
-
-
-def _sql_text(path: str) -> str:
-    return path.replace("'", "''")
-
-
 # --- collections -------------------------------------------------------------------------
 def _export_collection(db: Any, name: str, path: str, fmt: str, watch: Tracker) -> int:
     """The objects as JSON lines (or one JSON array), in objid order."""
-    from tesseradb.sql.tables import quote_identifier
-
     count = [0]
 
     def sink(reader: Any) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tesseradb._sqltext import quote_identifier
 from tesseradb.errors import (
     CancelledError,
     DocumentError,
@@ -173,9 +174,12 @@ def load(
     task = f"load {text} into {name}"
     with tracker(task, total, "bytes", progress, cancel, "db.load") as watch:
         watch.advance(0)  # the first event: the load has begun
-        loaded = _LOADERS[target](
-            _Target(db, objects), files, fmt, name, existing is not None, watch, options
-        )
+        # an object the load makes is seen by others only once it is whole, and a writer
+        # killed mid-load leaves it for the next writer to drop
+        with objects.provisionally():
+            loaded = _LOADERS[target](
+                _Target(db, objects), files, fmt, name, existing is not None, watch, options
+            )
     return Loaded(name, target, existing is None, len(files), loaded[0], total, loaded[1])
 
 
@@ -223,7 +227,6 @@ def _load_array(
 def _load_table(
     db: Any, files: list[str], fmt: str, name: str, exists: bool, watch: Tracker, options: Any
 ) -> tuple[int, str]:
-    from tesseradb.sql.tables import quote_identifier
 
     quoted = quote_identifier(name)
     before = db.sql(f"SELECT count(*) FROM {quoted}").scalar() if exists else 0
