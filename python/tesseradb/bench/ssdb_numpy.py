@@ -215,7 +215,7 @@ class FilesRun:
         return times
 
     def _keep(self, cycle: int, cooked: list[tuple[int, dict[str, Any]]]) -> None:
-        from tesseradb.ssdb._run import OBS_PER_IMAGE
+        from tesseradb.ssdb import OBS_PER_IMAGE
 
         columns: dict[str, Any] = {}
         for key in ("x", "y", "pixelsum", "avgdist", "npix", "xmin", "ymin", "xmax", "ymax"):

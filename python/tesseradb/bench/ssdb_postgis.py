@@ -134,7 +134,7 @@ class PostgisRun:
 
     # --- load, cook, group --------------------------------------------------------------
     def load(self) -> LoadTimes:
-        from tesseradb.ssdb._run import new_grouper
+        from tesseradb.ssdb import new_grouper
 
         times = LoadTimes()
         self.create()
@@ -214,7 +214,7 @@ class PostgisRun:
         return dict(_core.ssdb_cook(pix, threshold, p.d1, p.d2, (at.x0 + c0, at.y0 + r0), None))
 
     def _store_observations(self, cycle: int, cooked: list[tuple[int, dict[str, Any]]]) -> None:
-        from tesseradb.ssdb._run import OBS_PER_IMAGE
+        from tesseradb.ssdb import OBS_PER_IMAGE
 
         with (
             self.conn.cursor() as cur,
@@ -253,7 +253,7 @@ class PostgisRun:
         self.conn.commit()
 
     def _group(self, cooked: list[tuple[int, dict[str, Any]]]) -> None:
-        from tesseradb.ssdb._run import OBS_PER_IMAGE
+        from tesseradb.ssdb import OBS_PER_IMAGE
 
         images = np.concatenate([np.full(len(c["x"]), i, np.int64) for i, c in cooked])
         xs = np.concatenate([c["x"] for _, c in cooked]).astype(np.int64)

@@ -24,13 +24,14 @@ from tesseradb.ssdb._queries import (
     q9,
     query_points,
 )
-from tesseradb.ssdb._run import LoadTimes, Run
+from tesseradb.ssdb._run import OBS_PER_IMAGE, LoadTimes, Run, new_grouper
 
 __all__ = [
     "ATTRS",
     "CONFIGS",
     "OBSERVATION_COLUMNS",
     "OBS_ATTRS",
+    "OBS_PER_IMAGE",
     "PARAMS",
     "WORLD_SIZE",
     "Config",
@@ -42,6 +43,7 @@ __all__ = [
     "config",
     "cook",
     "image_pixels",
+    "new_grouper",
     "params",
     "placement",
     "q1",
