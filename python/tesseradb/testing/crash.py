@@ -344,8 +344,14 @@ def live_round(model: str, path: Path, seed: int, first_call: int, rng: random.R
     reader_thread = _follow(reader_process, on_reader) if reader_process else None
     # kill at a random moment after the first call is done, so that every round has
     # something to keep (on a loaded machine a writer may take a while to get there)
+    # (and after the reader's first pass: a reader pays for its imports on its first
+    # query, and a fast writer's round would otherwise end before any pass)
     deadline = time.monotonic() + 60
-    while not state.acked and time.monotonic() < deadline and writer_process.poll() is None:
+    while (
+        (not state.acked or (reader_process is not None and state.reads == 0))
+        and time.monotonic() < deadline
+        and writer_process.poll() is None
+    ):
         time.sleep(0.01)
     time.sleep(rng.uniform(0.0, 1.5))
     writer_ended = _kill(writer_process, writer_thread)
