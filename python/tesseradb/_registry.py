@@ -83,6 +83,17 @@ class Registry:
             raise ObjectNotFoundError(f"this version knows no kind of object called {name!r}")
         return self._made(factory)
 
+    def capable(self, capability: type) -> dict[str, Any]:
+        """Every kind with ``capability`` (a runtime-checkable protocol of
+        :mod:`tesseradb.kinds`), by its catalog name, in the order they were declared
+        (each room is imported now)."""
+        found: dict[str, Any] = {}
+        for name, factory in self._factories.items():
+            made = self._made(factory)
+            if made.name == name and isinstance(made, capability):
+                found[name] = made
+        return found
+
     def _made(self, factory: Callable[[KindContext], Kind]) -> Kind:
         with self._lock:
             made = self._kinds.get(factory)

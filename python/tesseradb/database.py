@@ -38,7 +38,6 @@ from tesseradb._sqltext import quote_identifier
 from tesseradb.catalog import CATALOG_FILE, Catalog, validate_name
 from tesseradb.errors import (
     InvalidArgumentError,
-    InvalidNameError,
     NotADatabaseError,
     ObjectNotFoundError,
     require_text,
@@ -708,23 +707,9 @@ class Database:
         ``writer_period_ms``, ``compression`` (``zstd`` or ``none``), ``seed``.
         """
         _require_str(name, "name", "db.create_stream")
-        from tesseradb.records import RecordDescriptor, StreamOptions
-
         self._check_open()
         self._registry.check_writable("create a stream")
-        validate_name(name, "stream")
-        parsed = RecordDescriptor.parse(descriptor)
-        for field in parsed.fields:  # (a field is a column: named as columns are)
-            try:
-                validate_name(field.name, "field")
-            except InvalidNameError as err:
-                from tesseradb.errors import DescriptorError
-
-                raise DescriptorError(f"stream {name!r}: {err}") from None
-        spec = {
-            "descriptor": parsed.to_dict(),
-            "options": StreamOptions.from_dict(options).to_dict(),
-        }
+        spec = self._registry.kind("stream").new_spec(name, descriptor, options)
         stream: Stream = self._registry.create("stream", name, spec)
         return stream
 
@@ -811,12 +796,9 @@ class Database:
         the best embedded configuration measured by ``tessera bench nobench``.
         """
         _require_str(name, "name", "db.create_collection")
-        from tesseradb.documents import DEFAULT_BACKEND, DEFAULT_MAPPING
-
         self._check_open()
         self._registry.check_writable("create a collection")
-        validate_name(name, "collection")
-        spec = {"backend": backend or DEFAULT_BACKEND, "mapping": mapping or DEFAULT_MAPPING}
+        spec = self._registry.kind("collection").new_spec(name, backend, mapping)
         collection: Collection = self._registry.create("collection", name, spec)
         return collection
 

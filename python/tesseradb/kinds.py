@@ -27,9 +27,18 @@ from tesseradb.executor import ExecutorSlot, default_slot
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
     from tesseradb.checks import Finding, Verified
+    from tesseradb.progress import Tracker
     from tesseradb.sql.relation import Relation
 
-__all__ = ["Kind", "KindBase", "KindContext", "ObjectInfo", "OpenObjects"]
+__all__ = [
+    "Kind",
+    "KindBase",
+    "KindContext",
+    "LoadRequest",
+    "Loading",
+    "ObjectInfo",
+    "OpenObjects",
+]
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,41 @@ class Kind(Protocol):
 
     def shutdown(self) -> None:
         """Close what the kind shares between its objects (the database is closing)."""
+        ...
+
+
+# --- capabilities a kind may have, each a protocol the hall tests with isinstance ----------
+@dataclass(frozen=True)
+class LoadRequest:
+    """One ``db.load`` (or ``tessera load``) into an object of a kind that loads."""
+
+    files: list[str]  # the files (a glob expanded, in order); a directory is a store
+    format: str  # their format, one the kind loads
+    name: str  # the object loaded into
+    exists: bool  # it exists (the load appends) or the load makes it
+    watch: Tracker  # progress in bytes of input, and the load's cancel
+    options: dict[str, Any]  # the kind's own load options (Loading.load_options)
+    database: Any  # the database's user API, for a kind whose load is statements
+
+
+@runtime_checkable
+class Loading(Protocol):
+    """A kind ``db.load`` writes into: the formats it reads and how.
+
+    The load makes the object when it does not exist (within the registry's
+    ``provisionally``: whole or gone, also across a kill) and appends otherwise,
+    all or nothing per call.
+    """
+
+    # file name endings -> the format they mean, for the formats this kind loads
+    load_suffixes: Mapping[str, str]
+    # formats that load into this kind when neither the target nor ``kind=`` says
+    load_defaults: frozenset[str]
+    load_options: frozenset[str]  # the keyword options a load into this kind takes
+    load_unit: str  # what a load counts ("cells", "records", "objects", "rows")
+
+    def load(self, request: LoadRequest) -> tuple[int, str]:
+        """Load the files; the items loaded and the object's schema as text."""
         ...
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from tesseradb.errors import CancelledError, InvalidArgumentError
 
-__all__ = ["Cancel", "ProgressEvent", "ProgressLike", "Tracker", "tracker"]
+__all__ = ["Cancel", "PartOf", "ProgressEvent", "ProgressLike", "Tracker", "tracker"]
 
 # the least time between two events of one operation (the last one always goes out)
 _EVENT_PERIOD = 0.1
@@ -157,6 +157,22 @@ class Tracker:
             self.finish()
         else:
             self.close()
+
+
+class PartOf:
+    """A sub-operation's progress events (their fraction done) folded into a tracker that
+    counts the whole in its own unit (a load's bytes)."""
+
+    def __init__(self, watch: Tracker) -> None:
+        self.watch = watch
+        self._seen = 0
+
+    def __call__(self, event: Any) -> None:
+        total = self.watch.total or 0
+        share = int(total * (event.fraction or 0))
+        if share > self._seen:
+            self.watch.advance(share - self._seen)
+            self._seen = share
 
 
 def tracker(

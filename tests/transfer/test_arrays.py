@@ -265,7 +265,7 @@ def test_zarr_export_opens_in_xarray_with_world_coordinates(
 
 def test_big_loads_go_in_slabs(db: tesseradb.Database, tmp_path: Path, monkeypatch) -> None:
     """A file bigger than a slab is read and written a slab at a time (bounded memory)."""
-    from tesseradb.transfer import _arrays
+    from tesseradb.arrays import _load as _arrays
 
     monkeypatch.setattr(_arrays, "_SLAB_BYTES", 4096)
     writes: list[int] = []
@@ -353,7 +353,7 @@ def test_slabs_end_on_chunk_boundaries_across_files(
 ) -> None:
     """Files of 3 rows into chunks 4 rows deep: every write but the last covers whole chunks
     (a chunk written in part would be read back and written again)."""
-    from tesseradb.transfer import _arrays
+    from tesseradb.arrays import _load as _arrays
 
     monkeypatch.setattr(_arrays, "_SLAB_BYTES", 8 * 5 * 8)  # 8 rows of 5 float64 to a slab
     parts = [np.arange(15.0).reshape(3, 5) + 100 * k for k in range(5)]

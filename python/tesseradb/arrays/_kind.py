@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._array import Array
 from tesseradb.arrays._check import check_array
+from tesseradb.arrays._files import ARRAY_SUFFIXES
+from tesseradb.arrays._load import LOAD_OPTIONS, ArrayLoad, load_arrays
 from tesseradb.arrays._repository import ArrayRepository
 from tesseradb.arrays._schema import ArraySchema
-from tesseradb.kinds import KindBase, ObjectInfo, iso
+from tesseradb.kinds import KindBase, LoadRequest, ObjectInfo, iso
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -28,6 +30,11 @@ class ArrayKind(KindBase):
     name = "array"
     label = "array"
     directory = "arrays"
+    # Loading: FITS, TIFF, NetCDF/HDF5, Zarr and npy/npz files (arrays/_files.py)
+    load_suffixes = ARRAY_SUFFIXES
+    load_defaults = frozenset(ARRAY_SUFFIXES.values())
+    load_options = LOAD_OPTIONS
+    load_unit = "cells"
 
     def create(self, name: str, spec: dict[str, Any]) -> None:
         directory = self.folder(name)
@@ -47,6 +54,24 @@ class ArrayKind(KindBase):
         array._siblings = self.context.objects  # operators' into= make arrays beside it
         array._executors = self.context.executors
         return array
+
+    def load(self, request: LoadRequest) -> tuple[int, str]:
+        if not request.exists:
+            from tesseradb.catalog import validate_name
+
+            validate_name(request.name, "array")
+        array, cells = load_arrays(
+            self.context.objects,
+            request.files,
+            request.format,
+            request.name,
+            ArrayLoad(**request.options),
+            request.exists,
+            request.watch,
+            self.context.executors.current,
+        )
+        request.watch.set_total(request.watch.done)
+        return cells, repr(array)
 
     def relations(self, opened: Array) -> Mapping[str, Relation]:
         return {"": opened.relation}

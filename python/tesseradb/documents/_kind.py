@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 from tesseradb._lock import WriterLock
 from tesseradb.documents._backends import DUCKDB_FILE, DUCKDB_SNAPSHOTS, SQLITE_FILE
 from tesseradb.documents._collection import Collection
+from tesseradb.documents._load import JSON_SUFFIXES, load_collection
 from tesseradb.documents._relation import CollectionRelation
 from tesseradb.documents._store import DocumentStore
 from tesseradb.errors import DocumentBackendError, TesseraError
-from tesseradb.kinds import KindBase, KindContext, ObjectInfo
+from tesseradb.kinds import KindBase, KindContext, LoadRequest, ObjectInfo
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -39,6 +40,11 @@ class CollectionKind(KindBase):
     name = "collection"
     label = "collection"
     directory = "documents"
+    # Loading: JSON lines, or JSON files of objects (documents/_load.py)
+    load_suffixes = JSON_SUFFIXES
+    load_defaults = frozenset(JSON_SUFFIXES.values())
+    load_options: frozenset[str] = frozenset()
+    load_unit = "objects"
 
     def __init__(self, context: KindContext) -> None:
         super().__init__(context)
@@ -63,6 +69,24 @@ class CollectionKind(KindBase):
         except BaseException:
             self.store.forget(name)
             raise
+
+    def new_spec(self, name: str, backend: str | None, mapping: str | None) -> dict[str, Any]:
+        """The catalog spec of a new collection (the defaults: the best embedded
+        configuration measured by ``tessera bench nobench``)."""
+        from tesseradb.catalog import validate_name
+        from tesseradb.documents._store import DEFAULT_BACKEND, DEFAULT_MAPPING
+
+        validate_name(name, "collection")
+        return {"backend": backend or DEFAULT_BACKEND, "mapping": mapping or DEFAULT_MAPPING}
+
+    def load(self, request: LoadRequest) -> tuple[int, str]:
+        objects = self.context.objects
+        if request.exists:
+            collection = objects.get(request.name)
+        else:
+            spec = self.new_spec(request.name, None, None)
+            collection = objects.create(self.name, request.name, spec)
+        return load_collection(request, collection)
 
     def strays(self, names: Names[str]) -> list[tuple[Path, str]]:
         """Collections share the backends' files: anything else in the folder is a stray."""

@@ -10,9 +10,10 @@ import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.kinds import KindBase, ObjectInfo, iso
+from tesseradb.kinds import KindBase, LoadRequest, ObjectInfo, iso
 from tesseradb.records._check import check_stream
 from tesseradb.records._descriptor import RecordDescriptor
+from tesseradb.records._load import LOAD_OPTIONS, RECORD_SUFFIXES, load_stream
 from tesseradb.records._stream import Stream, StreamOptions
 
 if TYPE_CHECKING:
@@ -27,6 +28,38 @@ class StreamKind(KindBase):
     name = "stream"
     label = "stream"
     directory = "streams"
+    # Loading: CSV, Parquet, Arrow IPC and packed binary records (records/_load.py)
+    load_suffixes = RECORD_SUFFIXES
+    load_defaults = frozenset({"binary"})
+    load_options = LOAD_OPTIONS
+    load_unit = "records"
+
+    def new_spec(self, name: str, descriptor: Any, options: dict[str, Any]) -> dict[str, Any]:
+        """The catalog spec of a new stream (``db.create_stream``'s arguments, checked)."""
+        from tesseradb.catalog import validate_name
+        from tesseradb.errors import DescriptorError, InvalidNameError
+
+        validate_name(name, "stream")
+        parsed = RecordDescriptor.parse(descriptor)
+        for field in parsed.fields:  # (a field is a column: named as columns are)
+            try:
+                validate_name(field.name, "field")
+            except InvalidNameError as err:
+                raise DescriptorError(f"stream {name!r}: {err}") from None
+        return {
+            "descriptor": parsed.to_dict(),
+            "options": StreamOptions.from_dict(options).to_dict(),
+        }
+
+    def load(self, request: LoadRequest) -> tuple[int, str]:
+        objects = self.context.objects
+        return load_stream(
+            request,
+            lambda: objects.get(request.name),
+            lambda descriptor: objects.create(
+                self.name, request.name, self.new_spec(request.name, descriptor, {})
+            ),
+        )
 
     def open(self, name: str, spec: dict[str, Any]) -> Stream:
         return Stream(

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb._sqltext import quote_identifier
 from tesseradb.errors import TesseraError
-from tesseradb.kinds import KindBase, KindContext, ObjectInfo
+from tesseradb.kinds import KindBase, KindContext, LoadRequest, ObjectInfo
+from tesseradb.sql.table_load import TABLE_SUFFIXES, load_table
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -30,6 +31,11 @@ class TablesKind(KindBase):
     name = PLAIN_KINDS[0]
     aliases = PLAIN_KINDS[1:]
     label = "table"
+    # Loading: CSV, Parquet, JSON and Arrow IPC by DuckDB's readers (sql/table_load.py)
+    load_suffixes = TABLE_SUFFIXES
+    load_defaults = frozenset({"csv", "parquet", "arrow"})
+    load_options: frozenset[str] = frozenset()
+    load_unit = "rows"
 
     def __init__(self, context: KindContext, engine: SQLEngine, namespace: Namespace) -> None:
         super().__init__(context)
@@ -48,6 +54,9 @@ class TablesKind(KindBase):
 
     def open(self, name: str, spec: dict[str, Any]) -> None:
         return None
+
+    def load(self, request: LoadRequest) -> tuple[int, str]:
+        return load_table(request)
 
     def relations(self, opened: None) -> Mapping[str, Relation]:
         return {}  # DuckDB reads them from the table store itself

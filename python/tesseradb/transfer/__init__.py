@@ -13,16 +13,15 @@ the rooms' public surfaces; it owns no storage.
 from __future__ import annotations
 
 from tesseradb.transfer._export import ARRAY_FORMATS, ROW_FORMATS, Exported, export, write_rows
-from tesseradb.transfer._load import KINDS, Loaded, infer_descriptor, load
+from tesseradb.transfer._load import Loaded, load, loading_kinds
 
 __all__ = [
     "ARRAY_FORMATS",
-    "KINDS",
     "ROW_FORMATS",
     "Exported",
     "Loaded",
     "export",
-    "infer_descriptor",
     "load",
+    "loading_kinds",
     "write_rows",
 ]

@@ -25,15 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tesseradb.arrays._files import ArrayFile, check_cells, open_array_file
 from tesseradb.errors import LoadError
 from tesseradb.executor import default_threads
-from tesseradb.transfer._images import ArrayFile, check_cells, open_array_file
 
 if TYPE_CHECKING:
     from tesseradb.executor import Executor
     from tesseradb.progress import Tracker
 
-__all__ = ["ArrayLoad", "load_arrays"]
+__all__ = ["LOAD_OPTIONS", "ArrayLoad", "load_arrays"]
+
+# the options of a load into an array (ArrayLoad's fields)
+LOAD_OPTIONS = frozenset({"along", "dims", "chunks", "variables", "hdu", "attr", "threads"})
 
 _SLAB_BYTES = 128 << 20  # cells read and written per step
 _IN_FLIGHT = 3  # slabs read ahead of the writes (the memory bound is about this many slabs)
@@ -178,7 +181,7 @@ def default_chunks(shape: Sequence[int], itemsize: int, first: int | None = None
 def _new_spec(
     opened: list[ArrayFile], stacked: bool, concat: bool, along: str, options: ArrayLoad
 ) -> dict[str, Any]:
-    from tesseradb.arrays import ArraySchema
+    from tesseradb.arrays._schema import ArraySchema
 
     first = opened[0]
     itemsize = max(d.itemsize for d in first.dtypes.values())

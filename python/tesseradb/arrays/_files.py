@@ -13,14 +13,13 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tesseradb.errors import LoadError
 
-__all__ = ["ARRAY_SUFFIXES", "ArrayFile", "open_array_file"]
+__all__ = ["ARRAY_SUFFIXES", "ArrayFile", "file_format", "open_array_file"]
 
 # the array formats by file name ending (a directory ending .zarr is a Zarr store)
 ARRAY_SUFFIXES = {
@@ -502,20 +501,3 @@ def _open_npz(path: str, fmt: str, *, variables: list[str] | None = None, **_: A
         read=read,
         close=archive.close,
     )
-
-
-def expand(source: str) -> list[str]:
-    """The files a source names: a file, a directory store (Zarr), or a glob (sorted)."""
-    import glob
-
-    if any(c in source for c in "*?["):
-        found = sorted(glob.glob(os.path.expanduser(source)))
-        if not found:
-            raise LoadError(f"{source}: the pattern matches no file")
-        return found
-    path = os.path.expanduser(source)
-    if not os.path.exists(path):
-        raise LoadError(f"{source}: no such file")
-    if os.path.isdir(path) and file_format(path) != "zarr":
-        raise LoadError(f"{source} is a directory; give a file or a glob such as {source}/*.fits")
-    return [str(Path(path))]
