@@ -307,6 +307,18 @@ class Registry:
         with contextlib.suppress(ObjectNotFoundError):
             self.catalog.touch(name)
 
+    def details(self, name: str) -> dict[str, Any]:
+        """``name``'s name and kind, and what its kind adds (:class:`~tesseradb.kinds.Describing`)."""
+        from tesseradb.kinds import Describing
+
+        self.check_open()
+        obj = self.catalog.require(name)
+        out: dict[str, Any] = {"name": obj.name, "kind": obj.kind}
+        owner = self.kind(obj.kind)
+        if isinstance(owner, Describing):
+            out.update(owner.details(obj.name, self.get(obj.name)))
+        return out
+
     # --- every object ----------------------------------------------------------------
     def _by_kind(self, every: bool) -> tuple[list[Any], list[tuple[Kind, list[Any]]]]:
         """The catalog's objects, and each kind with its objects (``every`` kind, or only

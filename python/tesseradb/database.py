@@ -40,6 +40,7 @@ from tesseradb.errors import (
     InvalidArgumentError,
     NotADatabaseError,
     ObjectNotFoundError,
+    TesseraError,
     require_text,
 )
 from tesseradb.executor import Executor, ExecutorSlot, as_executor
@@ -505,6 +506,19 @@ class Database:
         if obj.kind in PLAIN_KINDS:
             return self.sql(f"SELECT * FROM {quote_identifier(obj.name)} LIMIT 0").arrow().schema
         raise ObjectNotFoundError(f"{name!r} is a {obj.kind}, which this version cannot describe")
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """One object: its name, kind and columns, and what its kind adds (an array's
+        versions, a stream's records, an attachment's files and indexes, ...), as plain
+        data; what ``tessera info PATH NAME``, the server and the console show."""
+        _require_str(name, "name", "db.describe")
+        self._check_open()
+        out = self._registry.details(name)
+        try:
+            out["schema"] = [{"name": f.name, "type": str(f.type)} for f in self.schema(name)]
+        except TesseraError as err:
+            out["schema_error"] = str(err)
+        return out
 
     def info(self) -> DatabaseInfo:
         """The objects of the database with their kinds and sizes."""

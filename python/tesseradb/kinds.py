@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from tesseradb.sql.relation import Relation
 
 __all__ = [
+    "Describing",
     "Kind",
     "KindBase",
     "KindContext",
@@ -186,6 +187,17 @@ class Loading(Protocol):
 
     def load(self, request: LoadRequest) -> tuple[int, str]:
         """Load the files; the items loaded and the object's schema as text."""
+        ...
+
+
+@runtime_checkable
+class Describing(Protocol):
+    """A kind that says more about one object than its ``db.info()`` row: what
+    ``db.describe(name)``, ``tessera info PATH NAME``, the server's ``/objects/{name}``
+    and the console show (plain JSON-able data)."""
+
+    def details(self, name: str, opened: Any) -> dict[str, Any]:
+        """What the kind adds about its object ``name`` (``opened``: the open object)."""
         ...
 
 

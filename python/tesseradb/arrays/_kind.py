@@ -73,6 +73,17 @@ class ArrayKind(KindBase):
         request.watch.set_total(request.watch.done)
         return cells, repr(array)
 
+    def details(self, name: str, opened: Array) -> dict[str, Any]:
+        return {
+            "array": opened.schema.to_dict(),
+            "extent": list(opened.extent()),
+            "versions": [
+                {"id": v.id, "time": v.time.isoformat(), "message": v.message}
+                for v in opened.versions()
+            ],
+            "bytes": opened.bytes_on_disk,
+        }
+
     def relations(self, opened: Array) -> Mapping[str, Relation]:
         return {"": opened.relation}
 

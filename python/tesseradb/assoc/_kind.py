@@ -33,6 +33,13 @@ class AssocTableKind(KindBase):
             name, self.folder(name), spec["options"], self.context.read_only, self.context.on_write
         )
 
+    def details(self, name: str, opened: AssocTable) -> dict[str, Any]:
+        return {
+            "runs": opened.runs,
+            "triples_written": opened.triples_written,
+            "bytes": opened.bytes_on_disk(),
+        }
+
     def relations(self, opened: AssocTable) -> Mapping[str, Relation]:
         found: Mapping[str, Relation] = opened.relations()
         return found

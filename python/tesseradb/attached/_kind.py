@@ -43,6 +43,13 @@ class AttachedKind(KindBase):
         attachment.executors = self.context.executors  # where scans and index builds run
         return attachment
 
+    def details(self, name: str, opened: Attachment) -> dict[str, Any]:
+        return {
+            "files": list(opened.files),
+            "indexes": {k: dict(v) for k, v in opened.index_specs.items()},
+            "tables": sorted(opened.layouts),
+        }
+
     def relations(self, opened: Attachment) -> Mapping[str, Relation]:
         return {table: opened.table(table) for table in opened.tables()}
 

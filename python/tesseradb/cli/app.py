@@ -243,10 +243,20 @@ def shell(
 
 
 @app.command()
-def info(path: DatabaseDir) -> None:
-    """List the objects of the database with their kinds and sizes."""
+def info(
+    path: DatabaseDir,
+    name: Annotated[
+        str | None, typer.Argument(help="An object to describe (its kind, columns and more).")
+    ] = None,
+) -> None:
+    """List the objects of the database with their kinds and sizes, or describe one."""
     from rich.table import Table
 
+    if name is not None:
+        with _database(path, read_only=True) as db:
+            described = db.describe(name)
+        _console().print_json(data=described, default=str)
+        return
     with _database(path, read_only=True) as db:
         facts = db.info()
     console = _console()

@@ -101,6 +101,9 @@ class CollectionKind(KindBase):
         collection.upgrade()  # a collection made before the delta tables
         return collection
 
+    def details(self, name: str, opened: Collection) -> dict[str, Any]:
+        return {"objects": opened.count()}
+
     def relations(self, opened: Collection) -> Mapping[str, Relation]:
         return {"": CollectionRelation(opened)}
 

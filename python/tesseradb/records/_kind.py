@@ -70,6 +70,17 @@ class StreamKind(KindBase):
             self.context.read_only,
         )
 
+    def details(self, name: str, opened: Stream) -> dict[str, Any]:
+        return {
+            "descriptor": {
+                "fields": [f.name for f in opened.descriptor.fields],
+                "index": list(opened.descriptor.index),
+            },
+            "records": opened.num_records,
+            "segments": opened.num_segments,
+            "bytes": opened.bytes_on_disk,
+        }
+
     def relations(self, opened: Stream) -> Mapping[str, Relation]:
         return {"": opened}
 

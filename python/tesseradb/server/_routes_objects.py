@@ -41,15 +41,12 @@ async def catalog(server: Server, request: Request) -> Response:
 
 
 async def describe(server: Server, request: Request) -> Response:
-    from tesseradb.server._views import describe_object
-
     name = request.path_params["name"]
     entry = server.db.catalog.get(name)
     if entry is None and name not in server.db.tables():
         raise HTTPError(404, f"no object {name!r} in the database", "ObjectNotFoundError")
-    kind = server.kind_of(name)
-    server.require(user_of(request), kind, "read", name)
-    return JSONResponse(jsonable(await run_in_threadpool(describe_object, server.db, name, kind)))
+    server.require(user_of(request), server.kind_of(name), "read", name)
+    return JSONResponse(jsonable(await run_in_threadpool(server.db.describe, name)))
 
 
 async def check(server: Server, request: Request) -> Response:

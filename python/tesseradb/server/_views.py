@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from tesseradb.database import Database
 
-__all__ = ["describe_object", "read_cell", "read_slab", "stream_plot", "stream_range"]
+__all__ = ["read_cell", "read_slab", "stream_plot", "stream_range"]
 
 # colormaps as anchor colours, interpolated to 256 entries (viridis and magma: matplotlib's)
 COLORMAPS = {
@@ -39,45 +39,6 @@ class TooLarge(TesseraError):
     """A request would read more than the server allows (HTTP 413)."""
 
     status = 413
-
-
-def describe_object(db: Database, name: str, kind: str) -> dict[str, Any]:
-    """An object's kind, schema, size and what its kind adds (versions, indexes, files)."""
-    out: dict[str, Any] = {"name": name, "kind": kind}
-    try:
-        schema = db.schema(name)
-        out["schema"] = [{"name": f.name, "type": str(f.type)} for f in schema]
-    except TesseraError as err:
-        out["schema_error"] = str(err)
-    if kind == "array":
-        arr = db.array(name)
-        out["array"] = arr.schema.to_dict()
-        out["extent"] = list(arr.extent())
-        out["versions"] = [
-            {"id": v.id, "time": v.time.isoformat(), "message": v.message} for v in arr.versions()
-        ]
-        out["bytes"] = arr.bytes_on_disk
-    elif kind == "stream":
-        stream = db.stream(name)
-        out["descriptor"] = {
-            "fields": [f.name for f in stream.descriptor.fields],
-            "index": list(stream.descriptor.index),
-        }
-        out["records"] = stream.num_records
-        out["segments"] = stream.num_segments
-        out["bytes"] = stream.bytes_on_disk
-    elif kind == "collection":
-        out["objects"] = db.collection(name).count()
-    elif kind == "attached":
-        attachment = db.attached(name)
-        out["files"] = list(attachment.files)
-        out["indexes"] = {k: dict(v) for k, v in attachment.index_specs.items()}
-        out["tables"] = sorted(attachment.layouts)
-    elif kind == "table":
-        from tesseradb._sqltext import quote_identifier
-
-        out["rows"] = db.sql(f"SELECT count(*) FROM {quote_identifier(name)}").scalar()
-    return out
 
 
 def parse_box(text: str, ndim: int) -> tuple[Any, ...]:

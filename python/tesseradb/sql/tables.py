@@ -55,6 +55,12 @@ class TablesKind(KindBase):
     def open(self, name: str, spec: dict[str, Any]) -> None:
         return None
 
+    def details(self, name: str, opened: None) -> dict[str, Any]:
+        # (through the engine: a view may read the database's relations)
+        return {
+            "rows": self.engine.execute(f"SELECT count(*) FROM {quote_identifier(name)}").scalar()
+        }
+
     def load(self, request: LoadRequest) -> tuple[int, str]:
         return load_table(request)
 
