@@ -928,6 +928,7 @@ class Database:
         self._check_open()
         return export(
             self,
+            self._registry,
             source,
             target,
             format=format,

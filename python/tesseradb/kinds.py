@@ -190,6 +190,33 @@ class Loading(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ExportRequest:
+    """One ``db.export`` (or ``tessera export``) of an object its kind writes itself."""
+
+    path: str  # where to write: beside the target, renamed into place once whole
+    format: str  # one of the kind's export formats
+    watch: Tracker  # progress (the kind may set its unit and total), and the cancel
+    options: dict[str, Any]  # the kind's own export options (Exporting.export_options)
+    database: Any  # the database's user API, for a kind whose export is a query
+
+
+@runtime_checkable
+class Exporting(Protocol):
+    """A kind that writes its objects to files in formats of its own (an array to Zarr,
+    a collection to JSON lines). Any object SQL reads is also written as rows
+    (Parquet, CSV, JSON, Arrow) unless ``export_rows`` says it is not rows."""
+
+    export_suffixes: Mapping[str, str]  # file name endings -> the formats it writes
+    export_options: frozenset[str]  # the keyword options an export of it takes
+    export_unit: str  # what an export counts ("cells", "objects")
+    export_rows: bool  # whether its objects may also be written as rows
+
+    def export(self, name: str, opened: Any, request: ExportRequest) -> int:
+        """Write the object ``name`` (open: ``opened``) to ``request.path``; the items."""
+        ...
+
+
 @runtime_checkable
 class Describing(Protocol):
     """A kind that says more about one object than its ``db.info()`` row: what

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._array import Array
 from tesseradb.arrays._check import check_array
+from tesseradb.arrays._export import EXPORT_SUFFIXES, export_array
 from tesseradb.arrays._files import ARRAY_SUFFIXES
 from tesseradb.arrays._load import LOAD_OPTIONS, ArrayLoad, load_arrays
 from tesseradb.arrays._repository import ArrayRepository
 from tesseradb.arrays._schema import ArraySchema
-from tesseradb.kinds import KindBase, LoadRequest, ObjectInfo, iso
+from tesseradb.kinds import ExportRequest, KindBase, LoadRequest, ObjectInfo, iso
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -35,6 +36,11 @@ class ArrayKind(KindBase):
     load_defaults = frozenset(ARRAY_SUFFIXES.values())
     load_options = LOAD_OPTIONS
     load_unit = "cells"
+    # Exporting: Zarr v3, NetCDF, FITS, npy (arrays/_export.py); never as rows
+    export_suffixes = EXPORT_SUFFIXES
+    export_options = frozenset({"attr"})
+    export_unit = "cells"
+    export_rows = False
 
     def create(self, name: str, spec: dict[str, Any]) -> None:
         directory = self.folder(name)
@@ -72,6 +78,10 @@ class ArrayKind(KindBase):
         )
         request.watch.set_total(request.watch.done)
         return cells, repr(array)
+
+    def export(self, name: str, opened: Array, request: ExportRequest) -> int:
+        attr = request.options.get("attr")
+        return export_array(opened, request.path, request.format, attr, request.watch)
 
     def details(self, name: str, opened: Array) -> dict[str, Any]:
         return {

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 from tesseradb._lock import WriterLock
 from tesseradb.documents._backends import DUCKDB_FILE, DUCKDB_SNAPSHOTS, SQLITE_FILE
 from tesseradb.documents._collection import Collection
+from tesseradb.documents._export import export_collection
 from tesseradb.documents._load import JSON_SUFFIXES, load_collection
 from tesseradb.documents._relation import CollectionRelation
 from tesseradb.documents._store import DocumentStore
 from tesseradb.errors import DocumentBackendError, TesseraError
-from tesseradb.kinds import KindBase, KindContext, LoadRequest, ObjectInfo
+from tesseradb.kinds import ExportRequest, KindBase, KindContext, LoadRequest, ObjectInfo
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -45,6 +46,12 @@ class CollectionKind(KindBase):
     load_defaults = frozenset(JSON_SUFFIXES.values())
     load_options: frozenset[str] = frozenset()
     load_unit = "objects"
+    # Exporting: JSON lines or a JSON array of the objects (documents/_export.py); as rows
+    # (its objid and doc columns) in the other formats
+    export_suffixes = JSON_SUFFIXES
+    export_options: frozenset[str] = frozenset()
+    export_unit = "objects"
+    export_rows = True
 
     def __init__(self, context: KindContext) -> None:
         super().__init__(context)
@@ -100,6 +107,11 @@ class CollectionKind(KindBase):
         collection.catch_up()  # (a reader of snapshots made before the collection)
         collection.upgrade()  # a collection made before the delta tables
         return collection
+
+    def export(self, name: str, opened: Collection, request: ExportRequest) -> int:
+        return export_collection(
+            request.database, name, request.path, request.format, request.watch
+        )
 
     def details(self, name: str, opened: Collection) -> dict[str, Any]:
         return {"objects": opened.count()}

@@ -6,17 +6,17 @@ JSON and JSON lines into collections; CSV, Parquet, JSON and Arrow into
 plain tables) in bounded memory, all or nothing per call. Exports write
 arrays to Zarr v3, NetCDF, FITS and npy, collections to JSON lines, and any
 table or query to Parquet, CSV, JSON or Arrow IPC. Both report progress and
-stop cleanly when cancelled (:mod:`tesseradb.progress`). This package calls
-the rooms' public surfaces; it owns no storage.
+stop cleanly when cancelled (:mod:`tesseradb.progress`). Each data model
+reads and writes its own formats (the Loading and Exporting capabilities of
+:mod:`tesseradb.kinds`); this package only dispatches. It owns no storage.
 """
 
 from __future__ import annotations
 
-from tesseradb.transfer._export import ARRAY_FORMATS, ROW_FORMATS, Exported, export, write_rows
+from tesseradb.transfer._export import ROW_FORMATS, Exported, export, write_rows
 from tesseradb.transfer._load import Loaded, load, loading_kinds
 
 __all__ = [
-    "ARRAY_FORMATS",
     "ROW_FORMATS",
     "Exported",
     "Loaded",
