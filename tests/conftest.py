@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,23 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"sample data folder {SHARED_DATA} is absent (a fresh clone has no shared/)")
     return SHARED_DATA
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker of pytest -n hands its counts to the controller (pytest_testnodedown)."""
+    from tests.tallies import TALLIES
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["tallies"] = {label: dict(counts) for label, counts in TALLIES.items()}
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """(the controller of pytest -n) Add a finished worker's counts to this process's."""
+    from tests.tallies import tally
+
+    for label, counts in getattr(node, "workeroutput", {}).get("tallies", {}).items():
+        tally(label).update(counts)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

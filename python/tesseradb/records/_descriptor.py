@@ -145,6 +145,12 @@ class RecordDescriptor:
             return cls.from_dict(source)
         if isinstance(source, str):
             text = source.strip()
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as err:  # (a lone surrogate: no parser takes it)
+                raise DescriptorError(
+                    f"a descriptor is Unicode text; this one has a lone surrogate at {err.start}"
+                ) from None
             if text.startswith("{"):
                 return cls.from_json(text)
             if text.startswith("<"):
