@@ -42,6 +42,13 @@ class ArrayKind(KindBase):
     export_unit = "cells"
     export_rows = False
 
+    @staticmethod
+    def crash_model() -> Any:
+        """What this kind's writers do in the crash matrix (tesseradb.testing.crash)."""
+        from tesseradb.arrays._crash import ArrayCrashModel
+
+        return ArrayCrashModel()
+
     def create(self, name: str, spec: dict[str, Any]) -> None:
         directory = self.folder(name)
         if directory.exists():  # left by a crash between repository and catalog

@@ -28,6 +28,13 @@ class AssocTableKind(KindBase):
     label = "associative table"
     directory = "assoc"
 
+    @staticmethod
+    def crash_model() -> Any:
+        """What this kind's writers do in the crash matrix (tesseradb.testing.crash)."""
+        from tesseradb.assoc._crash import AssocCrashModel
+
+        return AssocCrashModel()
+
     def open(self, name: str, spec: dict[str, Any]) -> AssocTable:
         return AssocTable(
             name, self.folder(name), spec["options"], self.context.read_only, self.context.on_write

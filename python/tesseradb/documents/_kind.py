@@ -53,6 +53,13 @@ class CollectionKind(KindBase):
     export_unit = "objects"
     export_rows = True
 
+    @staticmethod
+    def crash_model() -> Any:
+        """What this kind's writers do in the crash matrix (tesseradb.testing.crash)."""
+        from tesseradb.documents._crash import CollectionCrashModel
+
+        return CollectionCrashModel()
+
     def __init__(self, context: KindContext) -> None:
         super().__init__(context)
         self._store: DocumentStore | None = None  # opened with the first collection

@@ -34,6 +34,13 @@ class StreamKind(KindBase):
     load_options = LOAD_OPTIONS
     load_unit = "records"
 
+    @staticmethod
+    def crash_model() -> Any:
+        """What this kind's writers do in the crash matrix (tesseradb.testing.crash)."""
+        from tesseradb.records._crash import StreamCrashModel
+
+        return StreamCrashModel()
+
     def new_spec(self, name: str, descriptor: Any, options: dict[str, Any]) -> dict[str, Any]:
         """The catalog spec of a new stream (``db.create_stream``'s arguments, checked)."""
         from tesseradb.catalog import validate_name

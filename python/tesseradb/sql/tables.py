@@ -37,6 +37,13 @@ class TablesKind(KindBase):
     load_options: frozenset[str] = frozenset()
     load_unit = "rows"
 
+    @staticmethod
+    def crash_model() -> Any:
+        """What this kind's writers do in the crash matrix (tesseradb.testing.crash)."""
+        from tesseradb.sql.table_crash import TableCrashModel
+
+        return TableCrashModel()
+
     def __init__(self, context: KindContext, engine: SQLEngine, namespace: Namespace) -> None:
         super().__init__(context)
         self.engine = engine
