@@ -44,7 +44,7 @@ from tesseradb.errors import (
     require_text,
 )
 from tesseradb.executor import Executor, ExecutorSlot, as_executor
-from tesseradb.kinds import Kind, KindContext, ObjectInfo
+from tesseradb.kinds import KINDS, Kind, KindContext, ObjectInfo, registered_kinds
 from tesseradb.sql.engine import Explain, SQLEngine, SQLSession
 from tesseradb.sql.relation import ArrowRelation, Relation
 from tesseradb.sql.result import Result
@@ -77,16 +77,6 @@ __all__ = [
 ]
 
 TABLE_STORE_FILE = "tables.duckdb"
-
-# The data models every database serves: catalog kind -> "module:KindClass". A room is
-# imported when its kind is first needed, so that opening a database stays cheap.
-KINDS: dict[str, str] = {
-    "array": "tesseradb.arrays:ArrayKind",
-    "stream": "tesseradb.records:StreamKind",
-    "collection": "tesseradb.documents:CollectionKind",
-    "attached": "tesseradb.attached:AttachedKind",
-    "assoc": "tesseradb.assoc:AssocTableKind",
-}
 
 
 @dataclass(frozen=True)
@@ -261,7 +251,7 @@ class Database:
             read_only,
             writer_elsewhere=WriterLock(self.path).held_elsewhere,
         )
-        for kind, target in KINDS.items():
+        for kind, target in registered_kinds().items():
             registry.declare(_room_kind(target), kind)
         tables = TablesKind.factory(self._engine, registry)
         registry.declare(tables, *PLAIN_KINDS)
@@ -478,6 +468,37 @@ class Database:
     def tables(self) -> list[str]:
         """Names of the plain tables and views (those created with SQL)."""
         return [o.name for o in self.catalog.objects() if o.kind in PLAIN_KINDS]
+
+    def create(self, kind: str, name: str, spec: dict[str, Any] | None = None) -> Any:
+        """Create an object of any registered kind from its catalog ``spec`` (what the kind
+        documents) and return it open; ``create_array``, ``create_stream`` and the other
+        typed methods are shorthands that build the spec."""
+        _require_str(kind, "kind", "db.create")
+        _require_str(name, "name", "db.create")
+        if spec is not None and not isinstance(spec, dict):
+            raise InvalidArgumentError(f"db.create: spec is a dict, not {type(spec).__name__}")
+        self._check_open()
+        if kind in PLAIN_KINDS or kind not in registered_kinds():
+            known = ", ".join(registered_kinds())
+            raise InvalidArgumentError(
+                f"db.create: kind is one of {known} (plain tables are made with SQL), not {kind!r}"
+            )
+        try:
+            return self._registry.create(kind, name, dict(spec or {}))
+        except TesseraError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as err:  # (made nothing)
+            raise InvalidArgumentError(
+                f"db.create: {spec!r:.200} is not the spec of a {kind} "
+                f"({type(err).__name__}: {err}); the typed create_ methods build one"
+            ) from None
+
+    def object(self, name: str) -> Any:
+        """The object called ``name``, of any kind, open (a plain table has no object:
+        query it with SQL)."""
+        _require_str(name, "name", "db.object")
+        self._check_open()
+        return self._registry.get(name)
 
     def drop(self, name: str, missing_ok: bool = False) -> None:
         """Remove the object called ``name`` (of any kind, or a registered relation).

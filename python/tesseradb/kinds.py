@@ -11,11 +11,13 @@ from it (its directory, whether it is read-only, how to say an object
 changed, how to open or create a sibling object) is in the context.
 
 Adding a data model is writing one kind (see docs/contributing.md, "Adding a
-data model") and listing it in :data:`tesseradb.database.KINDS`.
+data model") and listing it in :data:`KINDS` (or, from another package, in its
+``tesseradb.kinds`` entry points).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +41,33 @@ __all__ = [
     "Loading",
     "ObjectInfo",
     "OpenObjects",
+    "registered_kinds",
 ]
+
+# The data models every database serves: catalog kind -> "module:KindClass". A room is
+# imported when its kind is first needed, so that opening a database stays cheap. (Plain
+# tables are the SQL engine's, made with it: not listed.)
+KINDS: dict[str, str] = {
+    "array": "tesseradb.arrays:ArrayKind",
+    "stream": "tesseradb.records:StreamKind",
+    "collection": "tesseradb.documents:CollectionKind",
+    "attached": "tesseradb.attached:AttachedKind",
+    "assoc": "tesseradb.assoc:AssocTableKind",
+}
+ENTRY_POINTS = "tesseradb.kinds"  # the entry-point group through which packages add kinds
+
+
+@functools.cache
+def registered_kinds() -> dict[str, str]:
+    """:data:`KINDS` and the kinds other installed packages add through their
+    ``tesseradb.kinds`` entry points (``name = "module:KindClass"``); read once per process
+    (``registered_kinds.cache_clear()`` reads them again)."""
+    from importlib.metadata import entry_points
+
+    found = dict(KINDS)
+    for point in entry_points(group=ENTRY_POINTS):
+        found.setdefault(point.name, point.value)
+    return found
 
 
 @dataclass(frozen=True)

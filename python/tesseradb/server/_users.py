@@ -32,7 +32,16 @@ from tesseradb.errors import InvalidArgumentError, TesseraError
 __all__ = ["LEVELS", "User", "UserError", "Users"]
 
 LEVELS = ("none", "read", "write", "admin")
-KINDS = ("*", "array", "stream", "collection", "table", "attached", "assoc", "sql")
+
+
+def rights_kinds() -> tuple[str, ...]:
+    """What a right may name: every kind (``*``), each registered data model, plain tables
+    and ``sql`` (statements that reach no object)."""
+    from tesseradb.kinds import registered_kinds
+
+    return ("*", *registered_kinds(), "table", "sql")
+
+
 USERS_FILE = "users.json"
 TOKEN_PREFIX = "tdb_"
 
@@ -70,9 +79,9 @@ def parse_rights(texts: list[str]) -> dict[str, str]:
     for text in texts or ["read"]:
         kind, _, level = text.rpartition("=")
         kind = kind or "*"
-        if kind not in KINDS:
+        if kind not in rights_kinds():
             raise InvalidArgumentError(
-                f"rights {text!r}: the kind is one of {', '.join(KINDS)}, not {kind!r}"
+                f"rights {text!r}: the kind is one of {', '.join(rights_kinds())}, not {kind!r}"
             )
         if level not in LEVELS:
             raise InvalidArgumentError(
