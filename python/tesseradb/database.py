@@ -41,7 +41,9 @@ from tesseradb.errors import (
     NotADatabaseError,
     ObjectNotFoundError,
     TesseraError,
-    require_text,
+    require_bool,
+    require_params,
+    require_str,
 )
 from tesseradb.executor import Executor, ExecutorSlot, as_executor
 from tesseradb.kinds import KINDS, Kind, KindContext, ObjectInfo, registered_kinds
@@ -116,28 +118,6 @@ def connect(
     db = Database(path, read_only=read_only)
     db.use(executor)
     return db
-
-
-def _require_str(value: object, what: str, where: str) -> None:
-    """Refuse a non-text argument at the door, naming it (not an AttributeError inside)."""
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"{where}: {what} must be a str, not {type(value).__name__}")
-    require_text(value, what, where)
-
-
-def _require_bool(value: object, what: str, where: str) -> None:
-    """A flag is True or False: ``repair="false"`` must not mean yes."""
-    if not isinstance(value, bool):
-        raise InvalidArgumentError(f"{where}: {what} must be True or False, not {value!r}")
-
-
-def _require_params(params: object, where: str) -> None:
-    if params is not None and (
-        isinstance(params, (str, bytes)) or not isinstance(params, (list, tuple, dict))
-    ):
-        raise InvalidArgumentError(
-            f"{where}: params are a list (for ?) or a dict (for $name), not {type(params).__name__}"
-        )
 
 
 def _room_kind(target: str) -> Callable[[KindContext], Kind]:
@@ -393,7 +373,7 @@ class Database:
         setting can be reached (what a served user without the admin right gets), over
         the newest snapshot of the plain tables (:mod:`tesseradb.sql.instance`).
         """
-        _require_bool(restricted, "restricted", "db.session")
+        require_bool(restricted, "restricted", "db.session")
         self._check_open()
         return Session(self, self._engine.new_session("session", restricted))
 
@@ -408,8 +388,8 @@ class Database:
         sink: Callable[[pa.RecordBatchReader], Any] | None = None,
         exact: bool = False,
     ) -> Result:
-        _require_str(text, "the SQL text", where)
-        _require_params(params, where)
+        require_str(text, "the SQL text", where)
+        require_params(params, where)
         self._check_open()
         if progress is None and cancel is None:
             return self._engine.execute(text, params, sink=sink, session=session, exact=exact)
@@ -430,8 +410,8 @@ class Database:
         return self._explain(text, params, None, "db.explain")
 
     def _explain(self, text: str, params: Any, session: SQLSession | None, where: str) -> Explain:
-        _require_str(text, "the SQL text", where)
-        _require_params(params, where)
+        require_str(text, "the SQL text", where)
+        require_params(params, where)
         self._check_open()
         return self._engine.explain(text, params, session)
 
@@ -444,14 +424,14 @@ class Database:
         columns), which becomes an :class:`ArrowRelation`. The name shares the
         database's namespace, so it may not be an object's name.
         """
-        _require_str(name, "name", "db.register")
+        require_str(name, "name", "db.register")
         validate_name(name, "relation")
         relation = data if isinstance(data, Relation) else ArrowRelation(name, data)
         self._registry.register(name, relation)
         return relation
 
     def unregister(self, name: str) -> None:
-        _require_str(name, "name", "db.unregister")
+        require_str(name, "name", "db.unregister")
         self._registry.unregister(name)
 
     # --- every object ---------------------------------------------------------------
@@ -461,7 +441,7 @@ class Database:
         Dotted names are tables of an object that holds several
         (``ptf.candidate`` of the attachment ``ptf``).
         """
-        _require_str(name, "name", "db.relation")
+        require_str(name, "name", "db.relation")
         self._check_open()
         return self._registry.relation(name)
 
@@ -473,8 +453,8 @@ class Database:
         """Create an object of any registered kind from its catalog ``spec`` (what the kind
         documents) and return it open; ``create_array``, ``create_stream`` and the other
         typed methods are shorthands that build the spec."""
-        _require_str(kind, "kind", "db.create")
-        _require_str(name, "name", "db.create")
+        require_str(kind, "kind", "db.create")
+        require_str(name, "name", "db.create")
         if spec is not None and not isinstance(spec, dict):
             raise InvalidArgumentError(f"db.create: spec is a dict, not {type(spec).__name__}")
         self._check_open()
@@ -496,7 +476,7 @@ class Database:
     def object(self, name: str) -> Any:
         """The object called ``name``, of any kind, open (a plain table has no object:
         query it with SQL)."""
-        _require_str(name, "name", "db.object")
+        require_str(name, "name", "db.object")
         self._check_open()
         return self._registry.get(name)
 
@@ -506,8 +486,8 @@ class Database:
         ``missing_ok=True`` does nothing when there is no such object (a
         script that starts afresh each time it runs).
         """
-        _require_str(name, "name", "db.drop")
-        _require_bool(missing_ok, "missing_ok", "db.drop")
+        require_str(name, "name", "db.drop")
+        require_bool(missing_ok, "missing_ok", "db.drop")
         self._check_open()
         if name.lower() in self._registry.session:
             self.unregister(name)
@@ -518,7 +498,7 @@ class Database:
 
     def schema(self, name: str) -> pa.Schema:
         """The columns of the relation, table or view called ``name``."""
-        _require_str(name, "name", "db.schema")
+        require_str(name, "name", "db.schema")
         self._check_open()
         relation = self._registry.relation(name)
         if relation is not None:
@@ -532,7 +512,7 @@ class Database:
         """One object: its name, kind and columns, and what its kind adds (an array's
         versions, a stream's records, an attachment's files and indexes, ...), as plain
         data; what ``tessera info PATH NAME``, the server and the console show."""
-        _require_str(name, "name", "db.describe")
+        require_str(name, "name", "db.describe")
         self._check_open()
         out = self._registry.details(name)
         try:
@@ -565,7 +545,7 @@ class Database:
         from tesseradb.checks import CheckReport, check_layout
 
         self._check_open()
-        _require_bool(repair, "repair", "db.check")
+        require_bool(repair, "repair", "db.check")
         if repair:
             self._registry.check_writable("repair the database")
         report = CheckReport(self.path, repair)
@@ -596,42 +576,20 @@ class Database:
         with an index whose file changed since it was built. ``progress`` counts
         the files inspected; ``cancel`` stops the attach, which keeps nothing.
         """
-        from tesseradb.attached import attach_spec, default_name
-
         self._check_open()
-        self._registry.check_writable("attach files")
-        if stale_index not in ("rebuild", "bypass"):
-            raise InvalidArgumentError(
-                f"stale_index must be 'rebuild' or 'bypass', not {stale_index!r}"
-            )
-        if not isinstance(path, (str, os.PathLike)):
-            raise InvalidArgumentError(
-                f"db.attach: path must be a file name or glob (a str or path), not {type(path).__name__}"
-            )
-        text = os.fspath(path)
-        if not isinstance(text, str):
-            raise InvalidArgumentError(f"db.attach: path must be text, not {type(text).__name__}")
-        if name is not None:
-            _require_str(name, "name", "db.attach")
-        name = default_name(text) if name is None else name
-        validate_name(name, "attachment")
-        options = {"threads": threads, "batch_bytes": batch_bytes, "stale_index": stale_index}
-        from tesseradb.progress import tracker
-
-        with tracker(f"attach {text}", None, "files", progress, cancel, "db.attach") as watch:
-            spec = attach_spec(text, options, watch)
-        attachment: Attachment = self._registry.create("attached", name, spec)
-        return attachment
+        return self._registry.kind("attached").attach(  # type: ignore[attr-defined, no-any-return]
+            path, name, threads, batch_bytes, stale_index, progress, cancel
+        )
 
     def attached(self, name: str) -> Attachment:
         """The attachment called ``name``: its tables, indexes and slab reads."""
-        _require_str(name, "name", "db.attached")
+        require_str(name, "name", "db.attached")
         attachment: Attachment = self._registry.get(name, "attached")
         return attachment
 
     def detach(self, name: str) -> None:
         """Forget an attachment and delete its sidecar indexes (the files are untouched)."""
-        _require_str(name, "name", "db.detach")
+        require_str(name, "name", "db.detach")
         self._check_open()
         self._registry.check_writable(f"detach {name!r}")
         self._registry.drop(self.catalog.require(name, "attached").name)
@@ -661,43 +619,20 @@ class Database:
         ``progress`` counts the (column, file) indexes built; ``cancel`` stops the
         build before any index is saved, so the old indexes stay.
         """
-        _require_str(table, "table", "db.create_index")
-        from tesseradb.attached import AttachError, Binning
-
         self._check_open()
-        self._registry.check_writable("create an index")
-        if kind != "bitmap":
-            raise InvalidArgumentError(
-                f"unknown index kind {kind!r}: attached tables have bitmap indexes"
-            )
-        owner, _, part = table.partition(".")
-        if not part:
-            raise AttachError(
-                f"index {table!r}: name a table of an attachment, as in ptf.candidate"
-            )
-        if threads is not None and (
-            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
-        ):
-            raise InvalidArgumentError(
-                f"index on {table!r}: threads must be a whole number >= 1, not {threads!r}"
-            )
-        binning = Binning.from_options(f"index on {table!r}", edges, count, precision, exact)
-        attachment = self.attached(owner)
-        relation = attachment.table(part)  # validates the table name
-        names = [columns] if isinstance(columns, str) else columns
-        if not isinstance(names, (list, tuple)) or not all(isinstance(c, str) for c in names):
-            raise InvalidArgumentError(
-                f"index on {table!r}: columns is a column name or a list of them, not {columns!r}"
-            )
-        from tesseradb.progress import tracker
-
-        task = f"index {table} on {', '.join(names)}"
-        with tracker(task, None, "indexes", progress, cancel, "db.create_index") as watch:
-            specs = attachment.create_index(
-                relation.layout.name, names, binning, encoding, threads, watch
-            )
-        self._registry.update_spec(attachment.name, {**attachment.spec, "indexes": specs})
-        attachment.spec["indexes"] = specs
+        self._registry.kind("attached").create_index(  # type: ignore[attr-defined]
+            table,
+            columns,
+            kind,
+            edges,
+            count,
+            precision,
+            exact,
+            encoding,
+            threads,
+            progress,
+            cancel,
+        )
 
     # --- associative tables (D4M) ----------------------------------------------------------
     def create_assoc_table(
@@ -710,19 +645,16 @@ class Database:
         summed on insert (``TedgeDeg``); with ``text`` raw texts by row key
         (``TedgeTxt``). See docs/assoc.md.
         """
-        _require_str(name, "name", "db.create_assoc_table")
-        from tesseradb.assoc import table_options
-
+        require_str(name, "name", "db.create_assoc_table")
         self._check_open()
         self._registry.check_writable("create an associative table")
-        validate_name(name, "associative table")
-        spec = {"options": table_options(transpose, degrees, text)}
+        spec = self._registry.kind("assoc").new_spec(name, transpose, degrees, text)  # type: ignore[attr-defined]
         table: AssocTable = self._registry.create("assoc", name, spec)
         return table
 
     def assoc_table(self, name: str) -> AssocTable:
         """The associative table called ``name``: put, T[rows, cols], T.T, T.deg, T.txt."""
-        _require_str(name, "name", "db.assoc_table")
+        require_str(name, "name", "db.assoc_table")
         table: AssocTable = self._registry.get(name, "assoc")
         return table
 
@@ -741,7 +673,7 @@ class Database:
         (``kdtree`` or ``sequential``), ``cache_bytes``, ``writer_threads``,
         ``writer_period_ms``, ``compression`` (``zstd`` or ``none``), ``seed``.
         """
-        _require_str(name, "name", "db.create_stream")
+        require_str(name, "name", "db.create_stream")
         self._check_open()
         self._registry.check_writable("create a stream")
         spec = self._registry.kind("stream").new_spec(name, descriptor, options)
@@ -750,7 +682,7 @@ class Database:
 
     def stream(self, name: str) -> Stream:
         """The record stream called ``name``: ingest, flush, range queries."""
-        _require_str(name, "name", "db.stream")
+        require_str(name, "name", "db.stream")
         stream: Stream = self._registry.get(name, "stream")
         return stream
 
@@ -780,19 +712,18 @@ class Database:
         the array in a world coordinate system (world = index + origin).
         ``codec`` is ``zstd`` (default), ``blosc`` or ``none``, at ``level``.
         """
-        _require_str(name, "name", "db.create_array")
-        from tesseradb.arrays import ArraySchema
-
+        require_str(name, "name", "db.create_array")
         self._check_open()
         self._registry.check_writable("create an array")
-        validate_name(name, "array")
-        schema = ArraySchema.build(dims, attrs, origin, codec, level, metadata)
-        array: Array = self._registry.create("array", name, {"schema": schema.to_dict()})
+        spec = self._registry.kind("array").new_spec(  # type: ignore[attr-defined]
+            name, dims, attrs, origin, codec, level, metadata
+        )
+        array: Array = self._registry.create("array", name, spec)
         return array
 
     def array(self, name: str, version: str | None = None, as_of: datetime | None = None) -> Array:
         """The array called ``name``; at a past ``version`` (snapshot id) or ``as_of`` a time: read-only."""
-        _require_str(name, "name", "db.array")
+        require_str(name, "name", "db.array")
         head: Array = self._registry.get(name, "array")
         if version is None and as_of is None:
             return head
@@ -810,7 +741,7 @@ class Database:
         the result spans their union in world coordinates. (Forks of one
         array are brought together by :meth:`Array.merge` instead.)
         """
-        _require_str(into, "into", "db.overlay")
+        require_str(into, "into", "db.overlay")
         from tesseradb.arrays import overlay_arrays
 
         self._check_open()
@@ -830,7 +761,7 @@ class Database:
         vertical table) or ``argo3`` (a table per JSON type). Both default to
         the best embedded configuration measured by ``tessera bench nobench``.
         """
-        _require_str(name, "name", "db.create_collection")
+        require_str(name, "name", "db.create_collection")
         self._check_open()
         self._registry.check_writable("create a collection")
         spec = self._registry.kind("collection").new_spec(name, backend, mapping)
@@ -839,14 +770,9 @@ class Database:
 
     def collection(self, name: str) -> Collection:
         """The JSON collection called ``name``: insert, load, find, Argo/SQL."""
-        _require_str(name, "name", "db.collection")
-        from tesseradb.errors import UnknownCollectionError
-
-        try:
-            collection: Collection = self._registry.get(name, "collection")
-        except ObjectNotFoundError as err:
-            raise UnknownCollectionError(str(err), err.suggestions) from None
-        return collection
+        require_str(name, "name", "db.collection")
+        self._check_open()
+        return self._registry.kind("collection").collection(name)  # type: ignore[attr-defined, no-any-return]
 
     def collections(self) -> list[str]:
         """Names of the JSON collections."""
@@ -860,22 +786,8 @@ class Database:
         or ``:name`` (a mapping) placeholders. Each statement is one
         transaction on the collection's backend.
         """
-        if not isinstance(text, str):  # (a lone surrogate is named by the statement's parser)
-            raise InvalidArgumentError(
-                f"db.argo: the Argo/SQL text must be a str, not {type(text).__name__}"
-            )
-        _require_params(params, "db.argo")
-        from tesseradb.documents import Insert, Select, parse_statement
-
         self._check_open()
-        statement = parse_statement(text, params)
-        if isinstance(statement, Insert) and self.catalog.get(statement.collection) is None:
-            self.create_collection(statement.collection)
-        collection = self.collection(statement.collection)
-        other = None
-        if isinstance(statement, Select) and statement.join is not None:
-            other = self.collection(statement.join.collection)
-        return collection.run(statement, other)
+        return self._registry.kind("collection").argo(text, params)  # type: ignore[attr-defined, no-any-return]
 
     # --- getting data in and out ------------------------------------------------------
     def load(
@@ -908,7 +820,7 @@ class Database:
         self._check_open()
         self._registry.check_writable("load data")
         if into is not None:
-            _require_str(into, "into", "db.load")
+            require_str(into, "into", "db.load")
         return load(
             self,
             self._registry,
@@ -944,8 +856,8 @@ class Database:
         """
         from tesseradb.transfer import export
 
-        _require_str(source, "source", "db.export")
-        _require_params(params, "db.export")
+        require_str(source, "source", "db.export")
+        require_params(params, "db.export")
         self._check_open()
         return export(
             self,
@@ -970,7 +882,7 @@ class Database:
         empty run is made with the ``params`` set (``easy``, ``medium``, ``hard``);
         ``run.load()`` then ingests, cooks and groups it. docs/ssdb.md explains it.
         """
-        _require_str(run, "run", "db.ssdb")
+        require_str(run, "run", "db.ssdb")
         from tesseradb.ssdb import Run
 
         self._check_open()

@@ -109,6 +109,29 @@ def require_text(value: str, what: str, where: str) -> None:
         ) from None
 
 
+def require_str(value: object, what: str, where: str) -> None:
+    """Refuse a non-text argument at the door, naming it (not an AttributeError inside)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{where}: {what} must be a str, not {type(value).__name__}")
+    require_text(value, what, where)
+
+
+def require_bool(value: object, what: str, where: str) -> None:
+    """A flag is True or False: ``repair="false"`` must not mean yes."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{where}: {what} must be True or False, not {value!r}")
+
+
+def require_params(params: object, where: str) -> None:
+    """Statement parameters: a list (for ``?``) or a dict (for ``$name``), or None."""
+    if params is not None and (
+        isinstance(params, (str, bytes)) or not isinstance(params, (list, tuple, dict))
+    ):
+        raise InvalidArgumentError(
+            f"{where}: params are a list (for ?) or a dict (for $name), not {type(params).__name__}"
+        )
+
+
 def open_input(path: str | os.PathLike[str], what: str) -> BinaryIO:
     """``path`` opened for reading bytes, or :class:`InputFileError` naming it and why."""
     try:

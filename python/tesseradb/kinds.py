@@ -85,8 +85,9 @@ class ObjectInfo:
 class OpenObjects(Protocol):
     """The database's one cache of open objects, as a kind may use it."""
 
-    def get(self, name: str) -> Any:
-        """The open object called ``name`` (opened now if it is not yet)."""
+    def get(self, name: str, kind: str | None = None) -> Any:
+        """The open object called ``name`` (opened now if it is not yet); with ``kind``, an
+        ObjectNotFoundError if it is of another kind."""
         ...
 
     def peek(self, name: str) -> Any | None:
@@ -103,6 +104,10 @@ class OpenObjects(Protocol):
 
     def drop(self, name: str) -> None:
         """Remove the object called ``name``, of any kind."""
+        ...
+
+    def update_spec(self, name: str, spec: dict[str, Any]) -> None:
+        """Record an object's new catalog spec (an attachment's new indexes)."""
         ...
 
 
@@ -278,6 +283,13 @@ class KindBase:
 
     def __init__(self, context: KindContext) -> None:
         self.context = context
+
+    def check_writable(self, what: str) -> None:
+        """Refuse to ``what`` (a ReadOnlyError) when the database is open read-only."""
+        if self.context.read_only:
+            from tesseradb.errors import ReadOnlyError
+
+            raise ReadOnlyError(f"cannot {what}: the database is open read-only")
 
     def folder(self, name: str) -> Path:
         """The object's own folder under the kind's directory."""

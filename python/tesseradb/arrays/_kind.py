@@ -68,6 +68,23 @@ class ArrayKind(KindBase):
         array._executors = self.context.executors
         return array
 
+    def new_spec(
+        self,
+        name: str,
+        dims: Any,
+        attrs: Any,
+        origin: Any = None,
+        codec: str = "zstd",
+        level: int = 3,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The catalog spec of a new array (``db.create_array``'s arguments, checked)."""
+        from tesseradb.catalog import validate_name
+
+        validate_name(name, "array")
+        schema = ArraySchema.build(dims, attrs, origin, codec, level, metadata)
+        return {"schema": schema.to_dict()}
+
     def load(self, request: LoadRequest) -> tuple[int, str]:
         if not request.exists:
             from tesseradb.catalog import validate_name

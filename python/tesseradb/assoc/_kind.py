@@ -35,6 +35,14 @@ class AssocTableKind(KindBase):
 
         return AssocCrashModel()
 
+    def new_spec(self, name: str, transpose: bool, degrees: bool, text: bool) -> dict[str, Any]:
+        """The catalog spec of a new table (``db.create_assoc_table``'s arguments, checked)."""
+        from tesseradb.assoc._table import table_options
+        from tesseradb.catalog import validate_name
+
+        validate_name(name, "associative table")
+        return {"options": table_options(transpose, degrees, text)}
+
     def open(self, name: str, spec: dict[str, Any]) -> AssocTable:
         return AssocTable(
             name, self.folder(name), spec["options"], self.context.read_only, self.context.on_write

@@ -7,8 +7,9 @@ indexes; its only storage is the sidecar bitmap indexes under
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.attached._attachment import Attachment
@@ -17,6 +18,7 @@ from tesseradb.kinds import KindBase, ObjectInfo
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
     from tesseradb.checks import Finding, Verified
+    from tesseradb.progress import Cancel, ProgressLike
     from tesseradb.sql.relation import Relation
 
 __all__ = ["AttachedKind", "default_name"]
@@ -36,6 +38,98 @@ class AttachedKind(KindBase):
     name = "attached"
     label = "attachment"
     directory = "attached"
+
+    # --- what db.attach and db.create_index do (their docstrings say how to call them) ---
+    def attach(
+        self,
+        path: Any,
+        name: str | None,
+        threads: int | None,
+        batch_bytes: int | None,
+        stale_index: str,
+        progress: ProgressLike,
+        cancel: Cancel | None,
+    ) -> Attachment:
+        from tesseradb.attached._attachment import attach_spec
+        from tesseradb.catalog import validate_name
+        from tesseradb.errors import InvalidArgumentError, require_str
+
+        self.check_writable("attach files")
+        if stale_index not in ("rebuild", "bypass"):
+            raise InvalidArgumentError(
+                f"stale_index must be 'rebuild' or 'bypass', not {stale_index!r}"
+            )
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgumentError(
+                f"db.attach: path must be a file name or glob (a str or path), not {type(path).__name__}"
+            )
+        text = os.fspath(path)
+        if not isinstance(text, str):
+            raise InvalidArgumentError(f"db.attach: path must be text, not {type(text).__name__}")
+        if name is not None:
+            require_str(name, "name", "db.attach")
+        name = default_name(text) if name is None else name
+        validate_name(name, "attachment")
+        options = {"threads": threads, "batch_bytes": batch_bytes, "stale_index": stale_index}
+        from tesseradb.progress import tracker
+
+        with tracker(f"attach {text}", None, "files", progress, cancel, "db.attach") as watch:
+            spec = attach_spec(text, options, watch)
+        attachment: Attachment = self.context.objects.create("attached", name, spec)
+        return attachment
+
+    def create_index(
+        self,
+        table: str,
+        columns: str | Sequence[str],
+        kind: str,
+        edges: Sequence[float] | None,
+        count: int | None,
+        precision: int | None,
+        exact: bool,
+        encoding: str,
+        threads: int | None,
+        progress: ProgressLike,
+        cancel: Cancel | None,
+    ) -> None:
+        from tesseradb.attached._bitmap import Binning
+        from tesseradb.errors import AttachError, InvalidArgumentError, require_str
+
+        require_str(table, "table", "db.create_index")
+
+        self.check_writable("create an index")
+        if kind != "bitmap":
+            raise InvalidArgumentError(
+                f"unknown index kind {kind!r}: attached tables have bitmap indexes"
+            )
+        owner, _, part = table.partition(".")
+        if not part:
+            raise AttachError(
+                f"index {table!r}: name a table of an attachment, as in ptf.candidate"
+            )
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+        ):
+            raise InvalidArgumentError(
+                f"index on {table!r}: threads must be a whole number >= 1, not {threads!r}"
+            )
+        binning = Binning.from_options(f"index on {table!r}", edges, count, precision, exact)
+        attachment = self.context.objects.get(owner, self.name)
+        relation = attachment.table(part)  # validates the table name
+        names = [columns] if isinstance(columns, str) else columns
+        if not isinstance(names, (list, tuple)) or not all(isinstance(c, str) for c in names):
+            raise InvalidArgumentError(
+                f"index on {table!r}: columns is a column name or a list of them, not {columns!r}"
+            )
+        from tesseradb.progress import tracker
+
+        task = f"index {table} on {', '.join(names)}"
+        with tracker(task, None, "indexes", progress, cancel, "db.create_index") as watch:
+            specs = attachment.create_index(
+                relation.layout.name, names, binning, encoding, threads, watch
+            )
+        self.context.objects.update_spec(attachment.name, {**attachment.spec, "indexes": specs})
+        attachment.spec["indexes"] = specs
 
     def open(self, name: str, spec: dict[str, Any]) -> Attachment:
         # its folder holds the sidecar indexes, made when asked for; the files are never written

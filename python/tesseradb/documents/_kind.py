@@ -93,6 +93,48 @@ class CollectionKind(KindBase):
         validate_name(name, "collection")
         return {"backend": backend or DEFAULT_BACKEND, "mapping": mapping or DEFAULT_MAPPING}
 
+    def argo(self, text: str, params: Any) -> list[dict[str, Any]]:
+        """What ``db.argo`` does: one Argo/SQL statement (an INSERT into a collection that
+        does not exist creates it, as Argo does)."""
+        from tesseradb.documents._argosql import Insert, Select, parse_statement
+        from tesseradb.errors import InvalidArgumentError, require_params
+
+        if not isinstance(text, str):  # (a lone surrogate is named by the statement's parser)
+            raise InvalidArgumentError(
+                f"db.argo: the Argo/SQL text must be a str, not {type(text).__name__}"
+            )
+        require_params(params, "db.argo")
+
+        statement = parse_statement(text, params)
+        if isinstance(statement, Insert) and not self._exists(statement.collection):
+            self.check_writable("create a collection")
+            spec = self.new_spec(statement.collection, None, None)
+            self.context.objects.create(self.name, statement.collection, spec)
+        collection = self.collection(statement.collection)
+        other = None
+        if isinstance(statement, Select) and statement.join is not None:
+            other = self.collection(statement.join.collection)
+        return collection.run(statement, other)
+
+    def collection(self, name: str) -> Collection:
+        """The collection called ``name`` (UnknownCollectionError, with suggestions)."""
+        from tesseradb.errors import ObjectNotFoundError, UnknownCollectionError
+
+        try:
+            found: Collection = self.context.objects.get(name, self.name)
+        except ObjectNotFoundError as err:
+            raise UnknownCollectionError(str(err), err.suggestions) from None
+        return found
+
+    def _exists(self, name: str) -> bool:
+        from tesseradb.errors import ObjectNotFoundError
+
+        try:
+            self.context.objects.get(name)
+        except ObjectNotFoundError:
+            return False
+        return True
+
     def load(self, request: LoadRequest) -> tuple[int, str]:
         objects = self.context.objects
         if request.exists:
