@@ -11,17 +11,25 @@ several writer processes, as one version.
 
 from __future__ import annotations
 
-from tesseradb.assoc._assoc import Assoc, Col, Row, Val
-from tesseradb.assoc._ingest import ImageSlice, Ingested, parallel_ingest
-from tesseradb.assoc._keys import StartsWith
-from tesseradb.assoc._kind import AssocTableKind
-from tesseradb.assoc._table import AssocTable, table_options
+from typing import TYPE_CHECKING
+
+from tesseradb._lazy import exports
+
+if TYPE_CHECKING:
+    from tesseradb.assoc._assoc import Assoc, Col, Row, Val
+    from tesseradb.assoc._ingest import ImageSlice, Ingested, parallel_ingest
+    from tesseradb.assoc._keys import StartsWith
+    from tesseradb.assoc._kind import AssocTableKind
+    from tesseradb.assoc._methods import AssocMethods
+    from tesseradb.assoc._table import AssocTable, table_options
+
 from tesseradb.errors import AssocError, AssocIndexError
 
 __all__ = [
     "Assoc",
     "AssocError",
     "AssocIndexError",
+    "AssocMethods",
     "AssocTable",
     "AssocTableKind",
     "Col",
@@ -33,3 +41,22 @@ __all__ = [
     "parallel_ingest",
     "table_options",
 ]
+
+# each name imported from its module when first used (tesseradb._lazy)
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "AssocMethods": "tesseradb.assoc._methods",
+        "Assoc": "tesseradb.assoc._assoc",
+        "Col": "tesseradb.assoc._assoc",
+        "Row": "tesseradb.assoc._assoc",
+        "Val": "tesseradb.assoc._assoc",
+        "ImageSlice": "tesseradb.assoc._ingest",
+        "Ingested": "tesseradb.assoc._ingest",
+        "parallel_ingest": "tesseradb.assoc._ingest",
+        "StartsWith": "tesseradb.assoc._keys",
+        "AssocTableKind": "tesseradb.assoc._kind",
+        "AssocTable": "tesseradb.assoc._table",
+        "table_options": "tesseradb.assoc._table",
+    },
+)

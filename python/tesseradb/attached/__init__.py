@@ -8,22 +8,30 @@ directory; queries read only the columns and rows they need, in parallel.
 
 from __future__ import annotations
 
-from tesseradb.attached._attachment import (
-    FILE_COLUMN,
-    AttachedTable,
-    AttachError,
-    Attachment,
-    attach_spec,
-)
-from tesseradb.attached._bitmap import Binning, BitmapIndex
-from tesseradb.attached._kind import AttachedKind, default_name
-from tesseradb.attached._reader import AttachedFileError, to_arrow
+from typing import TYPE_CHECKING
+
+from tesseradb._lazy import exports
+
+if TYPE_CHECKING:
+    from tesseradb.attached._attachment import (
+        FILE_COLUMN,
+        AttachedTable,
+        AttachError,
+        Attachment,
+        attach_spec,
+    )
+    from tesseradb.attached._bitmap import Binning, BitmapIndex
+    from tesseradb.attached._kind import AttachedKind, default_name
+    from tesseradb.attached._methods import AttachedMethods
+    from tesseradb.attached._reader import AttachedFileError, to_arrow
+
 
 __all__ = [
     "FILE_COLUMN",
     "AttachError",
     "AttachedFileError",
     "AttachedKind",
+    "AttachedMethods",
     "AttachedTable",
     "Attachment",
     "Binning",
@@ -32,3 +40,22 @@ __all__ = [
     "default_name",
     "to_arrow",
 ]
+
+# each name imported from its module when first used (tesseradb._lazy)
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "AttachedMethods": "tesseradb.attached._methods",
+        "FILE_COLUMN": "tesseradb.attached._attachment",
+        "AttachedTable": "tesseradb.attached._attachment",
+        "AttachError": "tesseradb.attached._attachment",
+        "Attachment": "tesseradb.attached._attachment",
+        "attach_spec": "tesseradb.attached._attachment",
+        "Binning": "tesseradb.attached._bitmap",
+        "BitmapIndex": "tesseradb.attached._bitmap",
+        "AttachedKind": "tesseradb.attached._kind",
+        "default_name": "tesseradb.attached._kind",
+        "AttachedFileError": "tesseradb.attached._reader",
+        "to_arrow": "tesseradb.attached._reader",
+    },
+)

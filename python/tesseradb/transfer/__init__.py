@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from tesseradb.transfer._export import ROW_FORMATS, Exported, export, write_rows
 from tesseradb.transfer._load import Loaded, load, loading_kinds
+from tesseradb.transfer._methods import TransferMethods
 
 __all__ = [
     "ROW_FORMATS",
     "Exported",
     "Loaded",
+    "TransferMethods",
     "export",
     "load",
     "loading_kinds",
