@@ -67,8 +67,13 @@ def _mix_worker(args: tuple[str, str, str, int, int, float, int]) -> dict[str, A
     writes: list[tuple[int, int]] = []
     counts = [0]
     lock = threading.Lock()
-    start_at = time.monotonic() + 0.5
-    deadline = start_at + seconds
+    # The window opens once every thread of this process has connected (a spawned process
+    # may take seconds to import and connect on a loaded machine: a window opened before
+    # that could close before any query ran)
+    window: list[float] = []
+    ready = threading.Barrier(
+        threads, action=lambda: window.append(time.monotonic() + seconds), timeout=300
+    )
 
     def run(client: int) -> None:
         rng = random.Random(client)
@@ -90,9 +95,9 @@ def _mix_worker(args: tuple[str, str, str, int, int, float, int]) -> dict[str, A
                     return cur.fetchall() if cur.description else None
 
         mine, seq = [], 0
-        while time.monotonic() < start_at:
-            time.sleep(0.01)
-        while time.monotonic() < deadline:
+        ready.wait()
+        deadline = window[0]
+        while True:  # (at least one query each, however late the window opened)
             kind = rng.random()
             began = time.perf_counter()
             if kind < 0.90:
@@ -109,6 +114,8 @@ def _mix_worker(args: tuple[str, str, str, int, int, float, int]) -> dict[str, A
             with lock:
                 latencies.append(elapsed)
                 counts[0] += 1
+            if time.monotonic() >= deadline:
+                break
         with lock:
             writes.extend(mine)
 
