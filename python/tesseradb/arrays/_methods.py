@@ -51,7 +51,7 @@ class ArrayMethods:
         require_str(name, "name", "db.create_array")
         self._check_open()
         self._registry.check_writable("create an array")
-        spec = self._registry.kind("array").new_spec(  # type: ignore[attr-defined]
+        spec = self._registry.kind("array").new_spec(
             name, dims, attrs, origin, codec, level, metadata
         )
         array: Array = self._registry.create("array", name, spec)

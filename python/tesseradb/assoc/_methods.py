@@ -37,7 +37,7 @@ class AssocMethods:
         require_str(name, "name", "db.create_assoc_table")
         self._check_open()
         self._registry.check_writable("create an associative table")
-        spec = self._registry.kind("assoc").new_spec(name, transpose, degrees, text)  # type: ignore[attr-defined]
+        spec = self._registry.kind("assoc").new_spec(name, transpose, degrees, text)
         table: AssocTable = self._registry.create("assoc", name, spec)
         return table
 

@@ -48,7 +48,7 @@ class AttachedMethods:
         the files inspected; ``cancel`` stops the attach, which keeps nothing.
         """
         self._check_open()
-        return self._registry.kind("attached").attach(  # type: ignore[attr-defined, no-any-return]
+        return self._registry.kind("attached").attach(
             path, name, threads, batch_bytes, stale_index, progress, cancel
         )
 
@@ -91,7 +91,7 @@ class AttachedMethods:
         build before any index is saved, so the old indexes stay.
         """
         self._check_open()
-        self._registry.kind("attached").create_index(  # type: ignore[attr-defined]
+        self._registry.kind("attached").create_index(
             table,
             columns,
             kind,

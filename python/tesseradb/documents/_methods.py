@@ -46,7 +46,7 @@ class CollectionMethods:
         """The JSON collection called ``name``: insert, load, find, Argo/SQL."""
         require_str(name, "name", "db.collection")
         self._check_open()
-        return self._registry.kind("collection").collection(name)  # type: ignore[attr-defined, no-any-return]
+        return self._registry.kind("collection").collection(name)
 
     def collections(self) -> list[str]:
         """Names of the JSON collections."""
@@ -61,4 +61,4 @@ class CollectionMethods:
         transaction on the collection's backend.
         """
         self._check_open()
-        return self._registry.kind("collection").argo(text, params)  # type: ignore[attr-defined, no-any-return]
+        return self._registry.kind("collection").argo(text, params)
