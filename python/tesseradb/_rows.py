@@ -13,7 +13,21 @@ from tesseradb._sqltext import quote_literal
 from tesseradb.errors import ExportError
 from tesseradb.progress import Tracker
 
-__all__ = ["write_rows"]
+__all__ = ["JSON_FILE_SUFFIXES", "ROW_FILE_SUFFIXES", "write_rows"]
+
+# file name endings of the row formats every row reader knows (streams and plain tables
+# load them; JSON besides for tables and collections)
+ROW_FILE_SUFFIXES = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".csv.gz": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".ipc": "arrow",
+}
+JSON_FILE_SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
 def write_rows(

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from tesseradb.sql.relation import Relation
 
 __all__ = [
+    "DatabaseMethods",
     "Describing",
     "Kind",
     "KindBase",
@@ -259,6 +260,18 @@ class Describing(Protocol):
     def details(self, name: str, opened: Any) -> dict[str, Any]:
         """What the kind adds about its object ``name`` (``opened``: the open object)."""
         ...
+
+
+class DatabaseMethods:
+    """The base of the mixins through which each layer gives :class:`tesseradb.database.
+    Database` its typed methods (``tesseradb.arrays.ArrayMethods``, ...): what they use of
+    the database."""
+
+    _registry: Any  # the database's registry (kinds, open objects)
+    catalog: Any
+
+    def _check_open(self) -> None:
+        raise NotImplementedError  # (the Database's)
 
 
 def iso(moment: Any) -> str | None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import require_str
+from tesseradb.kinds import DatabaseMethods
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -20,13 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["ArrayMethods"]
 
 
-class ArrayMethods:
-    _registry: Any
-    catalog: Any
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # (the Database's)
-
+class ArrayMethods(DatabaseMethods):
     def create_array(
         self,
         name: str,

@@ -7,9 +7,10 @@ room's code is imported when one of its objects is first used.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tesseradb.errors import require_str
+from tesseradb.kinds import DatabaseMethods
 
 if TYPE_CHECKING:
     from tesseradb.assoc._table import AssocTable
@@ -17,13 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["AssocMethods"]
 
 
-class AssocMethods:
-    _registry: Any
-    catalog: Any
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # (the Database's)
-
+class AssocMethods(DatabaseMethods):
     def create_assoc_table(
         self, name: str, transpose: bool = True, degrees: bool = True, text: bool = False
     ) -> AssocTable:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tesseradb.errors import require_str
+from tesseradb.kinds import DatabaseMethods
 
 if TYPE_CHECKING:
     from tesseradb.attached._attachment import Attachment
@@ -20,13 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["AttachedMethods"]
 
 
-class AttachedMethods:
-    _registry: Any
-    catalog: Any
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # (the Database's)
-
+class AttachedMethods(DatabaseMethods):
     def attach(
         self,
         path: str | os.PathLike[str],

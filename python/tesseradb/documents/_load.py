@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._rows import JSON_FILE_SUFFIXES
 from tesseradb.errors import DocumentError, LoadError
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JSON_SUFFIXES", "load_collection"]
 
-JSON_SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+JSON_SUFFIXES = JSON_FILE_SUFFIXES
 
 
 def load_collection(request: LoadRequest, collection: Any) -> tuple[int, str]:

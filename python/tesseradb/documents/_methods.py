@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import require_str
+from tesseradb.kinds import DatabaseMethods
 
 if TYPE_CHECKING:
     from tesseradb.documents._collection import Collection
@@ -17,13 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["CollectionMethods"]
 
 
-class CollectionMethods:
-    _registry: Any
-    catalog: Any
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # (the Database's)
-
+class CollectionMethods(DatabaseMethods):
     def create_collection(
         self, name: str, backend: str | None = None, mapping: str | None = None
     ) -> Collection:

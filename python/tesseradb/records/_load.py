@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._rows import ROW_FILE_SUFFIXES
 from tesseradb.errors import InvalidArgumentError, LoadError
 from tesseradb.progress import PartOf
 
@@ -22,20 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LOAD_OPTIONS", "RECORD_SUFFIXES", "infer_descriptor", "load_stream"]
 
-# record formats by file name ending
-RECORD_SUFFIXES = {
-    ".csv": "csv",
-    ".tsv": "csv",
-    ".csv.gz": "csv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".arrow": "arrow",
-    ".feather": "arrow",
-    ".ipc": "arrow",
-    ".bin": "binary",
-    ".dat": "binary",
-    ".rec": "binary",
-}
+# record formats by file name ending: the row formats, and packed binary records
+RECORD_SUFFIXES = {**ROW_FILE_SUFFIXES, ".bin": "binary", ".dat": "binary", ".rec": "binary"}
 LOAD_OPTIONS = frozenset({"descriptor", "index", "header", "durable"})
 
 

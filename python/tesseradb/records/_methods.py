@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import require_str
+from tesseradb.kinds import DatabaseMethods
 
 if TYPE_CHECKING:
     from tesseradb.records._stream import Stream
@@ -17,13 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["StreamMethods"]
 
 
-class StreamMethods:
-    _registry: Any
-    catalog: Any
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # (the Database's)
-
+class StreamMethods(DatabaseMethods):
     def create_stream(self, name: str, descriptor: Any, **options: Any) -> Stream:
         """Create a record stream (MDDS) whose records ``descriptor`` describes.
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import require_bool, require_params, require_str
+from tesseradb.kinds import DatabaseMethods
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -81,12 +82,9 @@ class Session:
         self.close()
 
 
-class SQLMethods:
+class SQLMethods(DatabaseMethods):
     _engine: Any
     _closed: bool
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # (the Database's)
 
     def sql(
         self,

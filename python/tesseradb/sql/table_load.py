@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._rows import JSON_FILE_SUFFIXES, ROW_FILE_SUFFIXES
 from tesseradb._sqltext import quote_identifier
 from tesseradb.errors import CancelledError, LoadError, TesseraError
 from tesseradb.progress import Cancel, PartOf
@@ -14,19 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TABLE_SUFFIXES", "load_table"]
 
-TABLE_SUFFIXES = {
-    ".csv": "csv",
-    ".tsv": "csv",
-    ".csv.gz": "csv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".arrow": "arrow",
-    ".feather": "arrow",
-    ".ipc": "arrow",
-    ".json": "json",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-}
+TABLE_SUFFIXES = {**ROW_FILE_SUFFIXES, **JSON_FILE_SUFFIXES}  # (DuckDB's readers)
 
 
 def load_table(request: LoadRequest) -> tuple[int, str]:

@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from tesseradb.errors import require_str
+from tesseradb.kinds import DatabaseMethods
 
 __all__ = ["SSDBMethods"]
 
 
-class SSDBMethods:
-    def _check_open(self) -> None:
-        raise NotImplementedError  # (the Database's)
-
+class SSDBMethods(DatabaseMethods):
     def ssdb(
         self, run: str, config: str | None = None, params: str = "medium", seed: int = 0
     ) -> Any:

@@ -17,7 +17,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from tesseradb._rows import write_rows
+from tesseradb._rows import JSON_FILE_SUFFIXES, ROW_FILE_SUFFIXES, write_rows
 from tesseradb._sqltext import quote_identifier
 from tesseradb.errors import ExportError, InvalidArgumentError
 from tesseradb.kinds import Exporting, ExportRequest
@@ -26,17 +26,12 @@ from tesseradb.transfer._load import path_bytes
 
 __all__ = ["ROW_FORMATS", "Exported", "export", "write_rows"]
 
-# what any rows are written as, by file name ending
+# what any rows are written as, by file name ending (the endings row readers know, but a
+# tab-separated or compressed name, which a CSV writer would not honour)
 ROW_SUFFIXES = {
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".csv": "csv",
-    ".json": "json",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".arrow": "arrow",
-    ".ipc": "arrow",
-    ".feather": "arrow",
+    suffix: fmt
+    for suffix, fmt in {**ROW_FILE_SUFFIXES, **JSON_FILE_SUFFIXES}.items()
+    if suffix not in (".tsv", ".csv.gz")
 }
 ROW_FORMATS = ("parquet", "csv", "json", "jsonl", "arrow")
 _OPTIONS = frozenset({"overwrite"})  # every export's; a kind's own add to them

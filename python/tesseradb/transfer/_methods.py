@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import require_params, require_str
+from tesseradb.kinds import DatabaseMethods
 from tesseradb.transfer._export import Exported
 from tesseradb.transfer._export import export as transfer_export
 from tesseradb.transfer._load import Loaded
@@ -18,12 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["TransferMethods"]
 
 
-class TransferMethods:
-    _registry: Any
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # (the Database's)
-
+class TransferMethods(DatabaseMethods):
     def load(
         self,
         source: str | os.PathLike[str],
