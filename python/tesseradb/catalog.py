@@ -120,13 +120,11 @@ CREATE TABLE IF NOT EXISTS objects (
     modified       TEXT NOT NULL,
     format_version INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS pending (
-    name TEXT NOT NULL PRIMARY KEY COLLATE NOCASE
-);
 """
 # An object is *pending* from its catalog entry until its creator says it is whole (a
 # load's array after its data). Other processes do not see it; a writer opening the
-# database drops what a killed one left pending (it was never acknowledged).
+# database drops what a killed one left pending (it was never acknowledged). (Made by every
+# writer as it opens: catalogs written before pending objects lack it.)
 _PENDING = "CREATE TABLE IF NOT EXISTS pending (name TEXT NOT NULL PRIMARY KEY COLLATE NOCASE)"
 
 
@@ -180,6 +178,7 @@ class Catalog:
         con.execute("PRAGMA synchronous = FULL")
         con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         con.executescript(_SCHEMA)
+        con.execute(_PENDING)
         with self.transaction() as tx:
             tx.execute(
                 "INSERT OR IGNORE INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),)
@@ -199,7 +198,7 @@ class Catalog:
             )
         if not self.read_only:
             self._con.execute("PRAGMA synchronous = FULL")
-            self._con.execute(_PENDING)  # (a catalog written before pending objects)
+            self._con.execute(_PENDING)
 
     @property
     def format_version(self) -> int:
@@ -333,13 +332,13 @@ class Catalog:
             if pending:
                 con.execute("INSERT OR REPLACE INTO pending VALUES (?)", (name,))
 
-        if pending:
-            self._mine.add(name.lower())
         if tx is not None:
             insert(tx)
         else:
             with self.transaction() as con:
                 insert(con)
+        if pending:  # (only once it is in: a refused name is not this instance's)
+            self._mine.add(name.lower())
         return CatalogObject(name, kind, spec, now, now, FORMAT_VERSION)
 
     def update_spec(self, name: str, spec: dict[str, Any]) -> None:
