@@ -11,6 +11,7 @@ import pytest
 
 import tesseradb
 from tesseradb.errors import InvalidNameError, ObjectExistsError, UnknownTableError
+from tesseradb.sql import engine as sql_engine
 
 
 def store_tables(db: tesseradb.Database) -> list[str]:
@@ -130,7 +131,7 @@ def test_a_table_the_catalog_missed_is_still_found(tmp_path: Path) -> None:
 
 
 def test_row_writes_skip_the_catalog_sync_only_while_the_store_stays_attached(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A lone INSERT/UPDATE/DELETE does not read the store's tables back once a write has
     brought the catalog in line; a store attached afresh (another process may have written
@@ -140,8 +141,10 @@ def test_row_writes_skip_the_catalog_sync_only_while_the_store_stays_attached(
         db.sql("CREATE TABLE t(x INTEGER)")
         looked = []
         engine = db._engine
-        real = engine._store_tables
-        engine._store_tables = lambda cursor: looked.append(1) or real(cursor)  # type: ignore[method-assign]
+        real = sql_engine.store_objects
+        monkeypatch.setattr(
+            sql_engine, "store_objects", lambda cursor: looked.append(1) or real(cursor)
+        )
         for i in range(5):
             db.sql("INSERT INTO t VALUES (?)", [i])
         db.sql("UPDATE t SET x = x + 10 WHERE x < 2")

@@ -11,14 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tesseradb
-from tesseradb.sql import engine
+from tesseradb.sql import semijoin
 from tests.sql.test_pushdown_property import conditions, run_both, tables
 
 
 @pytest.fixture
 def always_reduce(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tiny tables never look selective by estimate: reduce whenever a partner is filtered.
-    monkeypatch.setattr(engine, "SEMIJOIN_SELECTIVITY", 0)
+    monkeypatch.setattr(semijoin, "SEMIJOIN_SELECTIVITY", 0)
 
 
 JOINS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "SEMI JOIN", "ANTI JOIN", ", "]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tesseradb.sql.engine import Explain, ExplainedRelation, SQLEngine
+from tesseradb.sql.engine import SQLEngine
+from tesseradb.sql.explain import Explain, ExplainedRelation
 from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate, RangeSet
 from tesseradb.sql.relation import ArrowRelation, Estimate, Relation, RelationScan, ScanStats
 from tesseradb.sql.result import Result

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tesseradb.progress import Cancel, ProgressLike
-    from tesseradb.sql.engine import Explain, SQLSession
+    from tesseradb.sql.engine import SQLSession
+    from tesseradb.sql.explain import Explain
     from tesseradb.sql.result import Result
 
 __all__ = ["SQLMethods", "Session"]

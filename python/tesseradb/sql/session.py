@@ -11,6 +11,7 @@ runs its statements on cursors of a shared pool, concurrently.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,14 @@ if TYPE_CHECKING:
 
     from tesseradb.sql.analysis import Analysis
 
-__all__ = ["SQLSession", "changes_session", "read_settings", "transaction_state"]
+__all__ = [
+    "SQLSession",
+    "changes_session",
+    "commits",
+    "read_settings",
+    "transaction_after_error",
+    "transaction_state",
+]
 
 # statement types (DuckDB's own parser) that change or read what a session keeps
 _SESSION_TYPES = frozenset(
@@ -142,3 +150,33 @@ class SQLSession:
     @property
     def stateful(self) -> bool:
         return self.cursor is not None
+
+
+def transaction_after_error(
+    cursor: duckdb.DuckDBPyConnection, found: list[tuple[str, str]] | None, before: bool
+) -> bool:
+    """Whether a session's transaction is open after its statement (``found``) failed: as
+    it was, unless the text begins or ends one (then DuckDB is asked)."""
+    import duckdb
+
+    if found is None or not any(kind == "TRANSACTION" for kind, _ in found):
+        return before
+    if len(found) == 1:
+        return transaction_state(found, before)  # (a failed COMMIT still ends it)
+    try:
+        cursor.execute("BEGIN TRANSACTION")
+    except duckdb.Error:
+        return True  # "cannot start a transaction within a transaction"
+    with contextlib.suppress(duckdb.Error):
+        cursor.execute("ROLLBACK")
+    return False
+
+
+def commits(found: list[tuple[str, str]] | None) -> bool:
+    """Whether these statements commit the session's open transaction."""
+    return found is not None and any(
+        kind == "TRANSACTION"
+        and query.strip().split(None, 1)[0].upper().rstrip(";") in ("COMMIT", "END")
+        for kind, query in found
+        if query.strip()
+    )

@@ -24,9 +24,15 @@ from typing import TYPE_CHECKING
 
 from tesseradb.sql.bounds import NotPushable
 from tesseradb.sql.predicate import Predicate
+from tesseradb.sql.relation import Aggregating, Counting, RelationScan, ScanStats
+from tesseradb.sql.result import Result
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from sqlglot import exp
+
+    from tesseradb.sql.analysis import Analysis
+    from tesseradb.sql.engine import Namespace
 
 # a WHERE clause -> its predicate, whether that is exact, and per column the values at
 # which a float literal's reading matters (see bounds.ambiguity_point)
@@ -40,8 +46,16 @@ __all__ = [
     "Lookup",
     "LookupShape",
     "aggregate_shape",
+    "answer_aggregate",
+    "answer_count",
+    "answer_lookup",
     "lookup_shape",
 ]
+
+# A lookup (a selection the engine answers from the scan) is for small answers: once a
+# scan has given more rows than this, the statement runs in DuckDB (where it can be
+# interrupted) with a fresh scan; the rows read so far are the most a lookup wastes.
+LOOKUP_MAX_ROWS = 65_536
 
 
 @dataclass(frozen=True)
@@ -285,3 +299,126 @@ def lookup_shape(
     except NotPushable:
         return None
     return LookupShape(relation, tuple(columns), tuple(order))
+
+
+def answer_count(namespace: Namespace, analysis: Analysis) -> Result | None:
+    """``SELECT count(*) FROM rel [WHERE ...]`` answered by the relation, when it can say exactly.
+
+    Only when the WHERE clause is exactly the derived predicate (the
+    analysis checks) and the relation knows the count without reading
+    rows (an attached table whose bitmap indexes settle it).
+    """
+    import pyarrow as pa
+
+    if analysis.count_only is None:
+        return None
+    key, name, predicate = analysis.count_only
+    relation = namespace.relation(key)
+    if not isinstance(relation, Counting):
+        return None
+    rows = relation.count(predicate)
+    if rows is None:
+        return None
+    return Result(
+        pa.table({name: pa.array([rows], pa.int64())}),
+        {relation.name: ScanStats()},
+        shortcut="count",
+    )
+
+
+def answer_aggregate(namespace: Namespace, analysis: Analysis) -> Result | None:
+    """A single-relation aggregate query answered by the relation's ``aggregate``.
+
+    The relation computes it from its storage (an array's chunks, folded
+    in Rust or reduced with numpy; a stream's found records) or returns None, and the
+    statement then runs as usual. ``ambiguous`` gives, per column, the
+    values at which the WHERE is not exact (see ``AggregateQuery``); a
+    relation that finds a candidate row holding one, or cannot look,
+    returns None. Tests check both paths give the same answers.
+    """
+    query = analysis.aggregate_only
+    if query is None:
+        return None
+    relation = namespace.relation(query.relation)
+    if not isinstance(relation, Aggregating):
+        return None
+    table = relation.aggregate(
+        list(query.items),
+        list(query.group_by),
+        None if query.predicate.is_true else query.predicate,
+        dict(query.ambiguous),
+    )
+    if table is None:
+        return None
+    if query.order:
+        table = table.sort_by(
+            [(name, "descending" if desc else "ascending") for name, desc in query.order]
+        )
+    return Result(table, {relation.name: ScanStats()}, shortcut="aggregate")
+
+
+def answer_lookup(namespace: Namespace, analysis: Analysis) -> Result | None:
+    """A selection of plain columns under an exact predicate, answered from the relation's
+    scan: its rows filtered by the predicate (Arrow compute, with SQL's semantics),
+    sorted as asked, renamed; no statement in DuckDB.
+
+    Only for columns of types that come out of DuckDB as they went in (integers,
+    floats, booleans; strings and JSON come out as ``string``), so the answer is the
+    one DuckDB would give, Arrow types included; tests compare the two. A scan that
+    gives more than ``LOOKUP_MAX_ROWS`` rows is abandoned to DuckDB.
+    """
+    import pyarrow as pa
+
+    query = analysis.lookup
+    if query is None:
+        return None
+    relation = namespace.relation(query.relation)
+    if relation is None:
+        return None
+    types = {f.name: f.type for f in relation.schema()}
+    if not all(c in types and _passes_through_duckdb(types[c]) for c in query.needed):
+        return None
+    scan = RelationScan(relation, query.needed, query.predicate)
+    schema = scan.schema()
+    batches = []
+    for batch in scan.reader():
+        kept = query.predicate.filter_exactly(batch)
+        if kept is None or scan.stats.rows > LOOKUP_MAX_ROWS:
+            return None  # a column Arrow cannot compare as SQL does, or a large scan
+        batches.append(kept)
+    table = pa.Table.from_batches(batches, schema)
+    if query.order:
+        keys = [(c, "descending" if desc else "ascending", "at_end") for c, desc in query.order]
+        table = table.sort_by(keys)  # NULLs last either way, as DuckDB by default
+    columns = [_as_duckdb_gives(table.column(c)) for c, _ in query.columns]
+    table = pa.Table.from_arrays(columns, names=[out for _, out in query.columns])
+    return Result(table, {relation.name: scan.stats}, shortcut="lookup")
+
+
+def _passes_through_duckdb(arrow_type: pa.DataType) -> bool:
+    """Whether DuckDB gives a column of this type back with the same values and type (a
+    string type, or JSON text, comes back as ``string`` holding the same text)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    return (
+        pt.is_integer(arrow_type)
+        or pt.is_float32(arrow_type)
+        or pt.is_float64(arrow_type)
+        or pt.is_boolean(arrow_type)
+        or pt.is_string(arrow_type)
+        or pt.is_large_string(arrow_type)
+        or pt.is_string_view(arrow_type)
+        or isinstance(arrow_type, pa.JsonType)
+    )
+
+
+def _as_duckdb_gives(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if isinstance(column.type, pa.JsonType):
+        column = pa.chunked_array([c.storage for c in column.chunks], column.type.storage_type)
+    if pt.is_large_string(column.type) or pt.is_string_view(column.type):
+        return column.cast(pa.string())
+    return column

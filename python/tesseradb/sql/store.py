@@ -39,7 +39,7 @@ from tesseradb.errors import DatabaseLockedError, TableStoreError
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["PUBLISH_PERIOD", "SNAPSHOTS", "STORE_ALIAS", "TableStore"]
+__all__ = ["PUBLISH_PERIOD", "SNAPSHOTS", "STORE_ALIAS", "TableStore", "store_objects"]
 
 STORE_ALIAS = "tessera_store"
 SNAPSHOTS = "tables.snapshots"  # the directory of published snapshots, beside the store
@@ -402,3 +402,20 @@ class TableStore:
         if private is None or self.writer_elsewhere():
             return newest  # (the store changed while copied: a writer has started, publishes)
         return private
+
+
+def store_objects(cursor: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, list[str]]]:
+    """The plain tables and views of the store attached to ``cursor``: name -> (kind, column
+    names)."""
+    rows = cursor.execute(
+        "WITH objects AS ("
+        "  SELECT table_name AS name, 'table' AS kind FROM duckdb_tables()"
+        "  WHERE database_name = $db AND schema_name = 'main'"
+        "  UNION ALL SELECT view_name, 'view' FROM duckdb_views()"
+        "  WHERE database_name = $db AND schema_name = 'main' AND NOT internal),"
+        " cols AS (SELECT table_name AS name, list(column_name ORDER BY column_index) AS columns"
+        "  FROM duckdb_columns() WHERE database_name = $db AND schema_name = 'main' GROUP BY table_name)"
+        " SELECT objects.name, kind, coalesce(columns, []) FROM objects LEFT JOIN cols USING (name)",
+        {"db": STORE_ALIAS},
+    ).fetchall()
+    return {name: (kind, list(columns)) for name, kind, columns in rows}

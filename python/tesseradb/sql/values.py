@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,9 @@ __all__ = [
     "Conversion",
     "arrow_lossy",
     "as_duckdb_arrow",
+    "as_duckdb_arrow_batches",
     "conversion_of",
+    "described",
     "duckdb_types",
     "python_rows",
     "to_numpy",
@@ -309,3 +312,28 @@ def write_csv(table: pa.Table, conversion: Conversion, path: str) -> None:
         for i, name in enumerate(table.column_names)
     )
     _converted("to_csv", lambda: relation.project(names).write_csv(path, header=True))
+
+
+def as_duckdb_arrow_batches(
+    reader: pa.RecordBatchReader, conversion: Conversion
+) -> pa.RecordBatchReader:
+    """``reader``'s lossless batches in DuckDB's default Arrow form, as they come."""
+    import pyarrow as pa
+
+    first = as_duckdb_arrow(reader.schema.empty_table(), conversion)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            yield from as_duckdb_arrow(pa.Table.from_batches([batch]), conversion).to_batches()
+
+    return pa.RecordBatchReader.from_batches(first.schema, batches())
+
+
+def described(reader: pa.RecordBatchReader, conversion: Conversion) -> pa.RecordBatchReader:
+    """``reader`` whose schema carries ``conversion`` (see :meth:`Conversion.described`)."""
+    import pyarrow as pa
+
+    schema = conversion.described(reader.schema)
+    return pa.RecordBatchReader.from_batches(
+        schema, (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in reader)
+    )
