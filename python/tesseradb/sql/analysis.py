@@ -27,23 +27,21 @@ import copy
 import functools
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.sql.bounds import (
-    Float32,
     NotPushable,
-    ambiguity_point,
-    compare_ranges,
-    is_exact,
-    like_prefix_range,
-    parse_number,
-    settled_ranges,
 )
-from tesseradb.sql.paths import JsonPath
-from tesseradb.sql.predicate import ColumnDomain, Predicate, RangeSet, type_class
+from tesseradb.sql.derivation import (
+    NUMBERED,
+    POSITIONAL,
+    PredicateDerivation,
+    Source,
+    rejects_nulls,
+)
+from tesseradb.sql.predicate import Predicate, type_class
 from tesseradb.sql.shortcuts import (
     AggregateQuery,
     AggregateShape,
@@ -58,11 +56,6 @@ if TYPE_CHECKING:
     from sqlglot import exp
 
 __all__ = ["Analysis", "Prepared", "RelationUse", "analyse", "normalise_placeholders", "prepare"]
-
-# Positional `?` placeholders are renamed to this prefix plus their index, so
-# that every placeholder in the parsed tree knows which parameter it is.
-_POSITIONAL = "__tessera_p"
-_NUMBERED = "__tessera_d"  # $1, $2, ...: 1-based positions
 
 
 @dataclass
@@ -155,7 +148,7 @@ def normalise_placeholders(text: str) -> str:
             continue
         if data[start : start + 1] == b"?":
             out.append(data[pos:start])
-            out.append(f":{_POSITIONAL}{index}".encode())
+            out.append(f":{POSITIONAL}{index}".encode())
             pos, index = start + 1, index + 1
         elif (
             data[start : start + 1] == b"$"
@@ -167,7 +160,7 @@ def normalise_placeholders(text: str) -> str:
                 continue
             word = name.group(0).decode()
             out.append(data[pos:start])
-            out.append((f":{_NUMBERED}{word}" if word.isdigit() else f":{word}").encode())
+            out.append((f":{NUMBERED}{word}" if word.isdigit() else f":{word}").encode())
             pos = start + 1 + len(word)
     out.append(data[pos:])
     return b"".join(out).decode()
@@ -332,19 +325,7 @@ def _write_targets(stmt: exp.Expression) -> list[tuple[str, str]]:
     return []
 
 
-@dataclass
-class _Source:
-    alias: str  # lower case
-    relation: str | None  # lower-case relation name if this source is a relation
-    columns: dict[str, pa.DataType] | None  # lower name -> type, None if unknown
-    null_supplying: bool = False
-    blocked: bool = False  # no pushdown at all (ASOF right side, POSITIONAL, samples)
-    renamed: bool = False  # `FROM rel AS r(a, b)`: its columns go by other names
-    spelled: dict[str, str] = field(default_factory=dict)  # a relation's: lower -> its name
-    names: list[str] = field(default_factory=list)  # a relation's columns in schema order
-
-
-class _StatementAnalyser:
+class _StatementAnalyser(PredicateDerivation):
     """One statement's analysis: ``run`` resolves what it reads (no parameters needed) and
     records, in order, the steps that derive predicates and merge each reference into
     its relation's use; ``bound`` replays them with parameters on a copy."""
@@ -478,7 +459,7 @@ class _StatementAnalyser:
         from sqlglot import exp
 
         select = scope.expression
-        sources: dict[str, _Source] = {}
+        sources: dict[str, Source] = {}
         for alias, source in scope.sources.items():
             if isinstance(source, exp.Table):
                 seen.add(id(source))
@@ -491,7 +472,7 @@ class _StatementAnalyser:
                     for f in schema:  # the first of names equal but for case
                         cols.setdefault(f.name.lower(), f.type)
                         spelled.setdefault(f.name.lower(), f.name)
-                    src = _Source(alias.lower(), name.lower() if name else None, cols)
+                    src = Source(alias.lower(), name.lower() if name else None, cols)
                     src.spelled, src.names = spelled, schema.names
                     table_alias = source.args.get("alias")
                     src.renamed = bool(table_alias is not None and table_alias.args.get("columns"))
@@ -507,7 +488,7 @@ class _StatementAnalyser:
                             alias_node is not None and alias_node.args.get("columns")
                         ):
                             known = {c.lower(): None for c in names}
-                    sources[alias.lower()] = _Source(alias.lower(), None, known)  # type: ignore[arg-type]
+                    sources[alias.lower()] = Source(alias.lower(), None, known)  # type: ignore[arg-type]
             else:  # a derived table or CTE: its output names, if it has no star
                 named = None
                 inner = getattr(source, "expression", None)
@@ -517,7 +498,7 @@ class _StatementAnalyser:
                     for e in inner.expressions
                 ):
                     named = {n.lower(): None for n in inner.named_selects}
-                sources[alias.lower()] = _Source(alias.lower(), None, named)  # type: ignore[arg-type]
+                sources[alias.lower()] = Source(alias.lower(), None, named)  # type: ignore[arg-type]
 
         relation_sources = [s for s in sources.values() if s.relation]
         if not relation_sources:
@@ -601,8 +582,8 @@ class _StatementAnalyser:
 
     def _derive_and_merge(
         self,
-        relation_sources: list[_Source],
-        sources: dict[str, _Source],
+        relation_sources: list[Source],
+        sources: dict[str, Source],
         filters: list[exp.Expression],
         on_pushed: dict[str, list[exp.Expression]],
         mentioned: set[str],
@@ -616,14 +597,14 @@ class _StatementAnalyser:
                 continue
             pred = Predicate()
             for f in filters:
-                pred = pred.and_(self._derive(f, src, sources, negate=False)[0])
-            if src.null_supplying and not _rejects_nulls(pred):
+                pred = pred.and_(self.derive(f, src, sources, negate=False)[0])
+            if src.null_supplying and not rejects_nulls(pred):
                 pred = Predicate()
             for f in on_pushed.get(src.alias, []):
-                pred = pred.and_(self._derive(f, src, sources, negate=False)[0])
+                pred = pred.and_(self.derive(f, src, sources, negate=False)[0])
             self._merge(src, pred, mentioned, star, None)
 
-    def _shortcuts(self, select: exp.Select, sources: dict[str, _Source]) -> None:
+    def _shortcuts(self, select: exp.Select, sources: dict[str, Source]) -> None:
         """Recognise a statement a relation may answer without DuckDB: a single-relation
         aggregate query (:class:`AggregateQuery`: an array folds its chunks) or a
         selection of plain columns (:class:`Lookup`: the scan's rows, filtered).
@@ -638,7 +619,7 @@ class _StatementAnalyser:
         where = None if where is None else where.this
 
         def column(node: exp.Expression) -> str:
-            return self._column_of(node, src, sources)[0]
+            return self.column_of(node, src, sources)[0]
 
         shape = aggregate_shape(select, src.relation, column)
         if shape is not None:
@@ -656,71 +637,18 @@ class _StatementAnalyser:
         self,
         shape: AggregateShape | LookupShape,
         where: exp.Expression | None,
-        src: _Source,
-        sources: dict[str, _Source],
+        src: Source,
+        sources: dict[str, Source],
     ) -> None:
         """The shortcut's query with the WHERE clause derived (see :meth:`_shortcuts`)."""
-        query = shape.query(where, lambda node: self._derive_exact(node, src, sources))
+        query = shape.query(where, lambda node: self.derive_exact(node, src, sources))
         if isinstance(shape, AggregateShape):
             self.aggregate_only = query  # type: ignore[assignment]
         else:
             self.lookup = query  # type: ignore[assignment]
 
-    def _derive_exact(
-        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
-    ) -> tuple[Predicate, bool, tuple[tuple[str, tuple[float, ...]], ...]]:
-        """``_derive`` for a query a relation may answer itself: float comparisons count
-        as exact but for their ambiguity points, returned per column."""
-        self._ambiguous = {}
-        try:
-            pred, exact = self._derive(node, src, sources, negate=False)
-            ambiguous = tuple(sorted((c, tuple(sorted(v))) for c, v in self._ambiguous.items()))
-        finally:
-            self._ambiguous = None
-        return pred, exact, ambiguous
-
-    def _atom_is_exact(
-        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
-    ) -> bool:
-        from sqlglot import exp
-
-        try:
-            comparison = self._comparison(node, src, sources)
-            if comparison is not None:
-                return self._exact_but_for(*comparison)
-            if isinstance(node, exp.Between):
-                column, ctype = self._column_of(node.this, src, sources)
-                low = self._exact_but_for(column, ctype, ">=", self._literal(node.args["low"]))
-                high = self._literal(node.args["high"])
-                return low and self._exact_but_for(column, ctype, "<=", high)
-            if isinstance(node, exp.In):
-                _, ctype = self._column_of(node.this, src, sources)
-                values = [self._literal(e, allow_null=True) for e in node.expressions]
-                return all(v is None or is_exact(ctype, v) for v in values)
-            if isinstance(node, exp.Like):
-                pattern = self._literal(node.expression)
-                return isinstance(pattern, str) and not any(ch in pattern for ch in "%_\\")
-        except NotPushable:
-            return False
-        return isinstance(node, (exp.Is, exp.Column))
-
-    def _exact_but_for(self, column: str, ctype: pa.DataType, op: str, value: Any) -> bool:
-        """Whether ``column op value`` maps to exact bounds; while deriving an aggregate
-        query, a float comparison counts as exact but for its ambiguity point, and as
-        exact when every reading of the constant gives that point the same outcome."""
-        if is_exact(ctype, value):
-            return True
-        point = ambiguity_point(ctype, value) if self._ambiguous is not None else None
-        if point is None:
-            return False
-        if settled_ranges(ctype, op, value) is not None:
-            return True  # compare_ranges gives these ranges: they decide the point too
-        assert self._ambiguous is not None
-        self._ambiguous.setdefault(column, set()).add(point)
-        return True
-
     def _find_equijoins(
-        self, node: exp.Expression, sources: dict[str, _Source], only: str | None
+        self, node: exp.Expression, sources: dict[str, Source], only: str | None
     ) -> None:
         """Record ``a.x = b.y`` conjuncts between two relations (semi-join candidates)."""
         from sqlglot import exp
@@ -740,7 +668,7 @@ class _StatementAnalyser:
                 if src.relation is None or src.blocked:
                     continue
                 try:
-                    column, ctype = self._column_of(side, src, sources)
+                    column, ctype = self.column_of(side, src, sources)
                 except NotPushable:
                     continue
                 owner = (src, column, ctype)
@@ -768,7 +696,7 @@ class _StatementAnalyser:
         )
 
     def _merge(
-        self, src: _Source, pred: Predicate, mentioned: set[str], star: bool, note: str | None
+        self, src: Source, pred: Predicate, mentioned: set[str], star: bool, note: str | None
     ) -> None:
         assert src.relation is not None and src.columns is not None
         columns: list[str] | None
@@ -781,303 +709,6 @@ class _StatementAnalyser:
         if src.alias not in use.aliases:
             use.aliases.append(src.alias)
 
-    # --- predicate derivation ---------------------------------------------
-    def _derive(
-        self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
-    ) -> tuple[Predicate, bool]:
-        """A predicate implied by ``node`` for ``src``'s rows, and whether it says exactly as
-        much (worked out only while deriving an aggregate query's WHERE: else False)."""
-        from sqlglot import exp
-
-        if isinstance(node, exp.Paren):
-            return self._derive(node.this, src, sources, negate)
-        if isinstance(node, exp.Not):
-            return self._derive(node.this, src, sources, not negate)
-        if isinstance(node, (exp.And, exp.Or)):
-            left, left_exact = self._derive(node.this, src, sources, negate)
-            right, right_exact = self._derive(node.expression, src, sources, negate)
-            if isinstance(node, exp.And) != negate:
-                return left.and_(right), left_exact and right_exact
-            # a union is exact on one column, or when one side matches nothing
-            same_column = len(left) == 1 and set(left) == set(right)
-            exact = left_exact and right_exact and (left.is_false or right.is_false or same_column)
-            return left.or_(right), exact
-        if isinstance(node, exp.Boolean):
-            return (Predicate() if bool(node.this) != negate else _FALSE), True
-        try:
-            pred = self._atom(node, src, sources, negate)
-        except NotPushable:
-            return Predicate(), False
-        # exactness matters only to an aggregate a relation may answer (_derive_exact)
-        return pred, self._ambiguous is not None and self._atom_is_exact(node, src, sources)
-
-    def _column_of(
-        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
-    ) -> tuple[str, pa.DataType]:
-        from sqlglot import exp
-
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
-            raise NotPushable
-        if node.args.get("db") or node.args.get("catalog"):
-            raise NotPushable
-        name = node.name.lower()
-        assert src.columns is not None
-        if name not in src.columns:
-            raise NotPushable
-        qualifier = node.table.lower() if node.table else ""
-        if qualifier:
-            if qualifier != src.alias:
-                raise NotPushable
-        else:
-            for other in sources.values():
-                if other is src:
-                    continue
-                if other.columns is None or name in other.columns:
-                    raise NotPushable  # ambiguous, or maybe another source's column
-        if name not in src.spelled:
-            raise NotPushable
-        return src.spelled[name], src.columns[name]
-
-    def _comparison(
-        self,
-        node: exp.Expression,
-        src: _Source,
-        sources: dict[str, _Source],
-        operand: Callable[[exp.Expression, _Source, dict[str, _Source]], tuple[str, pa.DataType]]
-        | None = None,
-    ) -> tuple[str, pa.DataType, str, Any] | None:
-        """(column, type, operator, literal) of ``column op literal`` in either order
-        (``5 < col`` is ``col > 5``); None if ``node`` is no comparison. ``operand``
-        finds the column (by default a plain column of ``src``)."""
-        op = _comparison_op(node)
-        if op is None:
-            return None
-        operand = operand or self._column_of
-        try:
-            column, ctype = operand(node.this, src, sources)
-            value = self._literal(node.expression)
-        except NotPushable:
-            column, ctype = operand(node.expression, src, sources)
-            value = self._literal(node.this)
-            op = _FLIPPED[op]
-        return column, ctype, op, value
-
-    def _operand(
-        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
-    ) -> tuple[str, pa.DataType]:
-        """A plain column of ``src``, or a value inside one of its JSON columns (a
-        :class:`JsonPath`, whose key stands as the column; its type is what DuckDB
-        compares: the text, or the number it is cast to)."""
-        try:
-            return self._column_of(node, src, sources)
-        except NotPushable:
-            path = self._json_path(node, src, sources)
-        import pyarrow as pa
-
-        kinds = {None: pa.string(), "int": pa.int64(), "float": pa.float64()}
-        return path.key, kinds[path.cast]
-
-    def _json_path(
-        self, node: exp.Expression, src: _Source, sources: dict[str, _Source]
-    ) -> JsonPath:
-        """``col->>'$.a.b'`` (or ``json_extract_string``), optionally cast to a number, and
-        ``col->'$.a'`` cast to a number, on a JSON column ``col`` of ``src``."""
-        import pyarrow as pa
-        from sqlglot import exp
-
-        while isinstance(node, exp.Paren):
-            node = node.this
-        cast = None
-        if isinstance(node, exp.Cast):  # TryCast too: a failed cast is NULL, never a match
-            cast = _numeric_casts().get(node.to.this)
-            if cast is None:
-                raise NotPushable
-            node = node.this
-            while isinstance(node, exp.Paren):
-                node = node.this
-        if isinstance(node, exp.JSONExtractScalar):
-            operator = "->>"
-        elif isinstance(node, exp.JSONExtract) and cast is not None:
-            operator = "->"
-        else:
-            raise NotPushable
-        column, ctype = self._column_of(node.this, src, sources)
-        path = node.expression
-        if not isinstance(ctype, pa.JsonType) or not isinstance(path, exp.JSONPath):
-            raise NotPushable
-        parts = path.expressions
-        if not parts or not isinstance(parts[0], exp.JSONPathRoot):
-            raise NotPushable
-        steps: list[str | int] = []
-        for part in parts[1:]:
-            key = isinstance(part, exp.JSONPathKey) and isinstance(part.this, str)
-            if not key and not (isinstance(part, exp.JSONPathSubscript) and type(part.this) is int):
-                raise NotPushable  # a wildcard, a slice, a negative or computed subscript
-            steps.append(part.this)
-        try:
-            return JsonPath(column, tuple(steps), operator, cast)
-        except ValueError as err:  # a key JsonPath does not spell plainly
-            raise NotPushable from err
-
-    def _atom(
-        self, node: exp.Expression, src: _Source, sources: dict[str, _Source], negate: bool
-    ) -> Predicate:
-        from sqlglot import exp
-
-        comparison = self._comparison(node, src, sources, self._operand)
-        if comparison is not None:
-            col, ctype, op, value = comparison
-            if negate:
-                op = _NEGATED[op]
-            return Predicate.on(col, ColumnDomain.values(compare_ranges(ctype, op, value)))
-        if isinstance(node, exp.Between):
-            if node.args.get("symmetric"):
-                raise NotPushable
-            col, ctype = self._operand(node.this, src, sources)
-            lo = compare_ranges(ctype, ">=", self._literal(node.args["low"]))
-            hi = compare_ranges(ctype, "<=", self._literal(node.args["high"]))
-            ranges = lo.intersect(hi)
-            if negate:
-                if not (
-                    is_exact(ctype, self._literal(node.args["low"]))
-                    and is_exact(ctype, self._literal(node.args["high"]))
-                ):
-                    raise NotPushable
-                ranges = ranges.complement()
-            return Predicate.on(col, ColumnDomain.values(ranges))
-        if isinstance(node, exp.In):
-            if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
-                raise NotPushable
-            col, ctype = self._operand(node.this, src, sources)
-            values = [self._literal(e, allow_null=True) for e in node.expressions]
-            present = [v for v in values if v is not None]
-            if negate:
-                if len(present) < len(values):  # NOT IN (..., NULL) is never TRUE
-                    return _FALSE_ON(col)
-                if not all(is_exact(ctype, v) for v in present):
-                    raise NotPushable
-                ranges = RangeSet.everything()
-                for v in present:
-                    ranges = ranges.intersect(compare_ranges(ctype, "!=", v))
-                return Predicate.on(col, ColumnDomain.values(ranges))
-            ranges = RangeSet()
-            for v in present:
-                ranges = ranges.union(compare_ranges(ctype, "=", v))
-            return Predicate.on(col, ColumnDomain.values(ranges))
-        if isinstance(node, exp.Is):
-            if not isinstance(node.expression, exp.Null):
-                raise NotPushable
-            col, _ = self._column_of(node.this, src, sources)
-            return Predicate.on(col, ColumnDomain.not_null() if negate else ColumnDomain.is_null())
-        if isinstance(node, exp.Column):
-            col, ctype = self._column_of(node, src, sources)
-            if type_class(ctype) != "bool":
-                raise NotPushable
-            return Predicate.on(col, ColumnDomain.values(RangeSet.points([0 if negate else 1])))
-        if isinstance(node, exp.Like) and not negate:
-            col, ctype = self._column_of(node.this, src, sources)
-            pattern = self._literal(node.expression)
-            if type_class(ctype) != "string" or not isinstance(pattern, str):
-                raise NotPushable
-            return Predicate.on(col, ColumnDomain.values(like_prefix_range(pattern)))
-        raise NotPushable
-
-    def _literal(self, node: exp.Expression, allow_null: bool = False) -> Any:
-        """The Python value of a literal or bound parameter; raises NotPushable otherwise."""
-        from sqlglot import exp
-
-        if isinstance(node, exp.Paren):
-            return self._literal(node.this, allow_null)
-        if isinstance(node, exp.Literal):
-            if node.is_string:
-                return node.this
-            return parse_number(node.this)
-        if isinstance(node, exp.Neg):
-            value = self._literal(node.this)
-            if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
-                raise NotPushable
-            return -value
-        if isinstance(node, exp.Boolean):
-            return bool(node.this)
-        if isinstance(node, exp.Null):
-            if allow_null:
-                return None
-            raise NotPushable
-        if isinstance(node, (exp.Placeholder, exp.Parameter)):
-            value = self._param(node)
-            if value is None and not allow_null:
-                raise NotPushable
-            return value
-        if isinstance(node, exp.Cast):
-            target = node.to.sql(dialect="duckdb").upper()
-            if target in ("DOUBLE", "FLOAT8", "REAL", "FLOAT", "FLOAT4"):
-                value = self._literal(node.this)
-                if isinstance(value, (int, Decimal, float)) and not isinstance(value, bool):
-                    return float(value) if target in ("DOUBLE", "FLOAT8") else Float32(float(value))
-            if target in ("VARCHAR", "TEXT", "STRING"):
-                value = self._literal(node.this)
-                if isinstance(value, str):
-                    return value
-        raise NotPushable
-
-    def _param(self, node: exp.Expression) -> Any:
-        name = node.name
-        params = self.params
-        try:
-            if name.startswith(_POSITIONAL):
-                value = params[int(name[len(_POSITIONAL) :])]
-            elif name.startswith(_NUMBERED):
-                value = params[int(name[len(_NUMBERED) :]) - 1]
-            elif isinstance(params, Mapping):
-                value = params[name]
-            else:
-                raise NotPushable
-        except (KeyError, IndexError, TypeError) as err:
-            raise NotPushable from err
-        if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-            value = value.item()  # numpy scalar
-        if isinstance(value, bool | int | float | str | Decimal) or value is None:
-            return value
-        raise NotPushable
-
-
-_FLIPPED = {"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
-
-
-@functools.cache
-def _numeric_casts() -> dict[Any, str]:
-    """sqlglot's number types by the class of value a cast to them gives: a signed
-    integer type ``int``, any other number ``float`` (unsigned and 128-bit integers
-    go past int64; decimals and floats are fractional)."""
-    from sqlglot import exp
-
-    t = exp.DataType.Type
-    signed = (t.TINYINT, t.SMALLINT, t.MEDIUMINT, t.INT, t.BIGINT)
-    others = (t.UTINYINT, t.USMALLINT, t.UINT, t.UBIGINT, t.INT128, t.UINT128)
-    fractional = (t.FLOAT, t.DOUBLE, t.DECIMAL)
-    return {**dict.fromkeys(signed, "int"), **dict.fromkeys(others + fractional, "float")}
-
-
-def _comparison_op(node: exp.Expression) -> str | None:
-    """``=``, ``!=``, ``<``, ... for a comparison node, None for anything else."""
-    from sqlglot import exp
-
-    operators: dict[type[exp.Expression], str] = {
-        exp.EQ: "=",
-        exp.NEQ: "!=",
-        exp.GT: ">",
-        exp.GTE: ">=",
-        exp.LT: "<",
-        exp.LTE: "<=",
-    }
-    return operators.get(type(node))
-
-
-_NEGATED = {"=": "!=", "!=": "=", ">": "<=", ">=": "<", "<": ">=", "<=": ">"}
-_FALSE = Predicate.false()
-
 
 def _source_order(select: exp.Select) -> list[str]:
     from_ = select.args.get("from") or select.args.get("from_")
@@ -1088,11 +719,3 @@ def _source_order(select: exp.Select) -> list[str]:
         if join.this is not None:
             order.append(join.this.alias_or_name.lower())
     return order
-
-
-def _FALSE_ON(column: str) -> Predicate:
-    return Predicate.on(column, ColumnDomain(RangeSet(), False))
-
-
-def _rejects_nulls(pred: Predicate) -> bool:
-    return any(not dom.nulls for dom in pred.values())
