@@ -15,17 +15,11 @@ from typing import TYPE_CHECKING
 from tesseradb._lazy import exports
 
 if TYPE_CHECKING:
-    from tesseradb.arrays._array import (
-        Array,
-        ArrayCorruptError,
-        ArrayDtypeError,
-        ArrayFork,
-        ArrayView,
-        ChunkView,
-    )
+    from tesseradb.arrays._array import Array, ArrayCorruptError, ArrayDtypeError, ArrayView
     from tesseradb.arrays._boxes import ArrayBoundsError
     from tesseradb.arrays._check import check_array
     from tesseradb.arrays._decode import clear_chunk_cache
+    from tesseradb.arrays._handles import ArrayFork, ChunkView
     from tesseradb.arrays._kind import ArrayKind
     from tesseradb.arrays._methods import ArrayMethods
     from tesseradb.arrays._operators import overlay_arrays
@@ -68,9 +62,9 @@ __getattr__, __dir__ = exports(
         "Array": "tesseradb.arrays._array",
         "ArrayCorruptError": "tesseradb.arrays._array",
         "ArrayDtypeError": "tesseradb.arrays._array",
-        "ArrayFork": "tesseradb.arrays._array",
+        "ArrayFork": "tesseradb.arrays._handles",
         "ArrayView": "tesseradb.arrays._array",
-        "ChunkView": "tesseradb.arrays._array",
+        "ChunkView": "tesseradb.arrays._handles",
         "ArrayBoundsError": "tesseradb.arrays._boxes",
         "check_array": "tesseradb.arrays._check",
         "clear_chunk_cache": "tesseradb.arrays._decode",

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.arrays._array import ArrayFork
 from tesseradb.arrays._decode import chunk_keys, stored_chunks
 from tesseradb.arrays._encode import store_payloads
+from tesseradb.arrays._handles import ArrayFork
 from tesseradb.arrays._repository import ArrayConflictError, ArrayRepository
 from tesseradb.arrays._schema import ArraySchema
 from tesseradb.errors import ArrayCorruptError
