@@ -22,7 +22,7 @@ import pytest
 import tesseradb
 from tesseradb.errors import CancelledError, TesseraError
 from tesseradb.progress import Cancel
-from tesseradb.records import _stream
+from tesseradb.records import _csv, _stream
 from tesseradb.records._calls import (
     CONTINUED,
     CONTINUES,
@@ -134,7 +134,7 @@ def test_other_calls_take_ids_between_the_runs_and_both_are_kept(tmp_path: Path)
 def test_a_big_csv_file_is_read_in_bounded_memory_with_byte_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_stream, "CSV_BLOCK_BYTES", 1 << 20)  # the 8 MB file in 8 blocks
+    monkeypatch.setattr(_csv, "CSV_BLOCK_BYTES", 1 << 20)  # the 8 MB file in 8 blocks
     path = tmp_path / "db"
     table = pa.concat_tables([part(3, i) for i in range(15)])
     csv = tmp_path / "records.csv"

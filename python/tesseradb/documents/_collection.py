@@ -26,9 +26,7 @@ from tesseradb._lifetime import Lifetime, refuses_when_closed
 if TYPE_CHECKING:
     from tesseradb.progress import Cancel, ProgressLike
 from tesseradb.checks import Finding, Verified
-from tesseradb.documents._argosql import (
-    parse_statement,
-)
+from tesseradb.documents._argosql import parse_statement
 from tesseradb.documents._backends import Backend
 from tesseradb.documents._keys import flatten_document, parse_document
 from tesseradb.documents._mappings import Mapping

@@ -29,18 +29,13 @@ R*-tree and the segments' kd-trees, the others filter the found records.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
-import math
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from tesseradb._lifetime import Lifetime, refuses_when_closed
 from tesseradb.errors import (
@@ -49,11 +44,11 @@ from tesseradb.errors import (
     ReadOnlyError,
     StreamWriteError,
     TesseraError,
-    open_input,
 )
 from tesseradb.records._cache import ClockCache
-from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord, chain
-from tesseradb.records._descriptor import DescriptorError, RecordDescriptor
+from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord
+from tesseradb.records._csv import csv_tables, file_size, is_file
+from tesseradb.records._descriptor import RecordDescriptor
 from tesseradb.records._segment_file import (
     TEMPORARY_SUFFIX,
     SegmentFileError,
@@ -63,6 +58,7 @@ from tesseradb.records._segment_file import (
     write_segment,
 )
 from tesseradb.records._segments import Segment, SegmentStore, check_segmentation
+from tesseradb.records._staged import StagedCall
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Estimate
 
@@ -74,7 +70,6 @@ if TYPE_CHECKING:
 __all__ = ["CSVError", "Stream", "StreamOptions", "StreamWriteError"]
 
 SEGMENT_SUFFIX = ".seg"
-CSV_BLOCK_BYTES = 16 << 20  # bytes of CSV text parsed at a time
 WRITE_BATCH = 64  # segments a writer puts on disk before it commits the calls they complete
 STAGE_BYTES = 128 << 20  # prepared segments a bounded call holds before writing them
 
@@ -410,7 +405,7 @@ class Stream:
         ``cancel`` stops the call before it commits anything.
         """
         self._check_writable()
-        if _is_file(data) or _is_parts(data):
+        if is_file(data) or _is_parts(data):
             return self._ingest_bounded(data, header, durable, progress, cancel)
         if progress is None and cancel is None:  # (ingest is the hot path: no tracker)
             segments = self._store.prepare(self._store.conform(data))
@@ -455,15 +450,15 @@ class Stream:
         """One call over a CSV file or an iterator of parts, never whole in memory.
 
         Prepared segments are held until they pass ``STAGE_BYTES``; from then
-        on they are written to disk as they come (:class:`_StagedCall`) and the
+        on they are written to disk as they come (:class:`StagedCall`) and the
         call commits as a chain in the call log at its end. A call that never
         passes the bound is published as any other.
         """
         from tesseradb.progress import tracker
 
-        one_file = _is_file(data)
+        one_file = is_file(data)
         parts: Iterator[Any] = iter([data]) if one_file else iter(data)
-        total = _file_size(data) if one_file else None
+        total = file_size(data) if one_file else None
         task = f"ingest into stream {self.name}"
         unit = "bytes" if one_file else "records"
         with tracker(task, total, unit, progress, cancel, "stream.ingest") as watch:
@@ -471,7 +466,7 @@ class Stream:
             count_bytes = watch.advance if one_file else None
             held: list[Segment] = []
             held_bytes = 0
-            staged: _StagedCall | None = None
+            staged: StagedCall | None = None
             try:
                 for part in parts:
                     watch.check()
@@ -480,7 +475,7 @@ class Stream:
                         held.extend(segments)
                         held_bytes += sum(s.nbytes for s in segments)
                         if held_bytes >= STAGE_BYTES:
-                            staged = staged or _StagedCall(self)
+                            staged = staged or StagedCall(self)
                             staged.write(held)
                             held, held_bytes = [], 0
                 watch.check()  # the last moment a cancel keeps nothing
@@ -500,8 +495,8 @@ class Stream:
         self, part: Any, header: bool | None, count_bytes: Callable[[int], None] | None
     ) -> Iterator[pa.Table]:
         """A part of an ingest call as conformed tables (a CSV file block by block)."""
-        if _is_file(part):
-            yield from self._csv_tables(part, header, count_bytes)
+        if is_file(part):
+            yield from csv_tables(part, self.descriptor, self._store.conform, header, count_bytes)
         else:
             yield self._store.conform(part)
 
@@ -600,79 +595,6 @@ class Stream:
         time.sleep(self.options.writer_period_ms / 1000 or 0.1)
 
     # --- CSV -------------------------------------------------------------------------
-    def _csv_tables(
-        self, source: Any, header: bool | None, count_bytes: Callable[[int], None] | None = None
-    ) -> Iterator[pa.Table]:
-        """A CSV file's records, conformed, block by block (parsed with pyarrow);
-        ``count_bytes`` is told the bytes read after each block."""
-        import pyarrow as pa
-        import pyarrow.csv as pacsv
-
-        names = [f.name for f in self.descriptor.fields]
-        where = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<file>"
-        with _open_binary(source) as stream:
-            first = _peek_line(stream)
-            columns = _header_names(first) if first is not None else None
-            if header is None:
-                header = columns is not None and {c.lower() for c in columns} == {
-                    n.lower() for n in names
-                }
-            if header:
-                if columns is None or sorted(c.lower() for c in columns) != sorted(
-                    n.lower() for n in names
-                ):
-                    raise CSVError(
-                        f"{where}, line 1: the header names {columns}; the record's fields are {names}"
-                    )
-                by_lower = {n.lower(): n for n in names}
-                columns = [by_lower[c.lower()] for c in columns]
-            else:
-                columns = names
-            convert = pacsv.ConvertOptions(
-                column_types={f.name: f.arrow_type for f in self.descriptor.fields},
-                # records have no NULLs: "nan" is NaN, and an empty field an error
-                null_values=[],
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-            )
-
-            def parse(block: bytes, skip: int) -> pa.Table:
-                """One block of whole lines, parsed by pyarrow's threads (without the GIL)."""
-                options = pacsv.ReadOptions(column_names=columns, skip_rows=skip, use_threads=True)
-                return pacsv.read_csv(pa.BufferReader(block), options, convert_options=convert)
-
-            # Blocks of whole lines (a record never spans lines: newlines in values are
-            # not allowed); the next block is parsed on a thread while this one's
-            # segments are built, so parsing, kd-trees and writes overlap.
-            blocks = _line_blocks(stream, CSV_BLOCK_BYTES)
-            infinities_checked = False
-            with ThreadPoolExecutor(1, thread_name_prefix="tessera-csv") as pool:
-                try:
-                    block = next(blocks, None)
-                    skip = 1 if header else 0
-                    pending = pool.submit(parse, block, skip) if block is not None else None
-                    while pending is not None:
-                        table = pending.result().select(names)
-                        size = len(block or b"")
-                        block = next(blocks, None)
-                        pending = pool.submit(parse, block, 0) if block is not None else None
-                        try:
-                            conformed = self._store.conform(table)
-                        except DescriptorError as err:
-                            raise _CSVRowError(str(err)) from None
-                        if not infinities_checked and _has_infinity(conformed):
-                            # pyarrow reads 1e400 as inf: only written infinities are kept
-                            # (the slow reader looks at the texts, once for the whole file)
-                            if _locate_csv_error(source, self.descriptor, columns, header):
-                                raise _CSVRowError("a number outside its type's range")
-                            infinities_checked = True
-                        yield conformed
-                        if count_bytes is not None:
-                            count_bytes(size)
-                except (pa.ArrowInvalid, _CSVRowError) as err:
-                    detail = _locate_csv_error(source, self.descriptor, columns, header)
-                    raise CSVError(f"{where}, {detail}" if detail else f"{where}: {err}") from None
-
     # --- queries ----------------------------------------------------------------------
     def schema(self) -> pa.Schema:
         return self._store.schema
@@ -846,114 +768,6 @@ class Stream:
             raise TesseraError(f"stream {self.name!r} is closed")
 
 
-class _StagedCall:
-    """An ingest call written to disk as it is prepared, committed at its end.
-
-    Each ``write`` gives a run of segments consecutive ids (other calls may
-    take ids between runs) and writes them on a small pool, at most two runs
-    at a time, so memory holds about three runs whatever the call's size.
-    ``commit`` appends the runs to the call log as one chain: until then no
-    reader serves them, and a crash leaves files of no committed call, which
-    the next writer removes. ``discard`` removes them at once.
-    """
-
-    def __init__(self, stream: Stream) -> None:
-        self.stream = stream
-        self.runs: list[tuple[int, int, int]] = []  # first id, segments, records
-        self.placed: list[tuple[int, int, list[float], list[float]]] = []  # id, records, box
-        self.bytes = 0
-        self._pool = ThreadPoolExecutor(max(1, stream.options.writer_threads))
-        self._writing: list[list[Any]] = []  # the futures of each run in flight
-
-    def write(self, segments: list[Segment]) -> None:
-        if not segments:
-            return
-        stream = self.stream
-        stream._store.assign_ids(segments)
-        records = sum(s.num_records for s in segments)
-        self.runs.append((segments[0].id, len(segments), records))
-        self.placed.extend((s.id, s.num_records, s.lo, s.hi) for s in segments)
-        while len(self._writing) >= 2:  # bounded memory: the oldest run first
-            self._finish(self._writing.pop(0))
-        compress = stream.options.compression == "zstd"
-        self._writing.append(
-            [
-                self._pool.submit(
-                    write_segment,
-                    stream._path(seg.id),
-                    seg,
-                    stream.descriptor,
-                    compress,
-                    sync_directory=False,
-                )
-                for seg in segments
-            ]
-        )
-
-    def _finish(self, futures: list[Any]) -> None:
-        for future in futures:
-            self.bytes += future.result()
-
-    def wait(self) -> None:
-        """Return once every run is on disk (raising what a write raised)."""
-        while self._writing:
-            self._finish(self._writing.pop(0))
-        fsync_directory(self.stream.directory)
-
-    def commit(self) -> int:
-        """Append the call's chain to the call log (now it is committed) and serve it."""
-        stream = self.stream
-        self._pool.shutdown()
-        try:
-            with stream._log_lock:
-                stream._log.append(chain(self.runs))
-        except BaseException as err:
-            with contextlib.suppress(OSError):
-                stream._log.cut_torn_tail()  # what of the chain reached the log
-            self.discard()
-            raise StreamWriteError(
-                f"stream {stream.name!r}: the call log could not be written: {err}"
-            ) from err
-        stream._store.add_all_stored(self.placed)
-        with stream._wake:
-            stream._bytes_on_disk += self.bytes
-        return sum(records for _, _, records in self.runs)
-
-    def discard(self) -> None:
-        """Remove every file of the call (those a crash would leave go at the next open)."""
-        for futures in self._writing:
-            for future in futures:
-                future.cancel()
-        self._pool.shutdown(wait=True)
-        self._writing = []
-        for segment_id, *_ in self.placed:
-            with contextlib.suppress(OSError):
-                self.stream._path(segment_id).unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            fsync_directory(self.stream.directory)
-
-
-class _CSVRowError(Exception):
-    """A parsed block does not fit the descriptor: the slow reader then finds the line."""
-
-
-@contextlib.contextmanager
-def _open_binary(source: Any) -> Iterator[IO[bytes]]:
-    if isinstance(source, (str, os.PathLike)):
-        with open_input(source, "CSV file") as f:
-            yield f
-        return
-    if isinstance(source, io.TextIOBase):
-        yield io.BytesIO(source.read().encode())  # text mode: pyarrow reads bytes
-        return
-    yield source
-
-
-def _is_file(data: Any) -> bool:
-    """A CSV file: a path or a file object."""
-    return isinstance(data, (str, os.PathLike)) or hasattr(data, "read")
-
-
 def _is_parts(data: Any) -> bool:
     """An iterator of an ingest call's parts."""
     import pyarrow as pa
@@ -961,147 +775,8 @@ def _is_parts(data: Any) -> bool:
     return isinstance(data, (Iterator, pa.RecordBatchReader))
 
 
-def _file_size(source: Any) -> int | None:
-    """A CSV file's size in bytes (None for a file object that cannot say)."""
-    if isinstance(source, (str, os.PathLike)):
-        with contextlib.suppress(OSError, ValueError):  # (opening it says what is wrong)
-            return os.path.getsize(source)
-        return None
-    with contextlib.suppress(OSError, AttributeError, ValueError):
-        if source.seekable():
-            at = source.tell()
-            end = source.seek(0, os.SEEK_END)
-            source.seek(at)
-            return int(end - at)
-    return None
-
-
-def _line_blocks(stream: IO[bytes], size: int) -> Iterator[bytes]:
-    """The stream's bytes in blocks of about ``size`` that end at a line's end."""
-    rest = b""
-    while chunk := stream.read(size):
-        data = rest + chunk if rest else chunk
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:  # a line longer than the block: read on
-            rest = data
-            continue
-        yield data[:cut]
-        rest = data[cut:]
-    if rest:
-        yield rest
-
-
-def _peek_line(stream: IO[bytes]) -> bytes | None:
-    """The first line, leaving the stream where it was (None if it cannot be rewound)."""
-    if not stream.seekable():
-        return None
-    at = stream.tell()
-    line = stream.readline()
-    stream.seek(at)
-    return line
-
-
-def _header_names(line: bytes) -> list[str] | None:
-    try:
-        row = next(csv.reader([line.decode("utf-8").rstrip("\r\n")]))
-    except (UnicodeDecodeError, StopIteration, csv.Error):
-        return None
-    return [c.strip() for c in row]
-
-
-def _locate_csv_error(
-    source: Any, descriptor: RecordDescriptor, columns: list[str], header: bool
-) -> str | None:
-    """'line N, field F: problem' for the first row that does not fit, read again slowly."""
-    if not isinstance(source, (str, os.PathLike)):
-        if not (hasattr(source, "seekable") and source.seekable()):
-            return None
-        source.seek(0)
-        text: Any = (
-            source
-            if isinstance(source, io.TextIOBase)
-            else io.TextIOWrapper(source, encoding="utf-8", newline="")
-        )
-    else:
-        text = open(source, encoding="utf-8", newline="")  # noqa: SIM115
-    fields = [descriptor.field(c) for c in columns]
-    try:
-        reader = csv.reader(text)
-        for row in reader:
-            if header and reader.line_num == 1:
-                continue
-            if len(row) != len(fields):
-                return f"line {reader.line_num}: {len(row)} fields, the record has {len(fields)}"
-            for f, value in zip(fields, row, strict=True):
-                problem = _field_problem(f.type, f.array_len, value)
-                if problem:
-                    return f"line {reader.line_num}, field {f.name!r}: {problem}"
-    except (UnicodeDecodeError, csv.Error) as err:
-        return f"line {reader.line_num}: {err}"
-    finally:
-        if isinstance(source, (str, os.PathLike)):
-            text.close()
-        elif text is not source:
-            text.detach()  # leave the caller's file open
-    return None
-
-
-_INT_RANGES = {
-    "int8": (-(2**7), 2**7 - 1),
-    "int16": (-(2**15), 2**15 - 1),
-    "int32": (-(2**31), 2**31 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-    "epoch_t": (-(2**63), 2**63 - 1),
-    "uint8": (0, 2**8 - 1),
-    "uint16": (0, 2**16 - 1),
-    "uint32": (0, 2**32 - 1),
-    "uint64": (0, 2**64 - 1),
-}
-
-
-def _field_problem(kind: str, array_len: int | None, value: str) -> str | None:
-    if kind == "char":
-        size = len(value.encode("utf-8"))
-        if size > (array_len or 0):
-            return f"{value!r} is {size} bytes, longer than its array_len of {array_len}"
-        return None
-    if kind in ("float", "double"):
-        try:
-            number = float(value)
-        except ValueError:
-            return f"{value!r} is not a number"
-        written_infinity = value.strip().lower().lstrip("+-") in ("inf", "infinity")
-        if math.isinf(number) and not written_infinity:
-            return f"{value.strip()} is outside the range of {kind}"
-        if kind == "float" and math.isfinite(number) and abs(number) > _FLOAT32_LARGEST:
-            return f"{value.strip()} is outside the range of float (32-bit)"
-        return None
-    try:
-        number = int(value.strip())
-    except ValueError:
-        return f"{value!r} is not an integer ({kind})"
-    lo, hi = _INT_RANGES[kind]
-    if not lo <= number <= hi:
-        return f"{number} is outside the range of {kind}"
-    return None
-
-
 # the largest float32: a larger magnitude is outside the type (even where it would round
 # down to it), so a text the CSV reader made infinite is never taken for one in range
-_FLOAT32_LARGEST = 3.4028234663852886e38
-
-
-def _has_infinity(table: pa.Table) -> bool:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    return any(
-        pc.any(pc.is_inf(column)).as_py()
-        for column in table.columns
-        if pa.types.is_floating(column.type)
-    )
-
-
 def _id_ranges(ids: Sequence[int]) -> str:
     """Sorted segment ids as runs: ``3..5, 9``."""
     runs: list[list[int]] = []

@@ -31,9 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.sql.bounds import (
-    NotPushable,
-)
+from tesseradb.sql.bounds import NotPushable
 from tesseradb.sql.derivation import (
     NUMBERED,
     POSITIONAL,
