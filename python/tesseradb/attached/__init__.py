@@ -13,17 +13,12 @@ from typing import TYPE_CHECKING
 from tesseradb._lazy import exports
 
 if TYPE_CHECKING:
-    from tesseradb.attached._attachment import (
-        FILE_COLUMN,
-        AttachedTable,
-        AttachError,
-        Attachment,
-        attach_spec,
-    )
+    from tesseradb.attached._attachment import AttachError, Attachment, attach_spec
     from tesseradb.attached._bitmap import Binning, BitmapIndex
     from tesseradb.attached._kind import AttachedKind, default_name
     from tesseradb.attached._methods import AttachedMethods
     from tesseradb.attached._reader import AttachedFileError, to_arrow
+    from tesseradb.attached._table import FILE_COLUMN, AttachedTable
 
 
 __all__ = [
@@ -46,8 +41,8 @@ __getattr__, __dir__ = exports(
     __name__,
     {
         "AttachedMethods": "tesseradb.attached._methods",
-        "FILE_COLUMN": "tesseradb.attached._attachment",
-        "AttachedTable": "tesseradb.attached._attachment",
+        "FILE_COLUMN": "tesseradb.attached._table",
+        "AttachedTable": "tesseradb.attached._table",
         "AttachError": "tesseradb.attached._attachment",
         "Attachment": "tesseradb.attached._attachment",
         "attach_spec": "tesseradb.attached._attachment",
