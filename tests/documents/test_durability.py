@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import tesseradb
-from tesseradb.documents._backends import SQLiteBackend, _Checkpointer
+from tesseradb.documents._embedded import SQLiteBackend, _Checkpointer
 
 DOCS = [{"i": i, "s": f"value {i}", "tags": ["a", "b"][: i % 3]} for i in range(2000)]
 

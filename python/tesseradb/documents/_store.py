@@ -10,10 +10,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlparse
 
-from tesseradb.documents._backends import EMBEDDED_BACKENDS, Backend, open_backend
+from tesseradb.documents._backends import DUCKDB_FILE, EMBEDDED_BACKENDS, SQLITE_FILE, Backend
 from tesseradb.documents._collection import Collection
+from tesseradb.documents._embedded import DuckDBBackend, SQLiteBackend
 from tesseradb.documents._mappings import MAPPINGS, make_mapping
+from tesseradb.documents._server_backends import MariaDBBackend, PostgresBackend
 from tesseradb.errors import DocumentBackendError, DocumentError
 
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_MAPPING", "DocumentStore"]
@@ -100,3 +103,28 @@ class DocumentStore:
                 backend.close()
             self._backends.clear()
             self._collections.clear()
+
+
+def open_backend(
+    spec: str,
+    directory: Path,
+    read_only: bool = False,
+    writer_elsewhere: Callable[[], bool] = lambda: False,
+) -> Backend:
+    """The backend named by ``spec``: ``sqlite``, ``duckdb`` (files in ``directory``) or a URL.
+
+    ``writer_elsewhere()`` says whether another process writes the database (a reader of
+    the DuckDB file then reads the snapshots it publishes)."""
+    if spec == "sqlite":
+        return SQLiteBackend(directory / SQLITE_FILE, read_only)
+    if spec == "duckdb":
+        return DuckDBBackend(directory / DUCKDB_FILE, read_only, writer_elsewhere)
+    scheme = urlparse(spec).scheme.lower()
+    if scheme in ("postgresql", "postgres"):
+        return PostgresBackend(spec, read_only)
+    if scheme in ("mysql", "mariadb"):
+        return MariaDBBackend(spec.replace("mariadb://", "mysql://", 1), read_only)
+    raise DocumentBackendError(
+        f"unknown document backend {spec!r}: use 'sqlite', 'duckdb', "
+        "'postgresql://user@host:port/db' or 'mysql://user@host:port/db'"
+    )
