@@ -13,7 +13,6 @@ operations on strings are operations on their ranks.
 
 from __future__ import annotations
 
-import builtins
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -23,115 +22,20 @@ import scipy.sparse as sp
 
 from tesseradb.assoc import _keys
 from tesseradb.assoc._keys import KeyArray
+from tesseradb.assoc._sparse import (
+    EMPTY_KEYS,
+    aggregate_name,
+    at_ids,
+    canonical,
+    csr_parts,
+    expand_rows,
+    interned_triples,
+    key_list,
+    triples_matrix,
+)
 from tesseradb.errors import AssocError
 
 __all__ = ["Assoc", "Col", "Row", "Val"]
-
-_AGGREGATES: dict[Any, str] = {
-    "min": "min",
-    "max": "max",
-    "sum": "sum",
-    "first": "first",
-    "last": "last",
-    builtins.min: "min",
-    builtins.max: "max",
-    builtins.sum: "sum",
-    np.min: "min",
-    np.max: "max",
-    np.sum: "sum",
-}
-
-_EMPTY_KEYS = np.empty(0, dtype=object)
-
-
-def _values_source(vals: Any) -> tuple[_keys.Source | None, np.ndarray | None, int]:
-    """(source of string values or None, numeric values or None, length)."""
-    source = _keys.key_source(vals, "values", values=True)
-    if source.text:
-        return source, None, source.length
-    return None, source.kernel_input, source.length
-
-
-def _aggregate_name(aggregate: Any) -> str | None:
-    """The kernel's name of an aggregate, None for a user's callable."""
-    try:
-        name = _AGGREGATES.get(aggregate)
-    except TypeError:  # unhashable
-        name = None
-    if name is not None:
-        return name
-    if isinstance(aggregate, str) or not callable(aggregate):
-        raise AssocError(
-            f"aggregate {aggregate!r} is not min, max, sum, 'first', 'last' or a callable"
-        )
-    return None
-
-
-def at_ids(items: Any, ids: np.ndarray) -> np.ndarray:
-    """The items at 1-based ids: a string Assoc's matrix holds its values so
-    (1-based, as MATLAB, so that no value is a stored zero)."""
-    return items[(ids - 1).astype(np.int64)]
-
-
-def expand_rows(indptr: np.ndarray, picked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Entries of the picked rows of a CSR: (entry numbers, each entry's place in ``picked``)."""
-    starts = np.asarray(indptr[picked], dtype=np.int64)
-    counts = np.asarray(indptr[picked + 1], dtype=np.int64) - starts
-    total = int(counts.sum())
-    owner = np.repeat(np.arange(len(picked)), counts)
-    step = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(starts, counts) + step, owner
-
-
-def _broadcast(ids: np.ndarray, n: int) -> np.ndarray:
-    return np.full(n, ids[0], dtype=ids.dtype) if len(ids) == 1 and n != 1 else ids
-
-
-def interned_triples(
-    rows: Any, cols: Any, vals: Any, aggregate: str | None, arrow: bool = False
-) -> tuple[Any, Any, Any, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Triples read and interned: (row keys, column keys, string values or None,
-    row ids, column ids, values), or None when there are none.
-
-    Values are float64; string values are 1-based ids into the sorted string
-    values, and triples whose value is the empty string are dropped. With
-    ``arrow``, string keys and values are pyarrow large string arrays.
-    """
-    row_source = _keys.key_source(rows, "row keys")
-    col_source = _keys.key_source(cols, "column keys")
-    val_source, numbers, nvals = _values_source(vals)
-    lengths = (row_source.length, col_source.length, nvals)
-    n = max(lengths)
-    if any(length not in (1, n) for length in lengths):
-        raise AssocError(
-            f"{lengths[0]} row keys, {lengths[1]} column keys and {lengths[2]} values: "
-            "triples need as many of each (or one, which is repeated)"
-        )
-    if n == 0 or 0 in lengths:
-        return None
-    if val_source is not None and aggregate == "sum":
-        raise AssocError("aggregate sum needs numeric values; these values are strings")
-    sources = [row_source, col_source] + ([val_source] if val_source is not None else [])
-    interned = _keys.intern(sources, ["row keys", "column keys", "values"], arrow)
-    (row_keys, row_ids), (col_keys, col_ids) = interned[0], interned[1]
-    row_ids, col_ids = _broadcast(row_ids, n), _broadcast(col_ids, n)
-    val_keys: Any = None
-    if val_source is not None:
-        val_keys, val_ids = interned[2]
-        val_ids = _broadcast(val_ids, n)
-        first = (val_keys[0].as_py() if arrow else val_keys[0]) if len(val_keys) else None
-        if first == "":
-            # the empty string is no value: its triples are not entries
-            keep = val_ids != 0
-            row_ids, col_ids, val_ids = row_ids[keep], col_ids[keep], val_ids[keep]
-            val_keys = val_keys[1:]
-            values = val_ids.astype(np.float64)
-        else:
-            values = (val_ids + 1).astype(np.float64)
-    else:
-        assert numbers is not None
-        values = _broadcast(numbers, n)
-    return row_keys, col_keys, val_keys, row_ids, col_ids, values
 
 
 class Assoc:
@@ -155,10 +59,10 @@ class Assoc:
     _adj: sp.csr_array
 
     def __init__(self, rows: Any, cols: Any, vals: Any = 1.0, aggregate: Any = min) -> None:
-        name = _aggregate_name(aggregate)
+        name = aggregate_name(aggregate)
         triples = interned_triples(rows, cols, vals, name)
         if triples is None:
-            self._set(_EMPTY_KEYS, _EMPTY_KEYS, None, sp.csr_array((0, 0)))
+            self._set(EMPTY_KEYS, EMPTY_KEYS, None, sp.csr_array((0, 0)))
             return
         row_keys, col_keys, val_keys, row_ids, col_ids, values = triples
         if name is None:
@@ -167,7 +71,7 @@ class Assoc:
             )
             return
         adj = triples_matrix(row_ids, col_ids, values, (len(row_keys), len(col_keys)), name)
-        self._set(*_canonical(row_keys, col_keys, val_keys, adj))
+        self._set(*canonical(row_keys, col_keys, val_keys, adj))
 
     def _set(self, row: KeyArray, col: KeyArray, val: np.ndarray | None, adj: sp.csr_array) -> None:
         for array in (row, col, val):
@@ -202,7 +106,7 @@ class Assoc:
     ) -> Assoc:
         """An Assoc of these parts, made canonical."""
         made = cls.__new__(cls)
-        made._set(*_canonical(row, col, val, adj))
+        made._set(*canonical(row, col, val, adj))
         return made
 
     @classmethod
@@ -465,7 +369,7 @@ class Assoc:
         inner = np.full(len(a._col), -1, dtype=np.int64)
         inner[ja] = ib
         rows, cols, indptr, indices, data = _core.sparse_product(
-            *_csr_parts(a._adj), inner, *_csr_parts(b._adj), len(b._col)
+            *csr_parts(a._adj), inner, *csr_parts(b._adj), len(b._col)
         )
         if len(data) == 0:
             return Assoc([], [], [])
@@ -518,10 +422,10 @@ class Assoc:
         coo = sp.coo_array(matrix)
         nrows, ncols = coo.shape
         row_keys = (
-            np.arange(nrows, dtype=np.float64) if rows is None else _key_list(rows, nrows, "rows")
+            np.arange(nrows, dtype=np.float64) if rows is None else key_list(rows, nrows, "rows")
         )
         col_keys = (
-            np.arange(ncols, dtype=np.float64) if cols is None else _key_list(cols, ncols, "cols")
+            np.arange(ncols, dtype=np.float64) if cols is None else key_list(cols, ncols, "cols")
         )
         return cls(row_keys[coo.row], col_keys[coo.col], coo.data.astype(np.float64), "sum")
 
@@ -645,18 +549,6 @@ def _as_strings(values: np.ndarray) -> list[str]:
     return [str(int(x)) if float(x).is_integer() else repr(float(x)) for x in values.tolist()]
 
 
-def _key_list(keys: Any, n: int, what: str) -> np.ndarray:
-    source = _keys.key_source(keys, what)
-    if source.length != n:
-        raise AssocError(f"{n} {what} in the matrix but {source.length} keys given")
-    if source.text:
-        items = _keys.d4m_items(keys, what) if isinstance(keys, str) else list(keys)
-        array = np.empty(n, dtype=object)
-        array[:] = [str(x) for x in items]
-        return array
-    return np.asarray(source.kernel_input, dtype=np.float64)
-
-
 def _graphblas() -> Any:
     try:
         import graphblas
@@ -667,62 +559,9 @@ def _graphblas() -> Any:
     return graphblas
 
 
-def triples_matrix(
-    rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int], aggregate: str
-) -> sp.csr_array:
-    from tesseradb import _core
-
-    indptr, indices, data = _core.triples_csr(
-        np.ascontiguousarray(rows, dtype=np.int64),
-        np.ascontiguousarray(cols, dtype=np.int64),
-        np.ascontiguousarray(vals, dtype=np.float64),
-        shape[0],
-        shape[1],
-        aggregate,
-    )
-    adj = sp.csr_array((data, indices, indptr), shape=shape)
-    adj.has_canonical_format = True
-    return adj
-
-
 # Columns of B past which ``A @ B`` leaves the Rust kernel (a dense row of
 # B's width, 12 bytes a column, per thread) for scipy's product.
 _DENSE_ROW_LIMIT = 1 << 26
-
-
-def _csr_parts(adj: sp.csr_array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(indptr, indices, data) of a CSR matrix as int64, int64, float64."""
-    return (
-        np.ascontiguousarray(adj.indptr, dtype=np.int64),
-        np.ascontiguousarray(adj.indices, dtype=np.int64),
-        np.ascontiguousarray(adj.data, dtype=np.float64),
-    )
-
-
-def _canonical(
-    row: KeyArray, col: KeyArray, val: np.ndarray | None, adj: sp.csr_array
-) -> tuple[KeyArray, KeyArray, np.ndarray | None, sp.csr_array]:
-    """The parts with stored zeros, empty rows and columns, and unused string values removed."""
-    adj = sp.csr_array(adj)
-    if not adj.has_canonical_format:
-        adj.sum_duplicates()
-    adj.eliminate_zeros()
-    keep_rows = np.diff(adj.indptr) > 0
-    if not keep_rows.all():
-        adj, row = adj[keep_rows], row[keep_rows]
-    keep_cols = np.bincount(adj.indices, minlength=adj.shape[1]) > 0
-    if not keep_cols.all():
-        adj, col = adj[:, keep_cols], col[keep_cols]
-    adj = sp.csr_array(adj)
-    adj.sort_indices()
-    if adj.nnz == 0:
-        return _EMPTY_KEYS, _EMPTY_KEYS, None, sp.csr_array((0, 0))
-    if val is not None:
-        used = np.unique(adj.data.astype(np.int64))
-        if len(used) != len(val):
-            adj.data = (np.searchsorted(used, adj.data.astype(np.int64)) + 1).astype(np.float64)
-            val = val[used - 1]
-    return row, col, val, adj
 
 
 def _operands(a: Assoc, b: Any, symbol: str, strings_stay: bool) -> tuple[Assoc, Assoc]:

@@ -20,13 +20,8 @@ import numpy as np
 
 from tesseradb._lifetime import Lifetime, refuses_when_closed
 from tesseradb.assoc import _keys
-from tesseradb.assoc._assoc import (
-    Assoc,
-    at_ids,
-    expand_rows,
-    interned_triples,
-    triples_matrix,
-)
+from tesseradb.assoc._assoc import Assoc
+from tesseradb.assoc._sparse import at_ids, expand_rows, interned_triples, triples_matrix
 from tesseradb.assoc._store import Manifest, Run, write_run
 from tesseradb.errors import AssocError, DamagedStorageError, ReadOnlyError, require_text
 from tesseradb.sql.predicate import ColumnDomain, Predicate
