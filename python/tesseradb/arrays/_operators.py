@@ -42,8 +42,8 @@ def aggregate(
     import numpy as np
     import xarray as xr
 
-    from tesseradb.arrays._relation import AGGREGATES
-    from tesseradb.arrays._relation import aggregate as aggregate_chunks
+    from tesseradb.arrays._aggregate import AGGREGATES
+    from tesseradb.arrays._aggregate import aggregate as aggregate_chunks
 
     if fn not in AGGREGATES:
         raise OperatorError(f"unknown aggregate {fn!r}; one of {', '.join(AGGREGATES)}")
