@@ -8,7 +8,7 @@
 //! matrix is a counting sort of the triples by row, then a stable sort of each
 //! row's triples by column in which colliding triples are combined.
 
-use crate::pool::DisjointWrites;
+use crate::pool::{scatter_by_partition, DisjointWrites};
 use rayon::prelude::*;
 
 /// A column of keys as the kernels see it.
@@ -218,66 +218,48 @@ fn distinct<'a>(
     let parts = 1usize << PARTITION_BITS;
     let partition = partition_of;
     let hashes: Vec<u64> = (0..n).into_par_iter().map(|i| hash_key(key(i))).collect();
-    // input blocks scatter in parallel: each counts its keys and key bytes per
-    // partition, and writes from its own offsets inside each partition
+    // input blocks scatter keys and their bytes into partitions in parallel
     let blocks = crate::pool::input_blocks(n);
-    let counts: Vec<Vec<(usize, usize)>> = blocks
-        .par_iter()
-        .map(|&(lo, hi)| {
-            let mut count = vec![(0usize, 0usize); parts];
-            for i in lo..hi {
-                let c = &mut count[partition(hashes[i])];
-                c.0 += 1;
-                c.1 += key(i).len();
-            }
-            count
-        })
-        .collect();
-    // starts[p]: the partition's first place; block_fill[b][p]: where block b
-    // writes first in partition p (places, bytes)
-    let mut starts = vec![(0usize, 0usize); parts + 1];
-    let mut block_fill = vec![vec![(0usize, 0usize); parts]; blocks.len()];
-    let mut at = (0usize, 0usize);
-    for p in 0..parts {
-        starts[p] = at;
-        for (b, count) in counts.iter().enumerate() {
-            block_fill[b][p] = at;
-            at.0 += count[p].0;
-            at.1 += count[p].1;
+    let layout = scatter_by_partition(&blocks, parts, |&(lo, hi)| {
+        let mut count = vec![(0usize, 0usize); parts];
+        for i in lo..hi {
+            let c = &mut count[partition(hashes[i])];
+            c.0 += 1;
+            c.1 += key(i).len();
         }
-    }
-    starts[parts] = at;
-    let block_places: Vec<Vec<usize>> = block_fill
-        .iter()
-        .map(|fill| fill.iter().map(|f| f.0).collect())
-        .collect();
+        count
+    });
     let mut placed = vec![Placed::default(); n];
-    let mut bytes = vec![0u8; at.1];
+    let mut bytes = vec![0u8; layout.total().1];
     let (placed_out, bytes_out) = (
         DisjointWrites::new(&mut placed),
         DisjointWrites::new(&mut bytes),
     );
-    blocks
-        .par_iter()
-        .zip(block_fill.into_par_iter())
-        .for_each(|(&(lo, hi), mut fill)| {
-            for (i, &h) in hashes.iter().enumerate().take(hi).skip(lo) {
-                let k = key(i);
-                let f = &mut fill[partition(h)];
-                // SAFETY: block b owns places [fill, fill + count) and bytes
-                // likewise in each partition, by the prefix sums above
-                unsafe {
-                    *placed_out.base().add(f.0) = Placed {
-                        hash: h,
-                        member: i as u32,
-                        len: k.len() as u32,
-                    };
-                    std::ptr::copy_nonoverlapping(k.as_ptr(), bytes_out.base().add(f.1), k.len());
-                }
-                f.0 += 1;
-                f.1 += k.len();
+    layout.write(&blocks, |_, &(lo, hi), first| {
+        let mut fill = first.to_vec();
+        for (i, &h) in hashes.iter().enumerate().take(hi).skip(lo) {
+            let k = key(i);
+            let f = &mut fill[partition(h)];
+            // SAFETY: the layout gives each block its own places and bytes in
+            // each partition, inside the buffers (sized by its totals)
+            unsafe {
+                *placed_out.base().add(f.0) = Placed {
+                    hash: h,
+                    member: i as u32,
+                    len: k.len() as u32,
+                };
+                std::ptr::copy_nonoverlapping(k.as_ptr(), bytes_out.base().add(f.1), k.len());
             }
-        });
+            f.0 += 1;
+            f.1 += k.len();
+        }
+    });
+    let starts = layout.starts;
+    let block_places: Vec<Vec<usize>> = layout
+        .firsts
+        .iter()
+        .map(|first| first.iter().map(|f| f.0).collect())
+        .collect();
     // each partition interned with its own table, whose entries are ids of
     // the distinct keys; a key's local id is written over its length
     let mut pieces = Vec::with_capacity(parts);
@@ -514,41 +496,25 @@ pub fn build_csr(
     let band_of = |r: i64| (r as usize) >> shift;
     // blocks of the input count their triples per band, then scatter them
     let blocks = crate::pool::input_blocks(n);
-    let counts: Vec<Vec<usize>> = blocks
-        .par_iter()
-        .map(|&(lo, hi)| {
-            let mut count = vec![0usize; bands];
-            for &r in &rows[lo..hi] {
-                count[band_of(r)] += 1;
-            }
-            count
-        })
-        .collect();
-    let mut band_starts = vec![0usize; bands + 1];
-    let mut block_fill = vec![vec![0usize; bands]; blocks.len()];
-    let mut at = 0usize;
-    for b in 0..bands {
-        band_starts[b] = at;
-        for (k, count) in counts.iter().enumerate() {
-            block_fill[k][b] = at;
-            at += count[b];
+    let layout = scatter_by_partition(&blocks, bands, |&(lo, hi)| {
+        let mut count = vec![0usize; bands];
+        for &r in &rows[lo..hi] {
+            count[band_of(r)] += 1;
         }
-    }
-    band_starts[bands] = at;
+        count
+    });
     let mut banded = vec![(0i64, 0i64, 0f64); n];
     let out = DisjointWrites::new(&mut banded);
-    blocks
-        .par_iter()
-        .zip(block_fill.into_par_iter())
-        .for_each(|(&(lo, hi), mut fill)| {
-            for i in lo..hi {
-                let f = &mut fill[band_of(rows[i])];
-                // SAFETY: block k owns places [fill, fill + count) of each
-                // band, by the prefix sums above
-                unsafe { *out.base().add(*f) = (rows[i], cols[i], vals[i]) };
-                *f += 1;
-            }
-        });
+    layout.write(&blocks, |_, &(lo, hi), first| {
+        let mut fill = first.to_vec();
+        for i in lo..hi {
+            let f = &mut fill[band_of(rows[i])];
+            // SAFETY: the layout gives each block its own places in each band
+            unsafe { *out.base().add(*f) = (rows[i], cols[i], vals[i]) };
+            *f += 1;
+        }
+    });
+    let band_starts = layout.starts;
     // each band: counting sort by row, then each row sorted by column
     // (stably, so input order survives for first/last) and combined
     let mut entries = vec![(0i64, 0f64); n];

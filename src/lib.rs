@@ -97,6 +97,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bindings::ssdb::PyGrouper>()?;
     m.add_class::<bindings::records::PyKdTree>()?;
     m.add_class::<bindings::arrays::PyTripleCells>()?;
+    m.add_class::<bindings::arrays::PyChunkLayout>()?;
     m.add_class::<bindings::records::PySegmentTree>()?;
     Ok(())
 }

@@ -61,6 +61,89 @@ pub fn input_blocks(n: usize) -> Vec<(usize, usize)> {
     (0..n).step_by(len).map(|b| (b, (b + len).min(n))).collect()
 }
 
+/// What a block of a parallel scatter puts in one partition: items, or
+/// items and their bytes.
+pub(crate) trait Amount: Copy + Default + Send + Sync {
+    fn plus(self, other: Self) -> Self;
+}
+
+impl Amount for usize {
+    fn plus(self, other: Self) -> Self {
+        self + other
+    }
+}
+
+impl Amount for (usize, usize) {
+    fn plus(self, other: Self) -> Self {
+        (self.0 + other.0, self.1 + other.1)
+    }
+}
+
+/// The layout of a parallel scatter by partition (see [`scatter_by_partition`]):
+/// `starts[p]` is partition `p`'s first place (`starts[parts]` the total),
+/// `firsts[b][p]` the first place of block `b` in partition `p`.
+pub(crate) struct Scatter<A> {
+    pub starts: Vec<A>,
+    pub firsts: Vec<Vec<A>>,
+}
+
+/// A parallel, stable scatter of blocks of input into partitions laid out one
+/// after another: each block counts what it puts in each partition (`count`,
+/// blocks in parallel), and inside each partition the blocks' places follow
+/// one another in block order. The caller sizes its buffers by the totals,
+/// then [`Scatter::write`] has each block write its items from its own first
+/// places. So the places blocks write are disjoint, and input order survives
+/// within each partition (a counting sort when the blocks are in input order).
+pub(crate) fn scatter_by_partition<B: Sync, A: Amount>(
+    blocks: &[B],
+    parts: usize,
+    count: impl Fn(&B) -> Vec<A> + Sync,
+) -> Scatter<A> {
+    use rayon::prelude::*;
+    let counts: Vec<Vec<A>> = blocks.par_iter().map(&count).collect();
+    let mut totals = vec![A::default(); parts];
+    for count in &counts {
+        for (t, &c) in totals.iter_mut().zip(count) {
+            *t = t.plus(c);
+        }
+    }
+    let mut starts = Vec::with_capacity(parts + 1);
+    let mut at = A::default();
+    for &t in &totals {
+        starts.push(at);
+        at = at.plus(t);
+    }
+    starts.push(at);
+    // (block by block, so that the layout is made in the order it is read)
+    let mut running = starts[..parts].to_vec();
+    let mut firsts = Vec::with_capacity(blocks.len());
+    for count in &counts {
+        firsts.push(running.clone());
+        for (r, &c) in running.iter_mut().zip(count) {
+            *r = r.plus(c);
+        }
+    }
+    Scatter { starts, firsts }
+}
+
+impl<A: Amount> Scatter<A> {
+    /// Everything scattered (items, or items and bytes).
+    pub(crate) fn total(&self) -> A {
+        *self.starts.last().unwrap_or(&A::default())
+    }
+
+    /// `write(block number, block, its first places)` for every block, in
+    /// parallel: each writes its items from its own first places on.
+    pub(crate) fn write<B: Sync>(&self, blocks: &[B], write: impl Fn(usize, &B, &[A]) + Sync) {
+        use rayon::prelude::*;
+        blocks
+            .par_iter()
+            .zip(self.firsts.par_iter())
+            .enumerate()
+            .for_each(|(b, (block, first))| write(b, block, first));
+    }
+}
+
 /// A buffer the blocks of a parallel scatter fill at disjoint places, through
 /// its base pointer. Each use says (in its SAFETY comment) why the places
 /// its blocks write do not overlap and lie inside the buffer.
@@ -91,5 +174,44 @@ mod tests {
         assert_eq!(total, 499_500);
         assert!(threads() >= 1);
         assert!(std::ptr::eq(pool(), pool()));
+    }
+
+    #[test]
+    fn scatter_by_partition_is_a_stable_counting_sort() {
+        let keys: Vec<usize> = (0..10_000u64)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59) as usize)
+            .collect();
+        let parts = 32;
+        let blocks = input_blocks(keys.len());
+        let mut out = vec![(0usize, 0usize); keys.len()];
+        let writes = DisjointWrites::new(&mut out);
+        let layout = install(|| {
+            let layout = scatter_by_partition(&blocks, parts, |&(lo, hi)| {
+                let mut count = vec![0usize; parts];
+                keys[lo..hi].iter().for_each(|&k| count[k] += 1);
+                count
+            });
+            layout.write(&blocks, |_, &(lo, hi), first| {
+                let mut fill = first.to_vec();
+                for i in lo..hi {
+                    // SAFETY: the layout gives each block its own places
+                    unsafe { *writes.base().add(fill[keys[i]]) = (keys[i], i) };
+                    fill[keys[i]] += 1;
+                }
+            });
+            layout
+        });
+        let mut expected: Vec<(usize, usize)> = keys.iter().copied().zip(0..).collect();
+        expected.sort(); // by key, then input index: stable
+        assert_eq!(out, expected);
+        assert_eq!(layout.starts.len(), parts + 1);
+        assert_eq!(layout.total(), keys.len());
+        for p in 0..parts {
+            let first = layout.starts[p];
+            assert!(out[first..layout.starts[p + 1]]
+                .iter()
+                .all(|&(k, _)| k == p));
+            assert_eq!(layout.firsts[0][p], first);
+        }
     }
 }

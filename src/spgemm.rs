@@ -9,7 +9,7 @@
 //! touched columns sorted once and written out, blocks of rows in parallel;
 //! the empty rows and columns are dropped on the way out.
 
-use crate::pool::DisjointWrites;
+use crate::pool::{scatter_by_partition, DisjointWrites};
 use rayon::prelude::*;
 
 /// A CSR matrix by its parts.
@@ -267,9 +267,7 @@ fn gather(multiplied: &[Block], blocks: &[(usize, usize)], b_cols: usize) -> Pro
     }
     let mut rows = Vec::new();
     let mut indptr = vec![0i64];
-    let mut starts = Vec::with_capacity(multiplied.len());
     for (block, &(lo, _)) in multiplied.iter().zip(blocks) {
-        starts.push(*indptr.last().unwrap_or(&0) as usize);
         for (i, &len) in block.lengths.iter().enumerate() {
             if len > 0 {
                 rows.push((lo + i) as i64);
@@ -277,26 +275,23 @@ fn gather(multiplied: &[Block], blocks: &[(usize, usize)], b_cols: usize) -> Pro
             }
         }
     }
-    let total = *indptr.last().unwrap_or(&0) as usize;
-    let mut indices = vec![0i64; total];
-    let mut data = vec![0f64; total];
+    // each block's entries follow the blocks' before it (one partition)
+    let layout = scatter_by_partition(multiplied, 1, |block| vec![block.indices.len()]);
+    let mut indices = vec![0i64; layout.total()];
+    let mut data = vec![0f64; layout.total()];
     let (indices_out, data_out) = (
         DisjointWrites::new(&mut indices),
         DisjointWrites::new(&mut data),
     );
-    multiplied
-        .par_iter()
-        .zip(starts.par_iter())
-        .for_each(|(block, &start)| {
-            for (k, (&c, &v)) in block.indices.iter().zip(&block.data).enumerate() {
-                // SAFETY: block b's entries go to [starts[b], starts[b] + its
-                // entries), disjoint by the running sum above and inside `total`
-                unsafe {
-                    *indices_out.base().add(start + k) = renumber[c as usize] as i64;
-                    *data_out.base().add(start + k) = v;
-                }
+    layout.write(multiplied, |_, block, first| {
+        for (k, (&c, &v)) in block.indices.iter().zip(&block.data).enumerate() {
+            // SAFETY: the layout gives each block its own places, inside the total
+            unsafe {
+                *indices_out.base().add(first[0] + k) = renumber[c as usize] as i64;
+                *data_out.base().add(first[0] + k) = v;
             }
-        });
+        }
+    });
     Product {
         rows,
         cols,

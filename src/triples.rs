@@ -9,7 +9,7 @@
 //! ingest is bound by compression, not by Python.
 
 use crate::chunks::{chunk_payload, decode_whole, Failure, Layout};
-use crate::pool::DisjointWrites;
+use crate::pool::{scatter_by_partition, DisjointWrites};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -316,65 +316,41 @@ pub fn bucket(layout: &Layout, columns: &[Column], origin: &[i64]) -> Result<Buc
     let m = touched.len();
     let span = (1usize << 16).max(n.div_ceil(64));
     let blocks: Vec<&[u32]> = slots.chunks(span).collect();
-    let counts: Vec<Vec<usize>> = blocks
-        .par_iter()
-        .map(|block| {
-            // by runs of one chunk: incrementing one counter per cell chains
-            // each increment on the last through memory, cells of a row mostly
-            // share a chunk
-            let mut count = vec![0usize; m];
-            for run in block.chunk_by(|a, b| a == b) {
-                count[run[0] as usize] += run.len();
-            }
-            count
-        })
-        .collect();
-    let mut starts = vec![0usize; m + 1];
-    for count in &counts {
-        for (k, c) in count.iter().enumerate() {
-            starts[k + 1] += c;
+    let layout = scatter_by_partition(&blocks, m, |block| {
+        // by runs of one chunk: incrementing one counter per cell chains each
+        // increment on the last through memory, cells of a row mostly share a chunk
+        let mut count = vec![0usize; m];
+        for run in block.chunk_by(|a, b| a == b) {
+            count[run[0] as usize] += run.len();
         }
-    }
-    for k in 0..m {
-        starts[k + 1] += starts[k];
-    }
-    let mut cursors = Vec::with_capacity(blocks.len());
-    let mut running = starts[..m].to_vec();
-    for count in &counts {
-        cursors.push(running.clone());
-        for (r, c) in running.iter_mut().zip(count) {
-            *r += c;
-        }
-    }
+        count
+    });
     let mut order = vec![0u32; n];
     let mut offsets = vec![0u32; n];
     let (to_order, to_offsets) = (
         DisjointWrites::new(&mut order),
         DisjointWrites::new(&mut offsets),
     );
-    blocks
-        .par_iter()
-        .zip(cursors.par_iter_mut())
-        .enumerate()
-        .for_each(|(b, (block, cursor))| {
-            let first = b * span;
-            let mut k = first;
-            for run in block.chunk_by(|a, b| a == b) {
-                let at = &mut cursor[run[0] as usize];
-                // SAFETY: each block writes its own disjoint range of every
-                // chunk's run (its cursor starts where the blocks before it end)
-                unsafe {
-                    let order = to_order.base().add(*at);
-                    let offsets = to_offsets.base().add(*at);
-                    for j in 0..run.len() {
-                        *order.add(j) = (k + j) as u32;
-                        *offsets.add(j) = cell_offsets[k + j];
-                    }
+    layout.write(&blocks, |b, block, first| {
+        let mut cursor = first.to_vec();
+        let mut k = b * span;
+        for run in block.chunk_by(|a, b| a == b) {
+            let at = &mut cursor[run[0] as usize];
+            // SAFETY: the layout gives each block its own disjoint range of
+            // every chunk's run
+            unsafe {
+                let order = to_order.base().add(*at);
+                let offsets = to_offsets.base().add(*at);
+                for j in 0..run.len() {
+                    *order.add(j) = (k + j) as u32;
+                    *offsets.add(j) = cell_offsets[k + j];
                 }
-                *at += run.len();
-                k += run.len();
             }
-        });
+            *at += run.len();
+            k += run.len();
+        }
+    });
+    let starts = layout.starts;
     let chunks = touched
         .iter()
         .map(|&c| {

@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "ChunkLayout",
     "Grouper",
     "KdTree",
     "SegmentTree",
@@ -357,23 +358,36 @@ class SegmentTree:
     def query(self, lo: list[float], hi: list[float]) -> npt.NDArray[np.uint64]:
         """Ids of the segments whose boxes may meet ``[lo, hi]``, ascending."""
 
+@final
+class ChunkLayout:
+    """How one attribute's chunks lie over a box and are encoded.
+
+    The box ``lo..hi`` (cells of the whole array) chunked by ``chunk_shape``, cells of
+    ``itemsize`` bytes, ``codec`` "zstd" or "raw" (after little-endian bytes), and
+    whether a CRC-32C ends each payload.
+    """
+
+    def __new__(
+        cls,
+        chunk_shape: list[int],
+        lo: list[int],
+        hi: list[int],
+        itemsize: int,
+        codec: str,
+        checksum: bool,
+    ) -> ChunkLayout: ...
+
 def encode_chunks(
     values: npt.NDArray[np.uint8],
-    chunk_shape: list[int],
-    lo: list[int],
-    hi: list[int],
-    itemsize: int,
-    codec: str,
-    checksum: bool,
+    layout: ChunkLayout,
     level: int,
     fill: bytes,
     coords: list[list[int]],
 ) -> list[bytes]:
-    """Encode the chunks at ``coords`` of box ``lo..hi``, whose cells' bytes are ``values``.
+    """Encode the chunks at ``coords`` of the layout's box, whose cells' bytes are ``values``.
 
     Each chunk is encoded whole, its cells outside the box set to ``fill`` (one
-    cell's bytes); ``codec`` is "zstd" (at ``level``) or "raw", ``checksum``
-    whether a CRC-32C ends each payload. Returns the payloads in order.
+    cell's bytes), as the layout says (zstd at ``level``). Returns the payloads in order.
     """
 
 def triple_bounds(
@@ -402,9 +416,7 @@ class TripleCells:
     def scatter(
         self,
         values: npt.NDArray[np.uint8],
-        itemsize: int,
-        codec: str,
-        checksum: bool,
+        layout: ChunkLayout,
         level: int,
         fill: bytes,
         existing: list[tuple[npt.NDArray[np.uint8], list[int]]],
@@ -419,19 +431,14 @@ class TripleCells:
 
 def decode_chunks(
     chunks: list[tuple[npt.NDArray[np.uint8], list[int]]],
-    chunk_shape: list[int],
-    lo: list[int],
-    hi: list[int],
-    itemsize: int,
-    codec: str,
-    checksum: bool,
+    layout: ChunkLayout,
     out: npt.NDArray[np.uint8],
 ) -> tuple[int, str] | None:
-    """Decode stored Zarr chunks of one attribute into ``out``, the byte view of box ``lo..hi``.
+    """Decode stored Zarr chunks of one attribute into ``out``, the byte view of the
+    layout's box.
 
-    ``chunks`` are (payload, grid coordinates); ``codec`` is "zstd" or "raw" (after
-    little-endian bytes), ``checksum`` whether a CRC-32C ends each payload. Returns
-    None, or (index, reason) for the first chunk that cannot be decoded.
+    ``chunks`` are (payload, grid coordinates). Returns None, or (index, reason) for
+    the first chunk that cannot be decoded.
     """
 
 def regrid_block(
@@ -448,16 +455,11 @@ def regrid_block(
 
 def regrid_chunks(
     chunks: list[tuple[npt.NDArray[np.uint8], list[int]]],
-    chunk_shape: list[int],
-    lo: list[int],
-    hi: list[int],
-    itemsize: int,
-    codec: str,
-    checksum: bool,
+    layout: ChunkLayout,
     kind: str,
     weights: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]],
 ) -> tuple[npt.NDArray[np.float64] | None, tuple[int, str] | None]:
-    """Area-weighted regrid of box ``lo..hi`` of one attribute from its stored chunks.
+    """Area-weighted regrid of the layout's box of one attribute from its stored chunks.
 
     The chunks must cover the box; each is decoded and contracted in its thread, the
     box never materialised. ``kind`` is numpy's dtype kind, ``weights`` one CSR matrix
@@ -466,18 +468,13 @@ def regrid_chunks(
 
 def reduce_chunks(
     chunks: list[tuple[npt.NDArray[np.uint8], list[int]]],
-    chunk_shape: list[int],
-    lo: list[int],
-    hi: list[int],
-    itemsize: int,
-    codec: str,
-    checksum: bool,
+    layout: ChunkLayout,
     kind: str,
     null: bytes | None,
     extremes: bool,
 ) -> tuple[list[tuple[Any, Any, Any, Any, bool]], tuple[int, str] | None]:
-    """Count, sum, min, max and NaN-seen of the non-NULL cells of each chunk's part of box
-    ``lo..hi``, without making the cells.
+    """Count, sum, min, max and NaN-seen of the non-NULL cells of each chunk's part of the
+    layout's box, without making the cells.
 
     ``kind`` is numpy's dtype kind ("i", "u", "b" or "f"); ``null`` the fill value's bytes
     of a nullable attribute. Integer sums are exact Python ints (kept in 128 bits, as SQL's

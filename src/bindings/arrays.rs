@@ -4,32 +4,69 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-fn chunk_layout(
-    chunk_shape: Vec<usize>,
-    lo: Vec<usize>,
-    hi: Vec<usize>,
-    itemsize: usize,
-    codec: &str,
-    checksum: bool,
-) -> PyResult<crate::chunks::Layout> {
-    use crate::chunks::Codec;
-    let codec = match codec {
-        "zstd" => Codec::Zstd,
-        "raw" => Codec::Raw,
-        other => {
+/// How one attribute's chunks lie over a box and are encoded: the box
+/// `lo..hi` (cells of the whole array) chunked by `chunk_shape`, cells of
+/// `itemsize` bytes, `codec` "zstd" or "raw" (after little-endian bytes), and
+/// whether a CRC-32C ends each payload. Made once per call in Python and
+/// handed to every chunk kernel.
+#[pyclass(name = "ChunkLayout", module = "tesseradb._core", frozen)]
+pub struct PyChunkLayout {
+    layout: crate::chunks::Layout,
+}
+
+#[pymethods]
+impl PyChunkLayout {
+    #[new]
+    fn new(
+        chunk_shape: Vec<usize>,
+        lo: Vec<usize>,
+        hi: Vec<usize>,
+        itemsize: usize,
+        codec: &str,
+        checksum: bool,
+    ) -> PyResult<Self> {
+        use crate::chunks::Codec;
+        let codec = match codec {
+            "zstd" => Codec::Zstd,
+            "raw" => Codec::Raw,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown chunk codec {other:?}; one of zstd, raw"
+                )))
+            }
+        };
+        if lo.len() != chunk_shape.len() || hi.len() != chunk_shape.len() {
             return Err(PyValueError::new_err(format!(
-                "unknown chunk codec {other:?}; one of zstd, raw"
-            )))
+                "a chunk layout of {} dimensions needs as many lo and hi, not {} and {}",
+                chunk_shape.len(),
+                lo.len(),
+                hi.len()
+            )));
         }
-    };
-    Ok(crate::chunks::Layout {
-        chunk: chunk_shape,
-        lo,
-        hi,
-        itemsize,
-        codec,
-        checksum,
-    })
+        Ok(PyChunkLayout {
+            layout: crate::chunks::Layout {
+                chunk: chunk_shape,
+                lo,
+                hi,
+                itemsize,
+                codec,
+                checksum,
+            },
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let l = &self.layout;
+        let codec = match l.codec {
+            crate::chunks::Codec::Zstd => "zstd",
+            crate::chunks::Codec::Raw => "raw",
+        };
+        let checksum = if l.checksum { "True" } else { "False" };
+        format!(
+            "ChunkLayout({:?}, {:?}, {:?}, {}, {codec:?}, {checksum})",
+            l.chunk, l.lo, l.hi, l.itemsize
+        )
+    }
 }
 
 /// Stored chunks as (payload, grid coordinates). Payloads are uint8 arrays, not
@@ -51,63 +88,50 @@ fn chunk_parts<'a>(chunks: &'a StoredChunks<'_>) -> PyResult<Vec<(&'a [u8], &'a 
 }
 
 /// Decodes stored Zarr chunks of one attribute into `out`, the byte view of
-/// the box `lo..hi` (C order). `chunks` are (payload, grid coordinates);
-/// `codec` is "zstd" or "raw", `checksum` whether a CRC-32C ends each payload.
+/// the layout's box (C order). `chunks` are (payload, grid coordinates).
 /// Returns None, or (index, reason) for the first chunk that cannot be decoded.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 pub fn decode_chunks<'py>(
     py: Python<'_>,
     chunks: StoredChunks<'py>,
-    chunk_shape: Vec<usize>,
-    lo: Vec<usize>,
-    hi: Vec<usize>,
-    itemsize: usize,
-    codec: &str,
-    checksum: bool,
+    layout: PyRef<'_, PyChunkLayout>,
     mut out: numpy::PyReadwriteArray1<'_, u8>,
 ) -> PyResult<Option<(usize, String)>> {
     use crate::chunks::{self, Failure};
-    let layout = chunk_layout(chunk_shape, lo, hi, itemsize, codec, checksum)?;
+    let layout = &layout.layout;
     let out = out
         .as_slice_mut()
         .map_err(|_| PyValueError::new_err("out must be a contiguous uint8 array"))?;
     let parts = chunk_parts(&chunks)?;
-    match py.detach(|| chunks::decode_chunks(&layout, &parts, out)) {
+    match py.detach(|| chunks::decode_chunks(layout, &parts, out)) {
         Ok(()) => Ok(None),
         Err(Failure::Chunk(index, reason)) => Ok(Some((index, reason))),
         Err(Failure::Input(reason)) => Err(PyValueError::new_err(reason)),
     }
 }
 
-/// Encodes the chunks at `coords` (grid coordinates) of the box `lo..hi`
+/// Encodes the chunks at `coords` (grid coordinates) of the layout's box
 /// whose cells are `values` (its bytes in C order): each chunk whole, cells
-/// outside the box set to `fill` (one cell's bytes), compressed with `codec`
-/// ("zstd" at `level`, or "raw") and followed by a CRC-32C when `checksum`.
+/// outside the box set to `fill` (one cell's bytes), compressed with the
+/// layout's codec (zstd at `level`) and followed by a CRC-32C when it says.
 /// Returns the payloads in the order of `coords`.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 pub fn encode_chunks<'py>(
     py: Python<'py>,
     values: numpy::PyReadonlyArray1<'py, u8>,
-    chunk_shape: Vec<usize>,
-    lo: Vec<usize>,
-    hi: Vec<usize>,
-    itemsize: usize,
-    codec: &str,
-    checksum: bool,
+    layout: PyRef<'_, PyChunkLayout>,
     level: i32,
     fill: Vec<u8>,
     coords: Vec<Vec<usize>>,
 ) -> PyResult<Vec<Bound<'py, pyo3::types::PyBytes>>> {
     use crate::chunks::{self, Failure};
-    let layout = chunk_layout(chunk_shape, lo, hi, itemsize, codec, checksum)?;
+    let layout = &layout.layout;
     let values = values
         .as_slice()
         .map_err(|_| PyValueError::new_err("values must be a contiguous uint8 array"))?;
     let wanted: Vec<&[usize]> = coords.iter().map(Vec::as_slice).collect();
     let payloads = py
-        .detach(|| chunks::encode_chunks(&layout, level, &fill, values, &wanted))
+        .detach(|| chunks::encode_chunks(layout, level, &fill, values, &wanted))
         .map_err(|failure| match failure {
             Failure::Input(reason) => PyValueError::new_err(reason),
             Failure::Chunk(index, reason) => {
@@ -118,18 +142,6 @@ pub fn encode_chunks<'py>(
         .iter()
         .map(|p| pyo3::types::PyBytes::new(py, p))
         .collect())
-}
-
-/// The layout of a whole array for triple ingest: chunked by `chunk_shape`, `extent` cells.
-fn array_layout(
-    chunk_shape: Vec<usize>,
-    extent: Vec<usize>,
-    itemsize: usize,
-    codec: &str,
-    checksum: bool,
-) -> PyResult<crate::chunks::Layout> {
-    let zeros = vec![0; extent.len()];
-    chunk_layout(chunk_shape, zeros, extent, itemsize, codec, checksum)
 }
 
 fn input_error(failure: crate::chunks::Failure) -> PyErr {
@@ -225,7 +237,14 @@ impl PyTripleCells {
         chunk_shape: Vec<usize>,
         extent: Vec<usize>,
     ) -> PyResult<Self> {
-        let layout = array_layout(chunk_shape.clone(), extent.clone(), 1, "raw", false)?;
+        let layout = crate::chunks::Layout {
+            chunk: chunk_shape.clone(),
+            lo: vec![0; extent.len()],
+            hi: extent.clone(),
+            itemsize: 1,
+            codec: crate::chunks::Codec::Raw,
+            checksum: false,
+        };
         let held = py_columns(&columns)?;
         let borrowed = borrow_columns(&held)?;
         let buckets = py
@@ -245,37 +264,39 @@ impl PyTripleCells {
     }
 
     /// Writes the cells with `values` (their bytes, in the order of the
-    /// coordinates) into the chunks they touch and encodes each whole: one in
-    /// `existing` (payload, grid coordinates) starts from its stored cells,
-    /// any other from `fill`. Returns (coordinates, payloads, None),
+    /// coordinates) into the chunks they touch and encodes each whole as
+    /// `layout` (the whole array's: chunks and extent as bucketed) says: one
+    /// in `existing` (payload, grid coordinates) starts from its stored
+    /// cells, any other from `fill`. Returns (coordinates, payloads, None),
     /// ascending, or ([], [], (index, reason)) for the first stored chunk
     /// that cannot be decoded.
-    #[allow(clippy::too_many_arguments)]
     fn scatter<'py>(
         &self,
         py: Python<'py>,
         values: numpy::PyReadonlyArray1<'py, u8>,
-        itemsize: usize,
-        codec: &str,
-        checksum: bool,
+        layout: PyRef<'_, PyChunkLayout>,
         level: i32,
         fill: Vec<u8>,
         existing: StoredChunks<'py>,
     ) -> PyResult<Scattered<'py>> {
         use crate::chunks::Failure;
-        let layout = array_layout(
-            self.chunk_shape.clone(),
-            self.extent.clone(),
-            itemsize,
-            codec,
-            checksum,
-        )?;
+        let layout = &layout.layout;
+        if layout.chunk != self.chunk_shape
+            || layout.hi != self.extent
+            || layout.lo.iter().any(|&l| l != 0)
+        {
+            return Err(PyValueError::new_err(format!(
+                "the layout's chunks {:?} and box {:?}..{:?} are not the array's the cells \
+                 were bucketed by (chunks {:?}, extent {:?})",
+                layout.chunk, layout.lo, layout.hi, self.chunk_shape, self.extent
+            )));
+        }
         let values = values
             .as_slice()
             .map_err(|_| PyValueError::new_err("values must be a contiguous uint8 array"))?;
         let stored = chunk_parts(&existing)?;
         let written = py.detach(|| {
-            crate::triples::scatter_chunks(&layout, level, &fill, &self.buckets, values, &stored)
+            crate::triples::scatter_chunks(layout, level, &fill, &self.buckets, values, &stored)
         });
         match written {
             Ok(chunks) => {
@@ -307,32 +328,26 @@ fn cell_kind(kind: &str) -> PyResult<crate::chunks::Kind> {
 type ChunkPartials<'py> = (Vec<Bound<'py, PyAny>>, Option<(usize, String)>);
 
 /// Count, sum, min, max and NaN-seen of the non-NULL cells of each chunk's
-/// part of the box `lo..hi`, without writing the cells anywhere. `kind` is
+/// part of the layout's box, without writing the cells anywhere. `kind` is
 /// numpy's dtype kind ("i", "u", "b" or "f"), `null` the fill value's bytes
 /// of a nullable attribute; without `extremes` min and max are not computed.
 /// Returns (partials, None), or ([], (index, reason)) for the first chunk
 /// that cannot be decoded.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 pub fn reduce_chunks<'py>(
     py: Python<'py>,
     chunks: StoredChunks<'py>,
-    chunk_shape: Vec<usize>,
-    lo: Vec<usize>,
-    hi: Vec<usize>,
-    itemsize: usize,
-    codec: &str,
-    checksum: bool,
+    layout: PyRef<'_, PyChunkLayout>,
     kind: &str,
     null: Option<Vec<u8>>,
     extremes: bool,
 ) -> PyResult<ChunkPartials<'py>> {
     use crate::chunks::{self, Failure, Partial};
-    let layout = chunk_layout(chunk_shape, lo, hi, itemsize, codec, checksum)?;
+    let layout = &layout.layout;
     let kind = cell_kind(kind)?;
     let parts = chunk_parts(&chunks)?;
     let partials = match py
-        .detach(|| chunks::reduce_chunks(&layout, kind, null.as_deref(), extremes, &parts))
+        .detach(|| chunks::reduce_chunks(layout, kind, null.as_deref(), extremes, &parts))
     {
         Ok(partials) => partials,
         Err(Failure::Chunk(index, reason)) => return Ok((Vec::new(), Some((index, reason)))),
@@ -401,28 +416,22 @@ type Regridded<'py> = (
     Option<(usize, String)>,
 );
 
-/// Area-weighted regrid (as `regrid_block`) of the box `lo..hi` of one
+/// Area-weighted regrid (as `regrid_block`) of the layout's box of one
 /// attribute read from its stored chunks, which must cover the box: each
 /// chunk decoded and contracted in its thread, the box never materialised.
 /// `kind` is numpy's dtype kind. Returns (result, None), or (None, (index,
 /// reason)) for the first chunk that cannot be decoded.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 pub fn regrid_chunks<'py>(
     py: Python<'py>,
     chunks: StoredChunks<'py>,
-    chunk_shape: Vec<usize>,
-    lo: Vec<usize>,
-    hi: Vec<usize>,
-    itemsize: usize,
-    codec: &str,
-    checksum: bool,
+    layout: PyRef<'_, PyChunkLayout>,
     kind: &str,
     weights: Vec<Csr<'py>>,
 ) -> PyResult<Regridded<'py>> {
     use crate::chunks::Failure;
     use numpy::PyArrayMethods;
-    let layout = chunk_layout(chunk_shape, lo, hi, itemsize, codec, checksum)?;
+    let layout = &layout.layout;
     let kind = cell_kind(kind)?;
     let parts = weight_slices(&weights)?;
     let axes = axis_weights(&parts);
@@ -430,7 +439,7 @@ pub fn regrid_chunks<'py>(
     let mut out = vec![0.0f64; out_shape.iter().product()];
     let stored = chunk_parts(&chunks)?;
     let axes_ref = [&axes[0], &axes[1], &axes[2]];
-    match py.detach(|| crate::regrid::regrid_chunks(&layout, kind, &stored, axes_ref, &mut out)) {
+    match py.detach(|| crate::regrid::regrid_chunks(layout, kind, &stored, axes_ref, &mut out)) {
         Ok(()) => {
             let result = numpy::PyArray1::from_vec(py, out).reshape(out_shape)?;
             Ok((Some(result), None))

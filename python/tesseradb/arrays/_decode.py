@@ -183,16 +183,10 @@ def read_box(
             out[part.relative_to(box)] = fill
         else:
             stored.append((payload, list(coords)))
-    failed = _core.decode_chunks(
-        stored,
-        list(chunk_shape),
-        list(box.lo),
-        list(box.hi),
-        out.dtype.itemsize,
-        codec[0],
-        codec[1],
-        out.reshape(-1).view(np.uint8),
+    layout = _core.ChunkLayout(
+        list(chunk_shape), list(box.lo), list(box.hi), out.dtype.itemsize, *codec
     )
+    failed = _core.decode_chunks(stored, layout, out.reshape(-1).view(np.uint8))
     if failed is not None:
         index, reason = failed
         return out, (tuple(stored[index][1]), reason)
@@ -229,14 +223,16 @@ def reduce_box(
     dtype = attr.numpy_dtype
     null = np.asarray(attr.fill, dtype=dtype).tobytes() if attr.nullable else None
     geometry = (list(chunk_shape), list(box.lo), list(box.hi), dtype.itemsize)
-    partials, failed = _core.reduce_chunks(stored, *geometry, *codec, dtype.kind, null, extremes)
+    layout = _core.ChunkLayout(*geometry, *codec)
+    partials, failed = _core.reduce_chunks(stored, layout, dtype.kind, null, extremes)
     if failed is not None:
         index, reason = failed
         return [], (tuple(stored[index][1]), reason)
     if unwritten:
         fill = np.full(tuple(chunk_shape), attr.fill, dtype=dtype).reshape(-1).view(np.uint8)
+        raw = _core.ChunkLayout(*geometry, "raw", False)
         filled, _ = _core.reduce_chunks(
-            [(fill, c) for c in unwritten], *geometry, "raw", False, dtype.kind, null, extremes
+            [(fill, c) for c in unwritten], raw, dtype.kind, null, extremes
         )
         partials += filled
     return partials, None
@@ -267,8 +263,10 @@ def regrid_box(
     if any(p is None for p in payloads):
         return None  # an unwritten chunk holds the fill value: the plain path makes it
     stored = [(p, list(c)) for p, c in zip(payloads, coords, strict=True)]
-    geometry = (list(chunk_shape), list(box.lo), list(box.hi), dtype.itemsize)
-    result, failed = _core.regrid_chunks(stored, *geometry, *codec, dtype.kind, list(weights))
+    layout = _core.ChunkLayout(
+        list(chunk_shape), list(box.lo), list(box.hi), dtype.itemsize, *codec
+    )
+    result, failed = _core.regrid_chunks(stored, layout, dtype.kind, list(weights))
     if failed is not None:
         index, reason = failed
         return None, (tuple(stored[index][1]), reason)

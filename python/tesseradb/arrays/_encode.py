@@ -44,18 +44,17 @@ def write_box(
             array[part.slices] = values[part.relative_to(box)]
     if not whole:
         return
-    cells, encoding = _cells_and_encoding(array, values, codec)
-    payloads = _core.encode_chunks(
-        cells, list(chunk_shape), list(box.lo), list(box.hi), *encoding, whole
-    )
+    cells, (itemsize, level, fill) = _cells_and_encoding(array, values)
+    layout = _core.ChunkLayout(list(chunk_shape), list(box.lo), list(box.hi), itemsize, *codec)
+    payloads = _core.encode_chunks(cells, layout, level, fill, whole)
     store_payloads(session, chunk_keys(array, whole), payloads)
 
 
 def _cells_and_encoding(
-    array: Any, values: np.ndarray, codec: tuple[str, bool]
-) -> tuple[np.ndarray, tuple[int, str, bool, int, bytes]]:
+    array: Any, values: np.ndarray
+) -> tuple[np.ndarray, tuple[int, int, bytes]]:
     """``values`` as little-endian bytes of the array's dtype, and how its chunks are
-    encoded: (itemsize, codec, checksum, zstd level, the fill value's bytes)."""
+    encoded: (itemsize, zstd level, the fill value's bytes)."""
     import numpy as np
     from zarr.codecs import ZstdCodec
 
@@ -63,7 +62,7 @@ def _cells_and_encoding(
     cells = np.ascontiguousarray(values, dtype=dtype)
     level = next((c.level for c in array.metadata.codecs if isinstance(c, ZstdCodec)), 0)
     fill = np.asarray(array.metadata.fill_value, dtype=dtype).tobytes()
-    encoding = (dtype.itemsize, codec[0], codec[1], level, fill)
+    encoding = (dtype.itemsize, level, fill)
     return cells.reshape(-1).view(np.uint8), encoding
 
 
@@ -106,6 +105,8 @@ def scatter_cells(
     ``written`` are stored: the Rust kernel patches each touched chunk (its stored
     cells decoded, or the fill value) and encodes it; the payloads are stored in one
     batch. (chunk, reason) for a stored chunk that cannot be decoded; None when done."""
+    from tesseradb import _core
+
     codec = chunk_codec(array)
     assert codec is not None, "scatter_cells of an encoding the kernel does not write"
     existing: list[tuple[np.ndarray, list[int]]] = []
@@ -115,8 +116,10 @@ def scatter_cells(
         if unreadable is not None:
             return unreadable
         existing = [(p, list(c)) for p, c in zip(payloads, stored, strict=True) if p is not None]
-    flat, encoding = _cells_and_encoding(array, values, codec)
-    coords, out, failed = cells.scatter(flat, *encoding, existing)
+    flat, (itemsize, level, fill) = _cells_and_encoding(array, values)
+    extent = list(array.shape)
+    layout = _core.ChunkLayout(list(array.chunks), [0] * len(extent), extent, itemsize, *codec)
+    coords, out, failed = cells.scatter(flat, layout, level, fill, existing)
     if failed is not None:
         index, reason = failed
         return tuple(existing[index][1]), reason
