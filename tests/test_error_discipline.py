@@ -57,8 +57,6 @@ ENGINE_FACING = {
     "stream": {"scan", "estimate", "describe_scan", "session", "aggregate", "count", "close"},
     "collection": {
         "run",
-        "delete",
-        "update",
         "transaction",
         "refresh",
         "upgrade",

@@ -14,6 +14,7 @@ from tesseradb.errors import (
     ArgoSyntaxError,
     DocumentError,
     DocumentTypeError,
+    InvalidArgumentError,
     ObjectExistsError,
     UnknownCollectionError,
 )
@@ -420,6 +421,59 @@ class TestWrites:
                 raise RuntimeError("undo")
         coll.insert_many([{"n": 1000}])  # later inserts keep them up to date
         assert q(coll, "WHERE n = 1000") == [{"n": 1000}]
+
+
+class TestTransactions:
+    """``Collection.transaction(write=True)``: the statements inside it, on any collection
+    of the backend, commit together or not at all (docs/documents.md)."""
+
+    def test_an_exception_rolls_back_every_statement_of_the_block(
+        self, make_collection: Any
+    ) -> None:
+        one, two = make_collection(), make_collection()
+        one.insert_many([{"n": 1}, {"n": 2}])
+        two.insert({"m": 1})
+        before = (one.find(), two.find())
+        with pytest.raises(RuntimeError, match="undo"), one.transaction(write=True):
+            one.insert({"n": 3})
+            assert one.delete("n = ?", [1]) == 1
+            two.insert_many([{"m": 2}, {"m": 3}])
+            assert [d["n"] for d in one.find()] == [2, 3]  # the block sees its own writes
+            raise RuntimeError("undo")
+        assert (one.find(), two.find()) == before
+
+    def test_a_block_commits_as_a_whole_and_nested_blocks_join_it(
+        self, make_collection: Any
+    ) -> None:
+        one, two = make_collection(), make_collection()
+        one.insert({"n": 1})
+        with one.transaction(write=True):
+            one.insert({"n": 2})
+            with two.transaction(write=True):  # joins the outer block
+                two.insert({"m": 1})
+            one.delete("n = ?", [1])
+        assert one.find() == [{"n": 2}]
+        assert two.find() == [{"m": 1}]
+        with pytest.raises(RuntimeError, match="inner"), one.transaction(write=True):
+            one.insert({"n": 3})
+            with two.transaction(write=True):
+                two.insert({"m": 2})
+                raise RuntimeError("inner")
+        assert one.find() == [{"n": 2}]
+        assert two.find() == [{"m": 1}]
+
+    def test_delete_needs_a_predicate_text(self, make_collection: Any) -> None:
+        coll = make_collection()
+        coll.insert_many([{"n": 1}, {"n": 2}])
+        for bad in (None, "", "  ", 5, ["n = 1"]):
+            with pytest.raises(InvalidArgumentError, match="delete's where"):
+                coll.delete(bad)  # type: ignore[arg-type]
+        with pytest.raises(ArgoSyntaxError):
+            coll.delete("n ==")
+        assert coll.count() == 2
+        assert coll.delete("n > ?", [5]) == 0
+        assert coll.delete("n >= ?", [2]) == 1
+        assert coll.find() == [{"n": 1}]
 
 
 class TestJoins:

@@ -261,6 +261,18 @@ class Collection(Statements):
             text += f" LIMIT {limit}"
         return self.run(parse_statement(text, params))
 
+    def delete(self, where: str, params: Any = None) -> int:
+        """Remove the objects matching an Argo/SQL predicate (``"age < ?"``), all in one
+        transaction; how many were removed."""
+        if not isinstance(where, str) or not where.strip():
+            raise InvalidArgumentError(
+                f"collection {self.name!r}: delete's where is an Argo/SQL predicate (a "
+                f"non-empty str), not {where!r}; to remove every object, drop the collection "
+                "or run db.argo('DELETE FROM ...')"
+            )
+        text = f"DELETE FROM `{self.name}` WHERE {where}"
+        return int(self.run(parse_statement(text, params))[0]["deleted"])
+
     # --- writing ------------------------------------------------------------------
     def _allocate(self, count: int) -> int:
         """The first of ``count`` fresh objids (inside the caller's transaction)."""

@@ -69,9 +69,9 @@ class Statements:
             objids = self.insert_many(statement.documents)
             return [{"inserted": len(objids)}]
         if isinstance(statement, Delete):
-            return [{"deleted": self.delete(statement.where)}]
+            return [{"deleted": self._delete(statement.where)}]
         if isinstance(statement, Update):
-            return [{"updated": self.update(statement.assignments, statement.where)}]
+            return [{"updated": self._update(statement.assignments, statement.where)}]
         with self.transaction():
             if statement.join is not None:
                 assert other is not None
@@ -88,13 +88,13 @@ class Statements:
         )
         return [int(r[0]) for r in rows]
 
-    def delete(self, where: Condition | None) -> int:
+    def _delete(self, where: Condition | None) -> int:
         with self.transaction(write=True):
             objids = self._matching_ids(where)
             self.mapping.delete(objids)
         return len(objids)
 
-    def update(self, assignments: Sequence[tuple[PathRef, Any]], where: Condition | None) -> int:
+    def _update(self, assignments: Sequence[tuple[PathRef, Any]], where: Condition | None) -> int:
         """Set paths of the matching objects; each is rebuilt, changed and written back."""
         with self.transaction(write=True):
             objids = self._matching_ids(where)
