@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tesseradb.errors import (
     DatabaseClosedError,
     DatabaseLockedError,
     FormatVersionError,
+    InvalidArgumentError,
     InvalidNameError,
     NotADatabaseError,
     ObjectExistsError,
@@ -259,3 +261,62 @@ def test_catalog_lookups_see_every_change_at_once(tmp_path: Path, sole_writer: b
     assert catalog.get("a").spec == {"columns": ["z"]}  # another connection's commit
     assert catalog.get("b") is None
     catalog.close()
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [("256MiB", "256.0 MiB"), (512 * 2**20, "512.0 MiB"), ("1.5GiB", "1.5 GiB")],
+)
+def test_memory_limit_bounds_every_duckdb_instance_holding_data(
+    tmp_path: Path, given: int | str, shown: str
+) -> None:
+    """connect(memory_limit=...) reaches the SQL engine's DuckDB instance and a DuckDB
+    document backend's; a read-only database's too."""
+    path = tmp_path / "db.tdb"
+    query = "SELECT current_setting('memory_limit')"
+    with tesseradb.connect(path, memory_limit=given) as db:
+        assert db.sql(query).fetchall() == [(shown,)]
+        guest = db._engine.new_session("guest", restricted=True)  # a served user's instance
+        assert db._engine.execute(query, session=guest).fetchall() == [(shown,)]
+        docs = db.create_collection("docs", backend="duckdb")
+        docs.insert({"a": 1})
+        assert docs.backend.execute(query) == [(shown,)]
+    with tesseradb.connect(path, read_only=True, memory_limit=given) as db:
+        assert db.sql(query).fetchall() == [(shown,)]
+        assert db.collection("docs").backend.execute(query) == [(shown,)]
+    with tesseradb.connect(path) as db:  # (not kept: the next connection has DuckDB's default)
+        assert db.sql(query).fetchall() != [(shown,)]
+
+
+@pytest.mark.parametrize("bad", ["lots", "-1GB", "12", "1 parsec", 0, -5, 1.5, True, [], "1MB"])
+def test_a_bad_memory_limit_is_refused_before_anything_opens(tmp_path: Path, bad: object) -> None:
+    path = tmp_path / "never.tdb"
+    with pytest.raises(InvalidArgumentError, match="memory_limit"):
+        tesseradb.connect(path, memory_limit=bad)  # type: ignore[arg-type]
+    assert not path.exists()
+
+
+def test_a_statement_past_the_memory_limit_spills_where_the_database_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB spills beside the table store (the writer) or into a private directory
+    removed at close (a reader, a served user), never into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "db.tdb"
+    big = "SELECT count(*), sum(r) FROM (SELECT range AS r FROM range(6000000) ORDER BY random())"
+    where = "SELECT current_setting('temp_directory')"
+    with tesseradb.connect(path, memory_limit="64MiB") as db:
+        assert db.sql(where).fetchall() == [(str(path / "tables.duckdb.tmp"),)]
+        assert db.sql(big).fetchall() == [(6000000, 17999997000000)]
+        guest = db._engine.new_session("guest", restricted=True)
+        (spill,) = db._engine.execute(where, session=guest).fetchall()[0]
+        assert db._engine.execute(big, session=guest).fetchall() == [(6000000, 17999997000000)]
+    assert not Path(spill).parent.exists()  # the restricted instance's private directory
+    with tesseradb.connect(path, read_only=True, memory_limit="64MiB") as db:
+        (spill,) = db.sql(where).fetchall()[0]
+        assert Path(spill).parent == Path(tempfile.gettempdir())
+        assert db.sql(big).fetchall() == [(6000000, 17999997000000)]
+    assert not Path(spill).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["db.tdb"]  # no .tmp here
+    with tesseradb.connect(path) as db:
+        assert db.check().ok

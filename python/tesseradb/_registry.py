@@ -45,13 +45,20 @@ class Registry:
     """Kinds, open objects and session relations of one open database."""
 
     def __init__(
-        self, path: Path, catalog: Catalog, read_only: bool, executors: ExecutorSlot
+        self,
+        path: Path,
+        catalog: Catalog,
+        read_only: bool,
+        executors: ExecutorSlot,
+        memory_limit: str | None = None,
     ) -> None:
         self.catalog = catalog
         self.read_only = read_only
         self.closed = False
         self.lifetime = Lifetime(path)
-        self.context = KindContext(path, read_only, self, self.touched, executors, self.lifetime)
+        self.context = KindContext(
+            path, read_only, self, self.touched, executors, self.lifetime, memory_limit
+        )
         # catalog kind -> the factory of its Kind; a room is imported when its kind is first needed
         self._factories: dict[str, Callable[[KindContext], Kind]] = {}
         self._kinds: dict[Callable[[KindContext], Kind], Kind] = {}  # factory -> its one instance

@@ -95,6 +95,7 @@ TOP_LEVEL = {
     "tables.duckdb",
     "tables.duckdb.wal",
     "tables.snapshots",  # what readers in other processes read (tesseradb.sql.store)
+    "tables.duckdb.tmp",  # where the writer's DuckDB spills (tesseradb.sql.instance)
     "write.lock",
     "quarantine",
     "server",  # the users of a served database (tesseradb.server)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._limits import duckdb_memory_limit
 from tesseradb._lock import LOCK_FILE, WriterLock
 from tesseradb._registry import Registry
 from tesseradb._sqltext import quote_identifier
@@ -98,11 +99,15 @@ def connect(
     *,
     token: str | None = None,
     cluster: Any = None,
+    memory_limit: int | str | None = None,
 ) -> Database:
     """Open the database directory at ``path``, creating it if needed (unless ``read_only``).
 
     ``cluster`` (a ``dask.distributed.Client``) runs chunk- and file-parallel
     work on its workers instead of this process's threads (:meth:`Database.use`).
+    ``memory_limit`` (bytes, or a size such as ``"2GB"``) bounds each DuckDB instance
+    that holds the database's data: the SQL engine's and a DuckDB document backend's
+    (default: DuckDB's, 80% of the machine's memory).
     An ``http://`` or ``https://`` URL opens a database served by ``tessera serve``
     instead (a :class:`tesseradb.server.RemoteDatabase`, with ``token=`` or the
     ``TESSERA_TOKEN`` environment variable).
@@ -117,7 +122,7 @@ def connect(
             )
         return RemoteDatabase(path, token)  # type: ignore[return-value]
     executor = as_executor(cluster)  # checked before the database opens
-    db = Database(path, read_only=read_only)
+    db = Database(path, read_only=read_only, memory_limit=memory_limit)
     db.use(executor)
     return db
 
@@ -160,7 +165,14 @@ class Database(
     Each data model's typed methods (``create_array``, ``stream``, ``attach``, ...) come
     from its room (``tesseradb.arrays.ArrayMethods`` and the like)."""
 
-    def __init__(self, path: str | os.PathLike[str], read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        read_only: bool = False,
+        memory_limit: int | str | None = None,
+    ) -> None:
+        # (checked before anything opens)
+        self.memory_limit = duckdb_memory_limit(memory_limit, f"connect {os.fspath(path)!r}")
         self.path = Path(path).expanduser().absolute()
         self.read_only = read_only
         self._lock = WriterLock(self.path) if not read_only else None
@@ -176,12 +188,15 @@ class Database(
                 self._lock.release()
             raise
         self._executors = ExecutorSlot()
-        self._registry = registry = Registry(self.path, self.catalog, read_only, self._executors)
+        self._registry = registry = Registry(
+            self.path, self.catalog, read_only, self._executors, self.memory_limit
+        )
         self._engine = SQLEngine(
             registry,
             self.path / TABLE_STORE_FILE,
             read_only,
             writer_elsewhere=WriterLock(self.path).held_elsewhere,
+            memory_limit=self.memory_limit,
         )
         for kind, target in registered_kinds().items():
             registry.declare(_room_kind(target), kind)

@@ -124,6 +124,8 @@ class KindContext:
     executors: ExecutorSlot = field(default_factory=default_slot)
     # whether the database is still open: every handle a kind gives out asks it first
     lifetime: Lifetime = field(default_factory=Lifetime)
+    # DuckDB's memory_limit for every DuckDB instance a kind opens (None: DuckDB's default)
+    memory_limit: str | None = None
 
 
 @runtime_checkable

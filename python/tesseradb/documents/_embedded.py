@@ -263,9 +263,11 @@ class DuckDBBackend(Backend):
         path: Path,
         read_only: bool = False,
         writer_elsewhere: Callable[[], bool] = lambda: False,
+        memory_limit: str | None = None,
     ) -> None:
         super().__init__(read_only)
         self._path = path
+        self._memory_limit = memory_limit  # DuckDB's setting (tesseradb._limits)
         self._snapshots = FileSnapshots(path, path.parent / DUCKDB_SNAPSHOTS, "documents")
         self._writer_elsewhere = writer_elsewhere
         self._publisher: Publisher | None = None
@@ -287,7 +289,8 @@ class DuckDBBackend(Backend):
         import duckdb
 
         try:
-            return duckdb.connect(str(file), read_only=read_only)
+            config = {} if self._memory_limit is None else {"memory_limit": self._memory_limit}
+            return duckdb.connect(str(file), read_only=read_only, config=config)
         except duckdb.Error as err:  # (a damaged or foreign file)
             raise DocumentBackendError(
                 f"the document backend {self._path} cannot be opened: {err} (the collections "

@@ -72,6 +72,7 @@ class CollectionKind(KindBase):
                 self.context.read_only,
                 on_write=self.context.on_write,
                 writer_elsewhere=WriterLock(self.context.path).held_elsewhere,
+                memory_limit=self.context.memory_limit,
             )
         return self._store
 

@@ -35,8 +35,10 @@ class DocumentStore:
         read_only: bool,
         on_write: Callable[[str], None] | None = None,
         writer_elsewhere: Callable[[], bool] = lambda: False,
+        memory_limit: str | None = None,
     ) -> None:
         self.directory = directory
+        self.memory_limit = memory_limit  # DuckDB's, for a DuckDB backend
         self.read_only = read_only
         self.writer_elsewhere = writer_elsewhere  # another process writes the database
         self.on_write = on_write  # told the name of a collection a transaction changed
@@ -63,7 +65,7 @@ class DocumentStore:
         with self._lock:
             if spec not in self._backends:
                 self._backends[spec] = open_backend(
-                    spec, self.directory, self.read_only, self.writer_elsewhere
+                    spec, self.directory, self.read_only, self.writer_elsewhere, self.memory_limit
                 )
             return self._backends[spec]
 
@@ -110,6 +112,7 @@ def open_backend(
     directory: Path,
     read_only: bool = False,
     writer_elsewhere: Callable[[], bool] = lambda: False,
+    memory_limit: str | None = None,
 ) -> Backend:
     """The backend named by ``spec``: ``sqlite``, ``duckdb`` (files in ``directory``) or a URL.
 
@@ -118,7 +121,7 @@ def open_backend(
     if spec == "sqlite":
         return SQLiteBackend(directory / SQLITE_FILE, read_only)
     if spec == "duckdb":
-        return DuckDBBackend(directory / DUCKDB_FILE, read_only, writer_elsewhere)
+        return DuckDBBackend(directory / DUCKDB_FILE, read_only, writer_elsewhere, memory_limit)
     scheme = urlparse(spec).scheme.lower()
     if scheme in ("postgresql", "postgres"):
         return PostgresBackend(spec, read_only)

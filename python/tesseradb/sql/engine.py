@@ -130,12 +130,14 @@ class SQLEngine:
         store_path: Path,
         read_only: bool,
         writer_elsewhere: Callable[[], bool] = lambda: False,
+        memory_limit: str | None = None,
     ) -> None:
         self.namespace = namespace
+        self.memory_limit = memory_limit
         self.read_only = read_only
         self.store = TableStore(store_path, read_only, writer_elsewhere)
         self._store_path = store_path
-        self._main = DuckDBInstance(self.store)
+        self._main = DuckDBInstance(self.store, memory_limit=memory_limit)
         # (made when a restricted session first runs a query: see tesseradb.sql.instance)
         self._restricted: DuckDBInstance | None = None
         self._catalog_in_line = -1  # the store's attachment the catalog was last synced in
@@ -201,7 +203,9 @@ class SQLEngine:
                 # it reads the newest snapshot (the writer publishes what a restricted
                 # session wrote before that session reads again)
                 store = TableStore(self._store_path, read_only=True, writer_elsewhere=lambda: True)
-                self._restricted = DuckDBInstance(store, restricted=True)
+                self._restricted = DuckDBInstance(
+                    store, restricted=True, memory_limit=self.memory_limit
+                )
             return self._restricted
 
     # --- public ---------------------------------------------------------------

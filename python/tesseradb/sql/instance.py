@@ -81,9 +81,12 @@ class DuckDBInstance:
 
     POOL = 8  # cursors kept for sessions without state of their own
 
-    def __init__(self, store: TableStore, restricted: bool = False) -> None:
+    def __init__(
+        self, store: TableStore, restricted: bool = False, memory_limit: str | None = None
+    ) -> None:
         self.store = store
         self.restricted = restricted
+        self.memory_limit = memory_limit  # DuckDB's setting (tesseradb._limits)
         store.before_detach = self.drop_kept_cursors
         self._con: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.Lock()
@@ -91,6 +94,7 @@ class DuckDBInstance:
         self._views: dict[str, pa.Schema] = {}  # dotted relation -> the schema its view has
         self._view_lock = threading.Lock()
         self._private: Path | None = None  # (restricted) where its snapshot links live
+        self._spill: Path | None = None  # (a reader's) where DuckDB spills, removed at close
 
     # --- the connection -----------------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -104,6 +108,9 @@ class DuckDBInstance:
                     "python_enable_replacements": False,
                     "autoinstall_known_extensions": False,
                 }
+                if self.memory_limit is not None:
+                    config["memory_limit"] = self.memory_limit
+                config["temp_directory"] = str(self._spill_directory())
                 if self.restricted:
                     config["autoload_known_extensions"] = False
                     config["allow_community_extensions"] = False
@@ -111,7 +118,6 @@ class DuckDBInstance:
                     config["arrow_lossless_conversion"] = True
                 con = duckdb.connect(":memory:", config=config)
                 if self.restricted:
-                    self._private = Path(tempfile.mkdtemp(prefix="tessera-restricted-"))
                     self.store.present = self._present
                     private = str(self._private).replace("'", "''")
                     con.execute(f"SET allowed_directories = ['{private}/']")
@@ -120,6 +126,22 @@ class DuckDBInstance:
                 self._con = con
             return self._con
 
+    def _spill_directory(self) -> Path:
+        """Where DuckDB writes what does not fit in its memory limit. The writer's beside
+        the table store (where DuckDB puts a database file's: ``tables.duckdb.tmp``); any
+        other instance's in a private directory removed at close (a reader may not write
+        the database directory, and DuckDB's default for an in-memory instance is
+        ``.tmp`` in the current directory: the user's)."""
+        if not self.store.read_only and not self.restricted:
+            return self.store.path.with_name(self.store.path.name + ".tmp")
+        if self.restricted:
+            if self._private is None:
+                self._private = Path(tempfile.mkdtemp(prefix="tessera-restricted-"))
+            return self._private / "spill"
+        if self._spill is None:
+            self._spill = Path(tempfile.mkdtemp(prefix="tessera-spill-"))
+        return self._spill
+
     def _present(self, path: Path) -> Path:
         """(restricted) A snapshot as its private link, the one place the instance may
         read: a statement never learns the database's own directory."""
@@ -127,7 +149,8 @@ class DuckDBInstance:
         link = self._private / path.name
         if not link.exists():
             for old in self._private.iterdir():
-                old.unlink(missing_ok=True)
+                if not old.is_dir():  # (the spill directory stays)
+                    old.unlink(missing_ok=True)
             wal = path.with_name(path.name + ".wal")
             for source, target in ((wal, link.with_name(link.name + ".wal")), (path, link)):
                 if not source.exists():
@@ -147,8 +170,9 @@ class DuckDBInstance:
             if self._con is not None:
                 self._con.close()
                 self._con = None
-        if self._private is not None:
-            shutil.rmtree(self._private, ignore_errors=True)
+        for private in (self._private, self._spill):
+            if private is not None:
+                shutil.rmtree(private, ignore_errors=True)
 
     # --- cursors ------------------------------------------------------------------------
     def new_cursor(self) -> KeptCursor:
