@@ -249,6 +249,7 @@ class ArgoSyntaxError(DocumentError):
 
     def __init__(self, message: str, line: int, column: int) -> None:
         super().__init__(f"{message} (line {line}, column {column})")
+        self.reason = message
         self.line = line
         self.column = column
 

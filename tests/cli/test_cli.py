@@ -282,7 +282,7 @@ def test_a_piped_shell_script_stops_at_its_first_error(dbpath: Path) -> None:
 
 
 CTRL_C_SCRIPT = """
-import io, signal, sys, threading
+import io, signal, sys, threading, time
 from rich.console import Console
 import tesseradb
 from tesseradb.cli.shell import Shell
@@ -299,26 +299,44 @@ def read_line(_prompt):
         raise EOFError from None
 
 main = threading.main_thread().ident
-timer = threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT))
 out = io.StringIO()
 with tesseradb.connect(sys.argv[1]) as db:
+
+    def ctrl_c_while_it_runs():
+        # (once DuckDB runs the statement: a timer raced a slow start on a busy machine)
+        while not db._engine._running:
+            time.sleep(0.01)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    if sys.argv[2] == "running":
+        threading.Thread(target=ctrl_c_while_it_runs, daemon=True).start()
+    else:  # Ctrl-C while the shell starts the statement's thread
+        real_start = threading.Thread.start
+
+        def slow_start(self):
+            if self.name == "tessera-shell-statement":
+                signal.pthread_kill(main, signal.SIGINT)
+                time.sleep(0.2)  # the handler runs here, inside Thread.start
+            real_start(self)
+
+        threading.Thread.start = slow_start
     shell = Shell(db, Console(file=out, width=100), read_line)
     shell.interactive = True  # as at a terminal: go on after an error
-    timer.start()
     shell.run()
     print("tables:", db.tables())
 print(out.getvalue())
 """
 
 
+@pytest.mark.parametrize("when", ["running", "starting"])
 def test_ctrl_c_in_the_shell_cancels_the_statement_and_returns_to_the_prompt(
-    dbpath: Path,
+    dbpath: Path, when: str
 ) -> None:
     # in a process of its own, as a shell runs: a SIGINT delivered to a test
     # process that has loaded every peer library (TileDB, GraphBLAS, ...)
     # may reach a C library's own handler instead of Python's
     run = subprocess.run(
-        [sys.executable, "-c", CTRL_C_SCRIPT, str(dbpath)],
+        [sys.executable, "-c", CTRL_C_SCRIPT, str(dbpath), when],
         capture_output=True,
         text=True,
         timeout=120,

@@ -468,8 +468,13 @@ class TestTransactions:
         for bad in (None, "", "  ", 5, ["n = 1"]):
             with pytest.raises(InvalidArgumentError, match="delete's where"):
                 coll.delete(bad)  # type: ignore[arg-type]
-        with pytest.raises(ArgoSyntaxError):
-            coll.delete("n ==")
+        for call in (coll.delete, coll.find):  # where in the predicate, not the statement
+            with pytest.raises(ArgoSyntaxError, match="the predicate 'n =='") as err:
+                call("n ==")
+            assert (err.value.line, err.value.column) == (1, 4)
+            with pytest.raises(ArgoSyntaxError) as err:
+                call("n = 1\n AND (")
+            assert (err.value.line, err.value.column) == (2, 7)
         assert coll.count() == 2
         assert coll.delete("n > ?", [5]) == 0
         assert coll.delete("n >= ?", [2]) == 1

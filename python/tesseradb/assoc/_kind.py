@@ -12,10 +12,10 @@ import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.assoc._table import AssocTable
 from tesseradb.kinds import KindBase, ObjectInfo
 
 if TYPE_CHECKING:
+    from tesseradb.assoc._table import AssocTable
     from tesseradb.catalog import CatalogObject
     from tesseradb.checks import Finding, Verified
     from tesseradb.sql.relation import Relation
@@ -44,6 +44,10 @@ class AssocTableKind(KindBase):
         return {"options": table_options(transpose, degrees, text)}
 
     def open(self, name: str, spec: dict[str, Any]) -> AssocTable:
+        # (imported when a table is first opened: it brings scipy, which a database that
+        # only asks the kinds what they load and export need not pay for)
+        from tesseradb.assoc._table import AssocTable
+
         return AssocTable(
             name, self.folder(name), spec["options"], self.context.read_only, self.context.on_write
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,14 +141,22 @@ class Shell:
                 done.set()
 
         worker = threading.Thread(target=run, name="tessera-shell-statement", daemon=True)
-        worker.start()
-        cancelled = False
+        requested: list[int] = []  # Ctrl-C while the worker starts
+        started = cancelled = False
         while True:
             try:
-                if done.wait(0.1):
-                    break
+                if not started:
+                    # (a KeyboardInterrupt inside Thread.start could leave the statement
+                    # running unseen; a Ctrl-C then only asks for the cancel)
+                    with _sigint_recorded(requested):
+                        started = True
+                        worker.start()
+                if requested:
+                    cancelled = True
                 if cancelled:  # it may not have reached DuckDB at the first request
                     self.db.interrupt()
+                if done.wait(0.1):
+                    break
             except KeyboardInterrupt:
                 cancelled = True
                 self.db.interrupt()
@@ -201,3 +209,23 @@ def _read_piped_line(_prompt: str) -> str:
     if not line:
         raise EOFError
     return line.rstrip("\n")
+
+
+@contextlib.contextmanager
+def _sigint_recorded(requested: list[int]) -> Iterator[None]:
+    """Within the block, Ctrl-C (SIGINT) appends to ``requested`` instead of raising
+    KeyboardInterrupt (in the main thread; elsewhere SIGINT is not ours to handle)."""
+    import signal
+    import threading
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is None  # (a handler installed from C)
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: requested.append(1))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -24,6 +24,7 @@ from tesseradb._core import flatten_documents
 from tesseradb._lifetime import Lifetime, refuses_when_closed
 
 if TYPE_CHECKING:
+    from tesseradb.documents._argosql import Statement
     from tesseradb.progress import Cancel, ProgressLike
 from tesseradb.checks import Finding, Verified
 from tesseradb.documents._argosql import parse_statement
@@ -32,6 +33,7 @@ from tesseradb.documents._keys import flatten_document, parse_document
 from tesseradb.documents._mappings import Mapping
 from tesseradb.documents._statements import Statements, batched
 from tesseradb.errors import (
+    ArgoSyntaxError,
     DocumentBackendError,
     DocumentError,
     InvalidArgumentError,
@@ -256,10 +258,8 @@ class Collection(Statements):
                 f"collection {self.name!r}: find's limit is a count of objects (an int >= 0), "
                 f"not {limit!r}"
             )
-        text = f"SELECT * FROM `{self.name}`" + (f" WHERE {where}" if where else "")
-        if limit is not None:
-            text += f" LIMIT {limit}"
-        return self.run(parse_statement(text, params))
+        suffix = f" LIMIT {limit}" if limit is not None else ""
+        return self.run(self._with_predicate("find", "SELECT * FROM", where, suffix, params))
 
     def delete(self, where: str, params: Any = None) -> int:
         """Remove the objects matching an Argo/SQL predicate (``"age < ?"``), all in one
@@ -270,8 +270,28 @@ class Collection(Statements):
                 f"non-empty str), not {where!r}; to remove every object, drop the collection "
                 "or run db.argo('DELETE FROM ...')"
             )
-        text = f"DELETE FROM `{self.name}` WHERE {where}"
-        return int(self.run(parse_statement(text, params))[0]["deleted"])
+        statement = self._with_predicate("delete", "DELETE FROM", where, "", params)
+        return int(self.run(statement)[0]["deleted"])
+
+    def _with_predicate(
+        self, what: str, head: str, where: str | None, tail: str, params: Any
+    ) -> Statement:
+        """``head`` this collection ``WHERE where tail`` parsed; a syntax error in the user's
+        predicate says where in the predicate, not in the statement made around it."""
+        prefix = f"{head} `{self.name}`" + (" WHERE " if where else "")
+        try:
+            return parse_statement(prefix + (where or "") + tail, params)
+        except ArgoSyntaxError as err:
+            if not where:
+                raise
+            line, column = err.line, err.column
+            if line == 1:
+                column = max(column - len(prefix), 1)
+            raise ArgoSyntaxError(
+                f"{what} on collection {self.name!r}: the predicate {where!r}: {err.reason}",
+                line,
+                column,
+            ) from None
 
     # --- writing ------------------------------------------------------------------
     def _allocate(self, count: int) -> int:
