@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -320,3 +321,28 @@ def test_a_statement_past_the_memory_limit_spills_where_the_database_says(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["db.tdb"]  # no .tmp here
     with tesseradb.connect(path) as db:
         assert db.check().ok
+
+
+def test_the_environment_gives_the_memory_limit_when_connect_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query = "SELECT current_setting('memory_limit')"
+    monkeypatch.setenv("TESSERA_MEMORY_LIMIT", "300MiB")
+    with tesseradb.connect(tmp_path / "a.tdb") as db:
+        assert db.sql(query).fetchall() == [("300.0 MiB",)]
+    with tesseradb.connect(tmp_path / "a.tdb", memory_limit="200MiB") as db:  # the call wins
+        assert db.sql(query).fetchall() == [("200.0 MiB",)]
+    monkeypatch.setenv("TESSERA_MEMORY_LIMIT", "plenty")
+    with pytest.raises(InvalidArgumentError, match="TESSERA_MEMORY_LIMIT"):
+        tesseradb.connect(tmp_path / "b.tdb")
+    assert not (tmp_path / "b.tdb").exists()
+    run = subprocess.run(  # a command says what is wrong, without a traceback
+        [sys.executable, "-m", "tesseradb.cli", "sql", str(tmp_path / "a.tdb"), "SELECT 1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TESSERA_MEMORY_LIMIT": "plenty"},
+    )
+    assert run.returncode != 0
+    assert "TESSERA_MEMORY_LIMIT" in run.stdout + run.stderr
+    assert "Traceback" not in run.stdout + run.stderr

@@ -14,7 +14,10 @@ from typing import Any
 
 from tesseradb.errors import InvalidArgumentError
 
-__all__ = ["MIN_MEMORY_LIMIT", "duckdb_memory_limit"]
+__all__ = ["MEMORY_LIMIT_VARIABLE", "MIN_MEMORY_LIMIT", "duckdb_memory_limit"]
+
+# the limit when connect() is given none (every `tessera` command, a server)
+MEMORY_LIMIT_VARIABLE = "TESSERA_MEMORY_LIMIT"
 
 # below this DuckDB fails to run even small statements (its per-thread buffers)
 MIN_MEMORY_LIMIT = 64 * 2**20

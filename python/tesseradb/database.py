@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tesseradb._limits import duckdb_memory_limit
+from tesseradb._limits import MEMORY_LIMIT_VARIABLE, duckdb_memory_limit
 from tesseradb._lock import LOCK_FILE, WriterLock
 from tesseradb._registry import Registry
 from tesseradb._sqltext import quote_identifier
@@ -107,7 +107,8 @@ def connect(
     work on its workers instead of this process's threads (:meth:`Database.use`).
     ``memory_limit`` (bytes, or a size such as ``"2GB"``) bounds each DuckDB instance
     that holds the database's data: the SQL engine's and a DuckDB document backend's
-    (default: DuckDB's, 80% of the machine's memory).
+    (default: the ``TESSERA_MEMORY_LIMIT`` environment variable, so that every ``tessera``
+    command and a server take one too; else DuckDB's, 80% of the machine's memory).
     An ``http://`` or ``https://`` URL opens a database served by ``tessera serve``
     instead (a :class:`tesseradb.server.RemoteDatabase`, with ``token=`` or the
     ``TESSERA_TOKEN`` environment variable).
@@ -172,7 +173,11 @@ class Database(
         memory_limit: int | str | None = None,
     ) -> None:
         # (checked before anything opens)
-        self.memory_limit = duckdb_memory_limit(memory_limit, f"connect {os.fspath(path)!r}")
+        where = f"connect {os.fspath(path)!r}"
+        if memory_limit is None and os.environ.get(MEMORY_LIMIT_VARIABLE):
+            memory_limit = os.environ[MEMORY_LIMIT_VARIABLE]
+            where += f" (the environment variable {MEMORY_LIMIT_VARIABLE})"
+        self.memory_limit = duckdb_memory_limit(memory_limit, where)
         self.path = Path(path).expanduser().absolute()
         self.read_only = read_only
         self._lock = WriterLock(self.path) if not read_only else None
