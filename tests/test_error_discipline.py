@@ -56,12 +56,7 @@ ENGINE_FACING = {
     "array": {"aggregate_rows", "scan", "estimate", "describe_scan", "session", "count"},
     "stream": {"scan", "estimate", "describe_scan", "session", "aggregate", "count", "close"},
     "collection": {
-        "run",
         "transaction",
-        "refresh",
-        "upgrade",
-        "create",
-        "drop",
         "compact",
         "key",
     },

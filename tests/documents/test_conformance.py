@@ -613,7 +613,7 @@ class TestDelta:
         coll = make_collection()
         coll.insert_many([{"n": 1}])
         with pytest.raises(ObjectExistsError, match="its tables already exist"):
-            coll.create()
+            coll._create()  # (what the kind calls on create)
         assert q(coll, "WHERE n = 1") == [{"n": 1}]
 
     def test_failed_insert_leaves_the_delta_as_it_was(self, make_collection: Any) -> None:

@@ -112,7 +112,7 @@ class Collection(Statements):
         except DocumentBackendError:
             return False
 
-    def create(self) -> None:
+    def _create(self) -> None:
         """Create the collection's tables and its objid counter (one transaction)."""
         counts_delta = self._meta_counts_delta()
         with self.backend.transaction(write=True):
@@ -131,7 +131,7 @@ class Collection(Statements):
             self.mapping.create()
         self._upgraded = True
 
-    def drop(self) -> None:
+    def _drop(self) -> None:
         with self.backend.transaction(write=True):
             self.mapping.drop()
             self.backend.execute(f"DELETE FROM {META_TABLE} WHERE collection = ?", [self.key])
@@ -144,12 +144,12 @@ class Collection(Statements):
     def transaction(self, write: bool = False) -> Iterator[None]:
         """A transaction on the backend (joining an outer one) that knows whether the delta holds rows."""
         with self.backend.transaction(write=write):
-            self.refresh()
+            self._refresh()
             yield
         if write and self.on_write is not None:
             self.on_write(self.name)
 
-    def refresh(self) -> None:
+    def _refresh(self) -> None:
         """Read whether the delta tables hold rows (inside a transaction)."""
         self.mapping.delta = self._meta()[1] > 0
 
@@ -163,7 +163,7 @@ class Collection(Statements):
             raise DocumentError(f"collection {self.name!r} has lost its objid counter")
         return int(rows[0][0]), int(rows[0][1])
 
-    def catch_up(self) -> None:
+    def _catch_up(self) -> None:
         """(a read-only database reading the writer's snapshots of its backend) Wait up to
         ``SNAPSHOT_WAIT`` seconds for a snapshot that holds this collection: the catalog
         names a collection as soon as the writer has made it, its snapshot follows."""
@@ -184,7 +184,7 @@ class Collection(Statements):
         rows = self.backend.execute(f"SELECT 1 FROM {META_TABLE} WHERE collection = ?", [self.key])
         return bool(rows)
 
-    def upgrade(self) -> None:
+    def _upgrade(self) -> None:
         """Bring a collection made before the delta tables up to date (once per process).
 
         Such a collection has no ``argo_meta.delta_objects`` and no delta
@@ -259,7 +259,7 @@ class Collection(Statements):
                 f"not {limit!r}"
             )
         suffix = f" LIMIT {limit}" if limit is not None else ""
-        return self.run(self._with_predicate("find", "SELECT * FROM", where, suffix, params))
+        return self._run(self._with_predicate("find", "SELECT * FROM", where, suffix, params))
 
     def delete(self, where: str, params: Any = None) -> int:
         """Remove the objects matching an Argo/SQL predicate (``"age < ?"``), all in one
@@ -271,7 +271,7 @@ class Collection(Statements):
                 "or run db.argo('DELETE FROM ...')"
             )
         statement = self._with_predicate("delete", "DELETE FROM", where, "", params)
-        return int(self.run(statement)[0]["deleted"])
+        return int(self._run(statement)[0]["deleted"])
 
     def _with_predicate(
         self, what: str, head: str, where: str | None, tail: str, params: Any

@@ -80,7 +80,7 @@ class CollectionKind(KindBase):
         self.store.check_options(spec["backend"], spec["mapping"])
         collection = self.store.open(name, spec["backend"], spec["mapping"], create=True)
         try:
-            collection.create()
+            collection._create()
         except BaseException:
             self.store.forget(name)
             raise
@@ -115,7 +115,7 @@ class CollectionKind(KindBase):
         other = None
         if isinstance(statement, Select) and statement.join is not None:
             other = self.collection(statement.join.collection)
-        return collection.run(statement, other)
+        return collection._run(statement, other)
 
     def collection(self, name: str) -> Collection:
         """The collection called ``name`` (UnknownCollectionError, with suggestions)."""
@@ -154,8 +154,8 @@ class CollectionKind(KindBase):
 
     def open(self, name: str, spec: dict[str, Any]) -> Collection:
         collection = self.store.open(name, spec["backend"], spec["mapping"])
-        collection.catch_up()  # (a reader of snapshots made before the collection)
-        collection.upgrade()  # a collection made before the delta tables
+        collection._catch_up()  # (a reader of snapshots made before the collection)
+        collection._upgrade()  # a collection made before the delta tables
         return collection
 
     def export(self, name: str, opened: Collection, request: ExportRequest) -> int:
@@ -175,7 +175,7 @@ class CollectionKind(KindBase):
                 opened = self.open(name, spec)
             except DocumentBackendError:  # its backend file is gone: only the name is left
                 return
-        opened.drop()
+        opened._drop()
         self.store.forget(name)
 
     def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:

@@ -63,7 +63,7 @@ class Statements:
     """What a collection runs of Argo/SQL (it has the backend, mapping and transaction)."""
 
     # --- Argo/SQL -------------------------------------------------------------------
-    def run(self, statement: Statement, other: Statements | None = None) -> list[dict[str, Any]]:
+    def _run(self, statement: Statement, other: Statements | None = None) -> list[dict[str, Any]]:
         """Run a parsed statement on this collection (``other``: the right side of a join)."""
         if isinstance(statement, Insert):
             objids = self.insert_many(statement.documents)
@@ -75,7 +75,7 @@ class Statements:
         with self.transaction():
             if statement.join is not None:
                 assert other is not None
-                other.refresh()
+                other._refresh()
                 return self._join(statement, other)
             if statement.is_aggregate:
                 return self._aggregate(statement)
