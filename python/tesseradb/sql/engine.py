@@ -571,10 +571,6 @@ class SQLEngine:
         clean = False
         after = before
         try:
-            kept.bind(
-                {instance.registered_name(scan): scan for scan in scans.values()},
-                analysis.table_names if analysis.parsed else None,
-            )
             if before and have_store and commits(run.found):
                 # the session's transaction is about to commit: its new tables are checked
                 # first, and a refused one rolls the whole transaction back (one DuckDB
@@ -591,11 +587,16 @@ class SQLEngine:
                         cursor.execute("ROLLBACK")
                     session.in_transaction = False
                     raise
-            if wrap:
-                cursor.execute("BEGIN TRANSACTION")
             tables = None
             try:
                 try:
+                    # (inside: an interrupt may land on any statement run on the cursor)
+                    kept.bind(
+                        {instance.registered_name(scan): scan for scan in scans.values()},
+                        analysis.table_names if analysis.parsed else None,
+                    )
+                    if wrap:
+                        cursor.execute("BEGIN TRANSACTION")
                     with watching(cursor, run.watch):
                         table, types = self._fetch(cursor, run)
                     after = (
