@@ -214,13 +214,13 @@ def _read_piped_line(_prompt: str) -> str:
 @contextlib.contextmanager
 def _sigint_recorded(requested: list[int]) -> Iterator[None]:
     """Within the block, Ctrl-C (SIGINT) appends to ``requested`` instead of raising
-    KeyboardInterrupt (in the main thread; elsewhere SIGINT is not ours to handle)."""
+    KeyboardInterrupt: only in the main thread, and only where Python handles SIGINT (a
+    shell started with SIGINT ignored, as in a background job, keeps ignoring it)."""
     import signal
     import threading
 
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is None  # (a handler installed from C)
+    if threading.current_thread() is not threading.main_thread() or not callable(
+        signal.getsignal(signal.SIGINT)  # (SIG_IGN, SIG_DFL, or a handler installed from C)
     ):
         yield
         return
