@@ -106,3 +106,18 @@ def test_sqlite_twin_reader_only_inside_read_transactions(tmp_path: Path) -> Non
             assert twin is None
     finally:
         reader.close()
+
+
+def test_delete_is_kept_after_close_and_reopen(tmp_path: Path) -> None:
+    """Collection.delete (the public form of Argo/SQL DELETE): what it acknowledged is what
+    a reopened database holds, on both embedded backends."""
+    import tesseradb
+
+    path = tmp_path / "db.tdb"
+    for backend in ("sqlite", "duckdb"):
+        with tesseradb.connect(path) as db:
+            coll = db.create_collection(f"c_{backend}", backend=backend)
+            coll.insert_many([{"n": i} for i in range(10)])
+            assert coll.delete("n >= ?", [7]) == 3
+        with tesseradb.connect(path) as db:
+            assert sorted(d["n"] for d in db.collection(f"c_{backend}").find()) == list(range(7))
