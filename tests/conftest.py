@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 import tesseradb
-from tests.servers import mariadb_server, postgres_server  # noqa: F401  (fixtures)
+from tests.servers import (  # noqa: F401  (fixtures)
+    mariadb_server,
+    postgres_server,
+    s3_bucket,
+    s3_server,
+)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

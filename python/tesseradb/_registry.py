@@ -29,6 +29,7 @@ from tesseradb.errors import (
 from tesseradb.executor import ExecutorSlot
 from tesseradb.kinds import Kind, KindContext, ObjectInfo
 from tesseradb.sql.tables import PLAIN_KINDS
+from tesseradb.storage import Storage
 
 if TYPE_CHECKING:
     from tesseradb.checks import Finding, Verified
@@ -51,13 +52,21 @@ class Registry:
         read_only: bool,
         executors: ExecutorSlot,
         memory_limit: str | None = None,
+        storage: Storage | None = None,
     ) -> None:
         self.catalog = catalog
         self.read_only = read_only
         self.closed = False
         self.lifetime = Lifetime(path)
         self.context = KindContext(
-            path, read_only, self, self.touched, executors, self.lifetime, memory_limit
+            path,
+            read_only,
+            self,
+            self.touched,
+            executors,
+            self.lifetime,
+            memory_limit,
+            storage if storage is not None else Storage(None, None, "storage"),
         )
         # catalog kind -> the factory of its Kind; a room is imported when its kind is first needed
         self._factories: dict[str, Callable[[KindContext], Kind]] = {}

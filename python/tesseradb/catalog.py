@@ -200,6 +200,16 @@ class Catalog:
             self._con.execute("PRAGMA synchronous = FULL")
             self._con.execute(_PENDING)
 
+    def setting(self, key: str) -> str | None:
+        """A database-wide setting recorded when the database was made (``storage``)."""
+        with self._lock:
+            row = self._con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def record_setting(self, key: str, value: str) -> None:
+        with self.transaction() as tx:
+            tx.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
     @property
     def format_version(self) -> int:
         row = self._con.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()

@@ -61,6 +61,7 @@ from tesseradb.sql.front import Session, SQLMethods
 from tesseradb.sql.relation import ArrowRelation, Relation
 from tesseradb.sql.tables import PLAIN_KINDS, TablesKind
 from tesseradb.ssdb import SSDBMethods
+from tesseradb.storage import Storage
 from tesseradb.transfer import TransferMethods
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ __all__ = [
 ]
 
 TABLE_STORE_FILE = "tables.duckdb"
+STORAGE_SETTING = "storage"  # the catalog setting: the default location of bulk data
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ def connect(
     token: str | None = None,
     cluster: Any = None,
     memory_limit: int | str | None = None,
+    storage: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Database:
     """Open the database directory at ``path``, creating it if needed (unless ``read_only``).
 
@@ -109,6 +113,11 @@ def connect(
     that holds the database's data: the SQL engine's and a DuckDB document backend's
     (default: the ``TESSERA_MEMORY_LIMIT`` environment variable, so that every ``tessera``
     command and a server take one too; else DuckDB's, 80% of the machine's memory).
+    ``storage`` (``"s3://bucket/prefix"``, given when the database is made) puts the bulk
+    data of every new array there instead of in the directory; ``storage_options``
+    (``endpoint_url``, ``region``, ``access_key_id``, ``secret_access_key``,
+    ``session_token``, ``profile``, ``anonymous``...) say how to reach it, beside the
+    standard AWS environment. They are never recorded (docs/storage.md).
     An ``http://`` or ``https://`` URL opens a database served by ``tessera serve``
     instead (a :class:`tesseradb.server.RemoteDatabase`, with ``token=`` or the
     ``TESSERA_TOKEN`` environment variable).
@@ -123,7 +132,13 @@ def connect(
             )
         return RemoteDatabase(path, token)  # type: ignore[return-value]
     executor = as_executor(cluster)  # checked before the database opens
-    db = Database(path, read_only=read_only, memory_limit=memory_limit)
+    db = Database(
+        path,
+        read_only=read_only,
+        memory_limit=memory_limit,
+        storage=storage,
+        storage_options=storage_options,
+    )
     db.use(executor)
     return db
 
@@ -171,9 +186,14 @@ class Database(
         path: str | os.PathLike[str],
         read_only: bool = False,
         memory_limit: int | str | None = None,
+        storage: str | None = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         # (checked before anything opens)
         where = f"connect {os.fspath(path)!r}"
+        asked = Storage(storage, storage_options, where)
+        if asked.default is not None and not read_only:
+            asked.default.check_reachable()  # a missing bucket or refused keys: nothing made
         if memory_limit is None and os.environ.get(MEMORY_LIMIT_VARIABLE):
             memory_limit = os.environ[MEMORY_LIMIT_VARIABLE]
             where += f" (the environment variable {MEMORY_LIMIT_VARIABLE})"
@@ -192,9 +212,21 @@ class Database(
             if self._lock is not None:
                 self._lock.release()
             raise
+        try:
+            self.storage = self._settle_storage(asked, storage_options, create, where)
+        except BaseException:
+            self.catalog.close()
+            if self._lock is not None:
+                self._lock.release()
+            raise
         self._executors = ExecutorSlot()
         self._registry = registry = Registry(
-            self.path, self.catalog, read_only, self._executors, self.memory_limit
+            self.path,
+            self.catalog,
+            read_only,
+            self._executors,
+            self.memory_limit,
+            self.storage,
         )
         self._engine = SQLEngine(
             registry,
@@ -214,6 +246,28 @@ class Database(
             # a writer killed after writing plain tables left readers a snapshot behind
             self._engine.store.publish_if_behind(self._engine.connection)
             registry.settle_leftovers()  # and objects it had not finished making
+
+    def _settle_storage(
+        self, asked: Storage, options: dict[str, Any] | None, create: bool, where: str
+    ) -> Storage:
+        """The database's storage: what ``storage=`` asked when it is made, else what its
+        catalog recorded then (asking for another is an error, not a silent move)."""
+        recorded = self.catalog.setting(STORAGE_SETTING)
+        if create:
+            if asked.url is not None:
+                self.catalog.record_setting(STORAGE_SETTING, asked.url)
+            return asked
+        if asked.url is not None and asked.url != recorded:
+            kept = recorded if recorded is not None else "its own directory"
+            raise InvalidArgumentError(
+                f"{where}: the database keeps its bulk data in {kept}, not {asked.url}; "
+                "give location= to a create call to put one object elsewhere"
+            )
+        return (
+            asked
+            if recorded is None or asked.url is not None
+            else Storage(recorded, options, where)
+        )
 
     def _prepare_directory(self) -> bool:
         """Check the path is (or may become) a database; return whether to create it."""

@@ -61,6 +61,7 @@ __all__ = [
     "SQLSyntaxError",
     "SegmentFileError",
     "ServerError",
+    "StorageError",
     "StreamWriteError",
     "TableStoreError",
     "TesseraError",
@@ -93,6 +94,12 @@ class DamagedStorageError(TesseraError, OSError):
     this error; ``tessera check --repair`` sets the part aside so the rest
     can be read, and says what was lost.
     """
+
+
+class StorageError(TesseraError, OSError):
+    """An object store (``s3://...``) could not be reached or refused: an unknown scheme, a
+    missing bucket, wrong credentials, a key that vanished, an endpoint that keeps failing.
+    The message names the URL and the operation, never a credential."""
 
 
 class InputFileError(TesseraError, OSError):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tesseradb._lifetime import Lifetime
 from tesseradb.executor import ExecutorSlot, default_slot
+from tesseradb.storage import Storage
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -126,6 +127,9 @@ class KindContext:
     lifetime: Lifetime = field(default_factory=Lifetime)
     # DuckDB's memory_limit for every DuckDB instance a kind opens (None: DuckDB's default)
     memory_limit: str | None = None
+    # where new objects' bulk data goes (the directory, or an object store) and the
+    # credentials every remote location is reached with
+    storage: Storage = field(default_factory=lambda: Storage(None, None, "storage"))
 
 
 @runtime_checkable

@@ -211,7 +211,7 @@ def _reduce_chunks(
     """Each attribute's (count, sum, min, max, NaN seen) per chunk of ``coords``, reduced in
     Rust (:func:`reduce_box`; min and max where ``wanted``): a task of the native fold."""
     session = source._read_session()
-    where = str(source._repo.directory)
+    where = source._repo.where
     return {
         name: reduce_box(
             session,

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import Box, chunk_grid
 from tesseradb.arrays._repository import icechunk_reason
+from tesseradb.errors import StorageError
+from tesseradb.storage import explain, is_url, transport_failure
 
 if TYPE_CHECKING:
     import numpy as np
@@ -150,6 +152,12 @@ def stored_chunks(
         try:
             fetch_chunks(session, where, [key])
         except icechunk.IcechunkError as err:
+            if is_url(where) and transport_failure(str(err)):
+                # the store was not reached or refused: nothing says the chunk is damaged
+                raise StorageError(
+                    f"cannot read chunk {tuple(coords)} of the array at {where}: "
+                    f"{explain(icechunk_reason(err))}"
+                ) from None
             return [], (tuple(coords), f"its file cannot be read: {icechunk_reason(err)}")
     return [], (tuple(chunks[0]), "its file could not be read (the error did not recur)")
 

@@ -192,7 +192,7 @@ class ArrayBase(TripleWrites):
         array = self._zarr(session, attr.name)
         decoded = read_box(
             session,
-            str(self._repo.directory),
+            self._repo.where,
             array,
             attr.fill,
             attr.numpy_dtype,
@@ -218,7 +218,7 @@ class ArrayBase(TripleWrites):
         """The regrid of ``box`` of a non-nullable ``attr`` straight from its stored chunks;
         None where only the plain path (read, then regrid) can do it."""
         array = self._zarr(session, attr.name)
-        where = str(self._repo.directory)
+        where = self._repo.where
         chunks = self.schema.chunk_shape
         done = regrid_box(session, where, array, attr.numpy_dtype, box, chunks, weights)
         if done is None:
@@ -587,6 +587,7 @@ class ArraySnapshot(ArrayBase):
             "name": self.name,
             "schema": self.schema.to_dict(),
             "dir": str(self._repo.directory),
+            "location": self._repo.location,
             "session": self._session,
         }
 
@@ -597,7 +598,7 @@ class ArraySnapshot(ArrayBase):
 
         self.name = state["name"]
         self.schema = ArraySchema.from_dict(state["schema"])
-        self._repo = _worker_repository(self.name, Path(state["dir"]))
+        self._repo = _worker_repository(self.name, Path(state["dir"]), state.get("location"))
         self._session = state["session"]
 
     def _read_session(self) -> Any:
@@ -636,15 +637,17 @@ _WORKER_LOCK = threading.Lock()
 _WORKER_REPOSITORIES: dict[str, ArrayRepository] = {}
 
 
-def _worker_repository(name: str, directory: Path) -> ArrayRepository:
-    """The repository at ``directory``, opened once per process (a worker runs many tasks)."""
-    key = f"{name}\0{directory}"
+def _worker_repository(name: str, directory: Path, location: Any = None) -> ArrayRepository:
+    """The repository at ``directory`` or ``location``, opened once per process (a worker
+    runs many tasks). A remote one is opened from the store: the worker needs no view of
+    the database directory."""
+    key = f"{name}\0{directory}\0{location}"
     with _WORKER_LOCK:
         repo = _WORKER_REPOSITORIES.get(key)
         if repo is None:
             if len(_WORKER_REPOSITORIES) > 256:
                 _WORKER_REPOSITORIES.clear()
-            repo = _WORKER_REPOSITORIES[key] = ArrayRepository(name, directory)
+            repo = _WORKER_REPOSITORIES[key] = ArrayRepository(name, directory, location)
         return repo
 
 

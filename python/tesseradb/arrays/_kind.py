@@ -1,11 +1,14 @@
 """Arrays as a data model of the database (the :class:`~tesseradb.kinds.Kind` contract).
 
 An array's catalog spec is ``{"schema": ArraySchema.to_dict()}``; its
-storage is the Icechunk repository under ``arrays/<name>/``.
+storage is the Icechunk repository under ``arrays/<name>/``, or at the spec's
+``location`` (an ``s3://`` URL) with only the commit lock in that folder.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -17,14 +20,18 @@ from tesseradb.arrays._files import ARRAY_SUFFIXES
 from tesseradb.arrays._load import LOAD_OPTIONS, ArrayLoad, load_arrays
 from tesseradb.arrays._repository import ArrayRepository
 from tesseradb.arrays._schema import ArraySchema
+from tesseradb.errors import TesseraError
 from tesseradb.kinds import ExportRequest, KindBase, LoadRequest, ObjectInfo, iso
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
     from tesseradb.checks import Finding, Verified
     from tesseradb.sql.relation import Relation
+    from tesseradb.storage import Location
 
 __all__ = ["ArrayKind"]
+
+_log = logging.getLogger("tesseradb.arrays")
 
 
 class ArrayKind(KindBase):
@@ -49,20 +56,33 @@ class ArrayKind(KindBase):
 
         return ArrayCrashModel()
 
+    def _location(self, spec: dict[str, Any]) -> Location | None:
+        """Where the array's repository is, when not in its folder (an object store)."""
+        url = spec.get("location")
+        return self.context.storage.at(url) if url else None
+
     def create(self, name: str, spec: dict[str, Any]) -> None:
         directory = self.folder(name)
         if directory.exists():  # left by a crash between repository and catalog
             shutil.rmtree(directory)
+        location = self._location(spec)
         try:
-            ArrayRepository.create(name, directory).initialise(
+            ArrayRepository.create(name, directory, location).initialise(
                 ArraySchema.from_dict(spec["schema"])
             )
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
+            if location is not None:
+                with contextlib.suppress(TesseraError):
+                    location.delete_all()
             raise
 
     def open(self, name: str, spec: dict[str, Any]) -> Array:
-        repo = ArrayRepository(name, self.folder(name))
+        location = self._location(spec)
+        if location is not None:
+            # (the folder holds only the commit lock: a worker or a new machine makes it)
+            self.folder(name).mkdir(parents=True, exist_ok=True)
+        repo = ArrayRepository(name, self.folder(name), location)
         array = Array(name, ArraySchema.from_dict(spec["schema"]), repo, self.context.read_only)
         array._siblings = self.context.objects  # operators' into= make arrays beside it
         array._executors = self.context.executors
@@ -77,13 +97,18 @@ class ArrayKind(KindBase):
         codec: str = "zstd",
         level: int = 3,
         metadata: dict[str, Any] | None = None,
+        location: str | None = None,
     ) -> dict[str, Any]:
         """The catalog spec of a new array (``db.create_array``'s arguments, checked)."""
         from tesseradb.catalog import validate_name
 
         validate_name(name, "array")
         schema = ArraySchema.build(dims, attrs, origin, codec, level, metadata)
-        return {"schema": schema.to_dict()}
+        spec: dict[str, Any] = {"schema": schema.to_dict()}
+        url = self.context.storage.place(self.directory, name, location, f"create array {name!r}")
+        if url is not None:
+            spec["location"] = url
+        return spec
 
     def load(self, request: LoadRequest) -> tuple[int, str]:
         if not request.exists:
@@ -116,6 +141,7 @@ class ArrayKind(KindBase):
                 for v in opened.versions()
             ],
             "bytes": opened.bytes_on_disk,
+            "location": opened._repo.where,
         }
 
     def relations(self, opened: Array) -> Mapping[str, Relation]:
@@ -123,6 +149,14 @@ class ArrayKind(KindBase):
 
     def drop(self, name: str, spec: dict[str, Any], opened: Array | None) -> None:
         shutil.rmtree(self.folder(name), ignore_errors=True)
+        location = self._location(spec)
+        if location is not None:
+            try:
+                location.delete_all()
+            except TesseraError as err:
+                # the array is gone from the catalog either way; its objects are left
+                # for `tessera check` to list (they are never read again)
+                _log.warning("array %r: its objects were not all deleted: %s", name, err)
 
     def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
         array = self.context.objects.get(obj.name)
@@ -136,7 +170,7 @@ class ArrayKind(KindBase):
     def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified]:
         from tesseradb.checks import Finding, Verified
 
-        if not self.folder(obj.name).is_dir():
+        if self._location(obj.spec) is None and not self.folder(obj.name).is_dir():
             missing = Finding(
                 obj.name,
                 f"directory arrays/{obj.name}",

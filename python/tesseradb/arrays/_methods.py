@@ -32,6 +32,7 @@ class ArrayMethods(DatabaseMethods):
         codec: str = "zstd",
         level: int = 3,
         metadata: dict[str, Any] | None = None,
+        location: str | None = None,
     ) -> Array:
         """Create an array with named ``dims`` and ``attrs`` (SciDB's model on Zarr v3/Icechunk).
 
@@ -42,12 +43,14 @@ class ArrayMethods(DatabaseMethods):
         ``fill``, ``nullable``) or a mapping of name to dtype. ``origin`` puts
         the array in a world coordinate system (world = index + origin).
         ``codec`` is ``zstd`` (default), ``blosc`` or ``none``, at ``level``.
+        ``location`` (an empty ``s3://bucket/prefix``) keeps this array's repository
+        there instead of in the database's storage (docs/storage.md).
         """
         require_str(name, "name", "db.create_array")
         self._check_open()
         self._registry.check_writable("create an array")
         spec = self._registry.kind("array").new_spec(
-            name, dims, attrs, origin, codec, level, metadata
+            name, dims, attrs, origin, codec, level, metadata, location
         )
         array: Array = self._registry.create("array", name, spec)
         return array

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import icechunk
 
     from tesseradb.arrays._schema import ArraySchema
+    from tesseradb.storage import Location
 
 __all__ = [
     "ArrayConflictError",
@@ -104,9 +105,13 @@ def _quiet_icechunk() -> None:
 
 
 class ArrayRepository:
-    def __init__(self, name: str, directory: Path) -> None:
+    """``directory`` is the array's local folder (its commit lock, and its repository unless
+    the array lives in an object store at ``location``)."""
+
+    def __init__(self, name: str, directory: Path, location: Location | None = None) -> None:
         self.name = name
         self.directory = directory
+        self.location = location
         self._thread_lock = threading.Lock()
         self._repo: icechunk.Repository | None = None
         self._chunk_cache: dict[tuple[str, str], frozenset[tuple[int, ...]]] = {}
@@ -125,14 +130,35 @@ class ArrayRepository:
             import icechunk
 
             _quiet_icechunk()
-            if not (self.directory / REPO_DIR).is_dir():
+            storage = self._storage()
+            if self.location is None and not (self.directory / REPO_DIR).is_dir():
                 raise ArrayCorruptError(
                     f"array {self.name!r}: its repository {self.directory / REPO_DIR} is missing"
                 )
-            storage = icechunk.local_filesystem_storage(str(self.directory / REPO_DIR))
+            if self.location is not None:
+                with self.damage("its repository"):
+                    if not icechunk.Repository.exists(storage):
+                        raise ArrayCorruptError(
+                            f"array {self.name!r}: its repository {self.where} is missing"
+                        )
             with self.damage("its repository"):
-                self._repo = icechunk.Repository.open(storage)
+                self._repo = icechunk.Repository.open(storage, self._config())
         return self._repo
+
+    @property
+    def where(self) -> str:
+        """Where the repository is: its URL, or its folder."""
+        return self.location.url if self.location is not None else str(self.directory / REPO_DIR)
+
+    def _storage(self) -> Any:
+        import icechunk
+
+        if self.location is not None:
+            return self.location.icechunk_storage()
+        return icechunk.local_filesystem_storage(str(self.directory / REPO_DIR))
+
+    def _config(self) -> Any:
+        return self.location.icechunk_config() if self.location is not None else None
 
     @contextlib.contextmanager
     def damage(self, part: str) -> Iterator[None]:
@@ -145,21 +171,33 @@ class ArrayRepository:
         except (icechunk.IcechunkError, zarr.errors.BaseZarrError) as err:
             if isinstance(err, (icechunk.ConflictError, icechunk.RebaseFailedError)):
                 raise
+            if self.location is not None:
+                unreachable = transport_problem(
+                    err, self.location, f"read {part} of array {self.name!r} at"
+                )
+                if unreachable is not None:
+                    raise unreachable from None
             raise ArrayCorruptError(
                 f"array {self.name!r}: {part} cannot be read ({icechunk_reason(err)}); "
                 "`tessera check` lists what is damaged"
             ) from None
 
     @classmethod
-    def create(cls, name: str, directory: Path) -> ArrayRepository:
+    def create(
+        cls, name: str, directory: Path, location: Location | None = None
+    ) -> ArrayRepository:
         import icechunk
 
         _check_process(name)
         _quiet_icechunk()
         directory.mkdir(parents=True, exist_ok=False)
-        storage = icechunk.local_filesystem_storage(str(directory / REPO_DIR))
-        made = cls(name, directory)
-        made._repo = icechunk.Repository.create(storage)
+        made = cls(name, directory, location)
+        storage = made._storage()
+        if location is None:
+            made._repo = icechunk.Repository.create(storage)
+        else:
+            with location.failures("create the repository of array " + repr(name) + " at"):
+                made._repo = icechunk.Repository.create(storage, made._config())
         return made
 
     def initialise(self, schema: ArraySchema) -> None:
@@ -365,6 +403,8 @@ class ArrayRepository:
         return chunks
 
     def bytes_on_disk(self) -> int:
+        if self.location is not None:
+            return self.location.total_size()
         return sum(p.stat().st_size for p in (self.directory / REPO_DIR).rglob("*") if p.is_file())
 
 
@@ -379,6 +419,16 @@ def chunk_error(err: BaseException) -> bool:
         w in text
         for w in ("zstd", "decompress", "blosc", "corrupt", "checksum", "codec", "frame", "buffer")
     )
+
+
+def transport_problem(err: BaseException, location: Location, operation: str) -> Exception | None:
+    """A StorageError when ``err`` says the store could not be reached or refused (not that
+    stored bytes are damaged), else None."""
+    from tesseradb.storage import storage_error, transport_failure
+
+    if not transport_failure(str(err)):
+        return None
+    return storage_error(err, location, operation)
 
 
 def icechunk_reason(err: BaseException) -> str:

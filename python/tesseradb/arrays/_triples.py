@@ -89,7 +89,7 @@ class TripleWrites:
             self._grow(session, extent, tuple(h + 1 for h in hi))
             extent = list(self.extent(session))
             chunk_shape = list(self.schema.chunk_shape)
-            repo_dir = str(self._repo.directory)
+            repo_dir = self._repo.where
             cells = None  # the cells bucketed by chunk, once for every attribute
             for attr_name, vals in blocks.items():
                 attr = self.schema.attribute(attr_name)

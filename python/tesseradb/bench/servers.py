@@ -19,7 +19,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Server", "ServerUnavailable", "mariadb_server", "postgres_server"]
+__all__ = [
+    "S3Endpoint",
+    "Server",
+    "ServerUnavailable",
+    "mariadb_server",
+    "postgres_server",
+    "s3_server",
+]
 
 
 class ServerUnavailable(RuntimeError):
@@ -173,4 +180,72 @@ def mariadb_server() -> Iterator[Server]:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    """An S3-compatible endpoint on loopback, with keys it accepts."""
+
+    endpoint_url: str
+    access_key_id: str = "tessera-test-key"
+    secret_access_key: str = "tessera-test-secret"
+    region: str = "us-east-1"
+
+    def storage_options(self) -> dict[str, str]:
+        """What ``tesseradb.connect(..., storage_options=)`` takes to reach it."""
+        return {
+            "endpoint_url": self.endpoint_url,
+            "access_key_id": self.access_key_id,
+            "secret_access_key": self.secret_access_key,
+            "region": self.region,
+        }
+
+    def create_bucket(self, name: str) -> str:
+        """Make bucket ``name``; its URL. (The S3 server takes the call unsigned, as
+        a local MinIO in its default set-up does.)"""
+        import httpx
+
+        answer = httpx.put(f"{self.endpoint_url}/{name}", timeout=30)
+        if answer.status_code not in (200, 409):
+            raise ServerUnavailable(
+                f"the S3 server refused to make bucket {name!r}: {answer.text[:200]}"
+            )
+        return f"s3://{name}"
+
+
+@contextmanager
+def s3_server() -> Iterator[S3Endpoint]:
+    """moto's standalone S3 server (a real HTTP endpoint) on a free loopback port."""
+    try:
+        import moto.server  # noqa: F401
+    except ImportError:
+        raise ServerUnavailable(
+            "moto's S3 server is not installed (pip install 'moto[server]'; make install does)"
+        ) from None
+    import sys
+
+    port = _free_port()
+    root = Path(tempfile.mkdtemp(prefix="tessera-s3-"))
+    log = open(root / "server.log", "wb")  # noqa: SIM115 (open for the server's life)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # (a Ctrl-C in the terminal reaches the tests, not it)
+    )
+    try:
+        if not _wait_for_port(port, timeout=60):
+            detail = (root / "server.log").read_text(errors="replace")[-500:]
+            raise ServerUnavailable(
+                f"the S3 server did not start listening on port {port}: {detail}"
+            )
+        yield S3Endpoint(f"http://127.0.0.1:{port}")
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
         shutil.rmtree(root, ignore_errors=True)
