@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb._lifetime import Lifetime, refuses_when_closed
 from tesseradb.attached._bitmap import Binning, BitmapIndex, IndexFileError
+from tesseradb.attached._bytes import RemoteBytes, RemoteFile, remote_identity
 from tesseradb.attached._layout import TableLayout, discover
-from tesseradb.attached._reader import AttachedFileError, FileReader
+from tesseradb.attached._reader import FileReader
 from tesseradb.attached._table import AttachedTable
 from tesseradb.checks import Finding, Verified
-from tesseradb.errors import AttachError, ObjectNotFoundError, TesseraError
+from tesseradb.errors import AttachedFileError, AttachError, ObjectNotFoundError, TesseraError
 from tesseradb.executor import Executor, ExecutorSlot, Threads, default_slot
+from tesseradb.storage import Credentials, Storage, is_url, parse_url
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,19 +53,27 @@ def file_identity(path: str) -> dict[str, Any]:
 
 
 def attach_spec(
-    pattern: str, options: dict[str, Any], tracker: Tracker | None = None
+    pattern: str,
+    options: dict[str, Any],
+    tracker: Tracker | None = None,
+    storage: Storage | None = None,
 ) -> dict[str, Any]:
     """Inspect the files ``pattern`` names and describe them for the catalog (``tracker``
-    counts the files and may cancel: nothing is stored before this returns)."""
-    import h5py
-
+    counts the files and may cancel: nothing is stored before this returns). An ``s3://``
+    pattern names objects in a bucket, read in place with ``storage``'s credentials."""
     is_glob = any(ch in pattern for ch in "*?[")
-    paths = (
-        sorted(globlib.glob(os.path.expanduser(pattern)))
-        if is_glob
-        else [os.path.expanduser(pattern)]
-    )
-    paths = [os.path.abspath(p) for p in paths]
+    if is_url(pattern):
+        remote = _remote_files(pattern, is_glob, storage)
+        paths = [url for url, _ in remote]
+        identities = [identity for _, identity in remote]
+    else:
+        found_paths = (
+            sorted(globlib.glob(os.path.expanduser(pattern)))
+            if is_glob
+            else [os.path.expanduser(pattern)]
+        )
+        paths = [os.path.abspath(p) for p in found_paths]
+        identities = []
     if not paths:
         raise AttachError(f"no files match {pattern!r}")
     layouts: dict[str, TableLayout] | None = None
@@ -71,28 +81,13 @@ def attach_spec(
     rows: dict[str, list[int]] = {}
     if tracker is not None:
         tracker.set_total(len(paths))
-    for path in paths:
+    for number, path in enumerate(paths):
         if tracker is not None:
             tracker.check()
-        if not os.path.exists(path):
-            raise AttachError(f"cannot attach {path}: no such file")
-        if not h5py.is_hdf5(path):
-            magic = b""
-            if os.path.isfile(path):
-                with contextlib.suppress(OSError), open(path, "rb") as head:
-                    magic = head.read(4)
-            if magic[:3] == b"CDF" and magic[3:] in (b"\x01", b"\x02", b"\x05"):
-                raise AttachError(
-                    f"cannot attach {path}: it is a NetCDF3 (classic) file, not HDF5; "
-                    "attached files are read in place through HDF5: load it instead "
-                    "(db.load, tessera load)"
-                )
-            raise AttachError(f"cannot attach {path}: not an HDF5 (or NetCDF4) file")
-        try:
-            with h5py.File(path, "r") as f:
-                found = discover(f)
-        except OSError as err:
-            raise AttachError(f"cannot attach {path}: {err}") from err
+        if identities:
+            found = _inspect_remote(path, identities[number], storage)
+        else:
+            found = _inspect_local(path)
         if layouts is None:
             layouts = found.tables
             skipped = found.skipped
@@ -110,12 +105,101 @@ def attach_spec(
         "pattern": pattern,
         "glob": is_glob,
         "files": paths,
-        "identities": [file_identity(p) for p in paths],
+        "identities": identities or [file_identity(p) for p in paths],
         "tables": {name: t.to_spec() for name, t in layouts.items()},
         "rows": rows,
         "skipped": skipped,
         "options": options,
     }
+
+
+def _not_hdf5(path: str, magic: bytes) -> AttachError:
+    if magic[:3] == b"CDF" and magic[3:4] in (b"\x01", b"\x02", b"\x05"):
+        return AttachError(
+            f"cannot attach {path}: it is a NetCDF3 (classic) file, not HDF5; "
+            "attached files are read in place through HDF5: load it instead "
+            "(db.load, tessera load)"
+        )
+    return AttachError(f"cannot attach {path}: not an HDF5 (or NetCDF4) file")
+
+
+def _inspect_local(path: str) -> Any:
+    import h5py
+
+    if not os.path.exists(path):
+        raise AttachError(f"cannot attach {path}: no such file")
+    if not h5py.is_hdf5(path):
+        magic = b""
+        if os.path.isfile(path):
+            with contextlib.suppress(OSError), open(path, "rb") as head:
+                magic = head.read(4)
+        raise _not_hdf5(path, magic)
+    try:
+        with h5py.File(path, "r") as f:
+            return discover(f)
+    except OSError as err:
+        raise AttachError(f"cannot attach {path}: {err}") from err
+
+
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def _inspect_remote(url: str, identity: dict[str, Any], storage: Storage | None) -> Any:
+    import h5py
+
+    source = _remote_bytes(url, identity, storage)
+    # the signature is at 0, or after a user block of 512, 1024, 2048... bytes
+    offsets = [0] + [512 << i for i in range(12) if (512 << i) + 8 <= source.size]
+    if not any(source.pread(8, at) == _HDF5_SIGNATURE for at in offsets):
+        raise _not_hdf5(url, source.pread(4, 0))
+    try:
+        with h5py.File(RemoteFile(source), "r") as f:
+            return discover(f)
+    except OSError as err:
+        if isinstance(err.__context__, TesseraError):
+            raise err.__context__ from None
+        raise AttachError(f"cannot attach {url}: {err}") from err
+
+
+def _remote_files(
+    pattern: str, is_glob: bool, storage: Storage | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The objects an ``s3://`` name or glob matches, with their identities (one listing)."""
+    import fnmatch
+
+    if storage is None:
+        raise AttachError(f"cannot attach {pattern}: object storage needs an open database")
+    bucket, key = parse_url(pattern, f"db.attach {pattern!r}")
+    root = storage.at(f"s3://{bucket}")
+    if not is_glob:
+        return [(f"{root.url}/{key}", remote_identity(root, key))]
+    # list below the pattern's literal folder, then match each path part by part (a * does
+    # not cross a /, as in a shell)
+    literal = key[: min(key.index(c) for c in "*?[" if c in key)]
+    folder = literal.rsplit("/", 1)[0] if "/" in literal else ""
+    wanted = key.split("/")
+    found = []
+    for stored in root.list(folder):
+        parts = stored.path.split("/")
+        if len(parts) == len(wanted) and all(
+            fnmatch.fnmatchcase(p, w) for p, w in zip(parts, wanted, strict=True)
+        ):
+            identity = {
+                "path": f"{root.url}/{stored.path}",
+                "size": stored.size,
+                "etag": stored.etag,
+            }
+            found.append((identity["path"], identity))
+    return sorted(found)
+
+
+def _remote_bytes(url: str, identity: dict[str, Any], storage: Storage | None) -> RemoteBytes:
+    if storage is None:
+        raise AttachedFileError(f"attached file {url}: object storage needs an open database")
+    bucket, key = parse_url(url, f"attached file {url}")
+    return RemoteBytes(
+        storage.at(f"s3://{bucket}"), key, int(identity["size"]), identity.get("etag")
+    )
 
 
 def _same_layout(
@@ -152,8 +236,16 @@ class Attachment:
         if self._lifetime is not None:
             self._lifetime.check(f"attachment {self.name!r}")
 
-    def __init__(self, name: str, spec: dict[str, Any], index_dir: Path, read_only: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        spec: dict[str, Any],
+        index_dir: Path,
+        read_only: bool,
+        storage: Storage | None = None,
+    ) -> None:
         self.name = name
+        self.storage = storage  # reaches the files that are objects in a bucket
         self.spec = spec
         self.index_dir = index_dir
         self.read_only = read_only
@@ -183,7 +275,11 @@ class Attachment:
         """A picklable handle on ``table`` that a Dask worker opens read-only itself."""
         import json
 
-        return TableRef(self.name, json.dumps(self.spec), str(self.index_dir), table)
+        credentials = self.storage.credentials if self._remote() else None
+        return TableRef(self.name, json.dumps(self.spec), str(self.index_dir), table, credentials)
+
+    def _remote(self) -> bool:
+        return any(is_url(f) for f in self.files)
 
     # --- files ------------------------------------------------------------------------
     @contextmanager
@@ -220,6 +316,8 @@ class Attachment:
     @property
     def file_bytes(self) -> int:
         """The attached files' total size."""
+        if self._remote():
+            return sum(int(s.identity.get("size", 0)) for s in self._states)
         return sum(os.stat(p).st_size for p in self.files)
 
     def reader(self, file_no: int) -> FileReader:
@@ -230,7 +328,7 @@ class Attachment:
                 return state.reader  # unchanged for the whole hold: a consistent view
             path = self.files[file_no]
             try:
-                current = file_identity(path)
+                current = self._identity(path)
             except FileNotFoundError as err:
                 raise AttachedFileError(
                     f"attached file {path} (of {self.name}) no longer exists"
@@ -239,7 +337,8 @@ class Attachment:
             if current != state.identity:
                 state.plans, state.index_ids, state.candidates = {}, {}, {}
                 state.identity = current
-            reader = FileReader(path, state.plans)
+            remote = _remote_bytes(path, current, self.storage) if is_url(path) else None
+            reader = FileReader(path, state.plans, remote)
             if changed:  # a new version of the file: it must still hold what was attached
                 try:
                     self._check_layout(file_no, reader)
@@ -248,6 +347,16 @@ class Attachment:
                     raise
             state.reader = reader
             return reader
+
+    def _identity(self, path: str) -> dict[str, Any]:
+        """The file's identity now: a stat, or one HEAD request for an object in a bucket
+        (its entity tag pins every later read of this hold to this version)."""
+        if not is_url(path):
+            return file_identity(path)
+        if self.storage is None:
+            raise AttachedFileError(f"attached file {path}: object storage needs an open database")
+        bucket, key = parse_url(path, f"attached file {path}")
+        return remote_identity(self.storage.at(f"s3://{bucket}"), key)
 
     def _check_layout(self, file_no: int, reader: FileReader) -> None:
         """A changed file must still hold the attached columns; row counts may change."""
@@ -540,6 +649,7 @@ class TableRef:
     spec: str  # the attachment's catalog spec, as JSON
     index_dir: str
     table: str
+    credentials: Credentials | None = None  # for files in a bucket: the worker opens them
 
     def open(self) -> AttachedTable:
         """The table, from an attachment opened read-only once per worker process."""
@@ -551,8 +661,11 @@ class TableRef:
             if attachment is None:
                 if len(_WORKER_ATTACHMENTS) > 64:
                     _WORKER_ATTACHMENTS.clear()
+                storage = None
+                if self.credentials is not None:
+                    storage = Storage.with_credentials(self.credentials)
                 attachment = Attachment(
-                    self.name, json.loads(self.spec), Path(self.index_dir), True
+                    self.name, json.loads(self.spec), Path(self.index_dir), True, storage
                 )
                 _WORKER_ATTACHMENTS[key] = attachment
         return attachment.table(self.table)

@@ -74,7 +74,7 @@ class AttachedKind(KindBase):
         from tesseradb.progress import tracker
 
         with tracker(f"attach {text}", None, "files", progress, cancel, "db.attach") as watch:
-            spec = attach_spec(text, options, watch)
+            spec = attach_spec(text, options, watch, self.context.storage)
         attachment: Attachment = self.context.objects.create("attached", name, spec)
         return attachment
 
@@ -133,7 +133,9 @@ class AttachedKind(KindBase):
 
     def open(self, name: str, spec: dict[str, Any]) -> Attachment:
         # its folder holds the sidecar indexes, made when asked for; the files are never written
-        attachment = Attachment(name, spec, self.folder(name), self.context.read_only)
+        attachment = Attachment(
+            name, spec, self.folder(name), self.context.read_only, self.context.storage
+        )
         attachment.executors = self.context.executors  # where scans and index builds run
         return attachment
 

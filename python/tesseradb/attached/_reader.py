@@ -13,13 +13,13 @@ fletcher32 checksums) is read through h5py.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import AttachedFileError
+from tesseradb.attached._bytes import LocalBytes, RemoteBytes, RemoteFile
+from tesseradb.errors import AttachedFileError, TesseraError
 
 if TYPE_CHECKING:
     import h5py
@@ -60,17 +60,28 @@ class DatasetPlan:
 class FileReader:
     """One attached file, opened for reading (h5py for metadata, a raw fd for chunk bytes)."""
 
-    def __init__(self, path: str, plans: dict[str, DatasetPlan] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        plans: dict[str, DatasetPlan] | None = None,
+        remote: RemoteBytes | None = None,
+    ) -> None:
+        """A local file at ``path``, or the object ``remote`` reads (``path`` its URL)."""
         import h5py
 
         self.path = path
         try:
-            self.h5 = h5py.File(path, "r")
+            if remote is None:
+                self.h5 = h5py.File(path, "r")
+            else:
+                self.h5 = h5py.File(RemoteFile(remote), "r")
         except FileNotFoundError as err:
             raise AttachedFileError(f"attached file {path} no longer exists") from err
         except OSError as err:
+            if isinstance(err.__context__, TesseraError):  # (the store's error, inside HDF5's)
+                raise err.__context__ from None
             raise AttachedFileError(f"attached file {path} cannot be read as HDF5: {err}") from err
-        self.fd = os.open(path, os.O_RDONLY)
+        self.source: LocalBytes | RemoteBytes = remote if remote is not None else LocalBytes(path)
         # Plans (chunk maps) outlive the open file: they hold as long as the file is unchanged.
         self._plans: dict[str, DatasetPlan] = plans if plans is not None else {}
         self.bytes_read = 0  # bytes read from the file (native reads and h5py reads alike)
@@ -78,10 +89,10 @@ class FileReader:
 
     def close(self) -> None:
         self.h5.close()
-        os.close(self.fd)
+        self.source.close()
 
     def _pread(self, size: int, offset: int) -> bytes:
-        data = os.pread(self.fd, size, offset)
+        data = self.source.pread(size, offset)
         self.bytes_read += len(
             data
         )  # a counter for reports: a lost update under a race is harmless
@@ -164,7 +175,7 @@ class FileReader:
         return n
 
     def _read_into(self, target: np.ndarray, offset: int, plan: DatasetPlan) -> None:
-        got = os.preadv(self.fd, [memoryview(target).cast("B")], offset)
+        got = self.source.readinto(memoryview(target).cast("B"), offset)
         if got != target.nbytes:
             raise AttachedFileError(
                 f"attached file {self.path} is truncated: {plan.path} ends early"
