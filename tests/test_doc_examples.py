@@ -94,11 +94,35 @@ def run_sh(code: str, where: str) -> None:
         assert "Traceback" not in run.stderr, f"{where}: {command}\n{run.stderr}"
 
 
+def _bucket_for(page: Path, folder: Path, request: pytest.FixtureRequest) -> None:
+    """storage.md's bucket, as a user's lab would have it: an S3 endpoint named by the
+    standard AWS environment, holding the nights' HDF5 files under ptf/."""
+    from tesseradb.storage import Location, resolve_credentials
+
+    endpoint = request.getfixturevalue("s3_server")
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint.endpoint_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", endpoint.access_key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_access_key)
+    monkeypatch.setenv("AWS_REGION", endpoint.region)
+    bucket = endpoint.create_bucket("my-lab-archive")
+    ptf = Location(f"{bucket}/ptf", resolve_credentials(None, "the docs' bucket"))
+    _example_data(folder)
+    for night in sorted((folder / "nights").glob("night_*.h5")):
+        ptf.write(night.name, night.read_bytes())
+
+
+# The pages whose examples read a bucket: an S3 server on loopback, set up beforehand.
+BUCKETS = {"storage.md": _bucket_for}
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if blocks(p)], ids=lambda p: p.name)
-def test_every_example_runs(page: Path, tmp_path: Path) -> None:
+def test_every_example_runs(page: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     make_inputs = INPUTS.get(page.name)
     if make_inputs is not None:
         make_inputs(tmp_path)
+    if page.name in BUCKETS:
+        BUCKETS[page.name](page, tmp_path, request)
     here = os.getcwd()
     os.chdir(tmp_path)
     try:

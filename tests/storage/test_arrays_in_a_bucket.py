@@ -157,10 +157,17 @@ def test_an_unreachable_endpoint_is_a_storage_error(tmp_path: Path) -> None:
     assert not (tmp_path / "db").exists()
 
 
-def test_credentials_never_show(tmp_path: Path, s3_bucket: S3Bucket) -> None:
+def test_credentials_never_show(
+    tmp_path: Path, s3_bucket: S3Bucket, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)
     secret = s3_bucket.options["secret_access_key"]
     path = tmp_path / "db"
     with tesseradb.connect(path, storage=s3_bucket.url, storage_options=s3_bucket.options) as db:
+        db.create_array("a", DIMS, {"v": "int8"})
+        db.drop("a")
         db.create_array("a", DIMS, {"v": "int8"})
         shown = [repr(db.storage.default), repr(db.storage.credentials), str(db.describe("a"))]
         assert not any(secret in text for text in shown)
@@ -174,6 +181,7 @@ def test_credentials_never_show(tmp_path: Path, s3_bucket: S3Bucket) -> None:
     assert "12345" not in str(caught.value)
     with pytest.raises(InvalidArgumentError, match="unknown storage option"):
         tesseradb.connect(path, storage_options={"password": secret})
+    assert secret not in caplog.text  # (DEBUG: every logger, every record)
 
 
 def test_credentials_from_the_environment_and_a_profile(
@@ -275,3 +283,72 @@ def test_a_task_opens_the_bucket_without_the_database_directory(
     shutil.rmtree(path)
     task = pickle.loads(sent)
     np.testing.assert_array_equal(task[:, :]["v"], np.arange(1200.0).reshape(40, 30))
+
+
+def test_the_server_never_shows_credentials(tmp_path: Path, s3_bucket: S3Bucket) -> None:
+    import httpx
+
+    from tesseradb.server import ServerThread, Users, parse_rights
+
+    secret = s3_bucket.options["secret_access_key"]
+    key_id = s3_bucket.options["access_key_id"]
+    with tesseradb.connect(
+        tmp_path / "db", storage=s3_bucket.url, storage_options=s3_bucket.options
+    ) as db:
+        db.create_array("img", DIMS, {"v": "float32"})[0:4, 0:4] = {"v": np.ones((4, 4), "f4")}
+        token = Users(db.path).add("admin", parse_rights(["admin"]))
+        server = ServerThread(db, statement_seconds=5.0)
+        try:
+            with httpx.Client(
+                base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+            ) as client:
+                answers = [
+                    client.get("/objects"),
+                    client.get("/objects/img"),
+                    client.get("/info") if client.get("/info").status_code == 200 else None,
+                    client.post("/sql", json={"sql": "SELECT * FROM img LIMIT 3"}),
+                    client.post("/sql", json={"sql": "SELECT * FROM no_such_table"}),
+                ]
+        finally:
+            server.stop()
+    shown = [a.text for a in answers if a is not None]
+    assert any("s3://" in text for text in shown)  # the location is shown ...
+    assert not any(secret in text or key_id in text for text in shown)  # ... its keys never
+
+
+def test_check_reads_the_bucket_and_says_what_it_could_not_reach(
+    tmp_path: Path, s3_bucket: S3Bucket
+) -> None:
+    import obstore
+
+    path = tmp_path / "db"
+    values = np.random.default_rng(1).normal(size=4000)
+    with tesseradb.connect(path, storage=s3_bucket.url, storage_options=s3_bucket.options) as db:
+        db.create_array("a", [{"name": "i", "end": 4000, "chunk": 1000}], {"v": "float64"})
+        db.array("a")[0:4000] = {"v": values}
+        location = Location(db.catalog.get("a").spec["location"], db.storage.credentials)
+        assert db.check().ok
+    unreachable = {**s3_bucket.options, "endpoint_url": "http://127.0.0.1:9"}
+    with tesseradb.connect(path, storage_options=unreachable) as db:
+        report = db.check()
+        assert not report.ok
+        assert "the endpoint cannot be reached" in str(report.findings[0])
+        assert unreachable["secret_access_key"] not in str(report.findings[0])
+    # a chunk object deleted behind the database's back: found, named, repaired to fill
+    # (a chunk of 1,000 random doubles stays about 8,000 bytes compressed; the dimension's
+    # coordinates, 0..3999 in one chunk, compress to other sizes)
+    sizes = {o.path: o.size for o in location.list() if o.path.startswith("chunks/")}
+    data = [path for path, size in sizes.items() if 7_500 <= size <= 8_200]
+    assert len(data) == 4, sizes
+    chunk = data[0]
+    obstore.delete(location.store(), chunk)
+    with tesseradb.connect(path, storage_options=s3_bucket.options) as db:
+        report = db.check()
+        assert not report.ok
+        assert "NoSuchKey" in str(report.findings[0]) and "chunk (" in str(report.findings[0])
+        db.check(repair=True)
+        after = db.array("a")[0:4000]["v"]
+        kept = after != 0
+        assert kept.sum() == 3000  # one chunk lost (now the fill value), the rest intact
+        np.testing.assert_array_equal(after[kept], values[kept])
+        assert db.check().ok

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._boxes import chunk_box
 from tesseradb.arrays._decode import clear_chunk_cache
+from tesseradb.arrays._repository import icechunk_reason
 from tesseradb.checks import Finding, Verified
 from tesseradb.errors import ArrayCorruptError, TesseraError
 
@@ -122,7 +123,7 @@ def _coordinate_problem(array: Array, session: Any, axis: int, length: int) -> s
             return None
         values = np.asarray(coordinate[:]) if length else np.empty(0, np.int64)
     except Exception as err:  # any failure to read them is what the check reports
-        return f"cannot be read ({type(err).__name__}: {err})"
+        return f"cannot be read ({type(err).__name__}: {icechunk_reason(err)})"
     if values.shape != (length,) or not np.array_equal(
         values, array.schema.world_axis(axis, 0, length)
     ):

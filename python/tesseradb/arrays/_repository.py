@@ -135,12 +135,12 @@ class ArrayRepository:
                 raise ArrayCorruptError(
                     f"array {self.name!r}: its repository {self.directory / REPO_DIR} is missing"
                 )
-            if self.location is not None:
-                with self.damage("its repository"):
-                    if not icechunk.Repository.exists(storage):
-                        raise ArrayCorruptError(
-                            f"array {self.name!r}: its repository {self.where} is missing"
-                        )
+            # (asked of obstore, not Icechunk: an unreachable endpoint fails in well under a
+            # second there, where Icechunk's own retries take tens of seconds)
+            if self.location is not None and self.location.is_empty():
+                raise ArrayCorruptError(
+                    f"array {self.name!r}: its repository {self.where} is missing"
+                )
             with self.damage("its repository"):
                 self._repo = icechunk.Repository.open(storage, self._config())
         return self._repo
@@ -441,4 +441,8 @@ def icechunk_reason(err: BaseException) -> str:
                 break
             continue
         lines.append(text)
+    # the root cause is the last "-> " line of the chain (an S3 error code, say)
+    causes = [ln.strip().split("-> ", 1)[1] for ln in str(err).splitlines() if "-> " in ln]
+    if causes and causes[-1] not in lines[:2]:
+        return "; ".join([*lines[:1], causes[-1]])
     return "; ".join(lines[:2]) or type(err).__name__

@@ -228,7 +228,13 @@ class Location:
         return sum(o.size for o in self.list())
 
     def is_empty(self) -> bool:
-        return next(iter(self.list()), None) is None
+        """Whether nothing is stored under this location (one small listing: the top
+        level only, however much is below it; fails fast when the store is unreachable)."""
+        import obstore
+
+        with self.failures("list"):
+            top = obstore.list_with_delimiter(self.store())
+        return not top["objects"] and not top["common_prefixes"]
 
     def head(self, path: str) -> StoredObject:
         import obstore
@@ -261,7 +267,7 @@ class Location:
 
     def check_reachable(self) -> None:
         """Fail with a clear StorageError unless the bucket answers a listing."""
-        next(iter(self.list()), None)
+        self.is_empty()
 
     # --- errors -------------------------------------------------------------------------
     @contextlib.contextmanager
