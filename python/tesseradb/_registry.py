@@ -163,6 +163,11 @@ class Registry:
                 raise ObjectExistsError(
                     f"cannot create {kind} {name!r}: {shown!r} already exists ({what})"
                 )
+            # where its bulk data goes (a kind that keeps data in object storage records
+            # the location in the spec), decided before anything is written
+            placed = getattr(owner, "placed", None)
+            if placed is not None:
+                spec = placed(name, spec)
             # the entry first, pending: a writer killed before the object is whole leaves
             # an entry the next writer drops (settle_leftovers), never a nameless folder
             self.catalog.create(name, kind, spec, pending=True)

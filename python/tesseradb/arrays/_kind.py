@@ -105,10 +105,20 @@ class ArrayKind(KindBase):
         validate_name(name, "array")
         schema = ArraySchema.build(dims, attrs, origin, codec, level, metadata)
         spec: dict[str, Any] = {"schema": schema.to_dict()}
-        url = self.context.storage.place(self.directory, name, location, f"create array {name!r}")
-        if url is not None:
-            spec["location"] = url
+        if location is not None:
+            spec["location"] = self.context.storage.place(
+                self.directory, name, location, f"create array {name!r}"
+            )
         return spec
+
+    def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """``spec`` with the location of the new array's repository: the one asked for, or a
+        fresh prefix under the database's storage (every array the database makes: by
+        create_array, a load, an operator's into=)."""
+        if "location" in spec:
+            return spec
+        url = self.context.storage.place(self.directory, name, None, f"create array {name!r}")
+        return spec if url is None else {**spec, "location": url}
 
     def load(self, request: LoadRequest) -> tuple[int, str]:
         if not request.exists:

@@ -164,33 +164,20 @@ def _inspect_remote(url: str, identity: dict[str, Any], storage: Storage | None)
 def _remote_files(
     pattern: str, is_glob: bool, storage: Storage | None
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The objects an ``s3://`` name or glob matches, with their identities (one listing)."""
-    import fnmatch
-
+    """The objects an ``s3://`` name or glob matches, with their identities (one listing
+    for a glob, one HEAD for a name)."""
     if storage is None:
         raise AttachError(f"cannot attach {pattern}: object storage needs an open database")
-    bucket, key = parse_url(pattern, f"db.attach {pattern!r}")
-    root = storage.at(f"s3://{bucket}")
+    where = f"db.attach {pattern!r}"
     if not is_glob:
+        bucket, key = parse_url(pattern, where)
+        root = storage.at(f"s3://{bucket}", where)
         return [(f"{root.url}/{key}", remote_identity(root, key))]
-    # list below the pattern's literal folder, then match each path part by part (a * does
-    # not cross a /, as in a shell)
-    literal = key[: min(key.index(c) for c in "*?[" if c in key)]
-    folder = literal.rsplit("/", 1)[0] if "/" in literal else ""
-    wanted = key.split("/")
-    found = []
-    for stored in root.list(folder):
-        parts = stored.path.split("/")
-        if len(parts) == len(wanted) and all(
-            fnmatch.fnmatchcase(p, w) for p, w in zip(parts, wanted, strict=True)
-        ):
-            identity = {
-                "path": f"{root.url}/{stored.path}",
-                "size": stored.size,
-                "etag": stored.etag,
-            }
-            found.append((identity["path"], identity))
-    return sorted(found)
+    root, found = storage.matching(pattern, where)
+    return [
+        (f"{root.url}/{o.path}", {"path": f"{root.url}/{o.path}", "size": o.size, "etag": o.etag})
+        for o in found
+    ]
 
 
 def _remote_bytes(url: str, identity: dict[str, Any], storage: Storage | None) -> RemoteBytes:

@@ -51,7 +51,11 @@ def _fail(message: str) -> None:
 
 
 def _open(
-    path: Path, read_only: bool = False, fallback_read_only: bool = True, create: bool = False
+    path: Path,
+    read_only: bool = False,
+    fallback_read_only: bool = True,
+    create: bool = False,
+    storage: str | None = None,
 ) -> tesseradb.Database:
     """Open a database; when another process writes it, fall back to reading.
 
@@ -66,7 +70,7 @@ def _open(
         what = "does not exist" if not path.exists() else "is not a TesseraDB database"
         _fail(f"{path} {what}; `tessera init {path}` or --create makes one")
     try:
-        return tesseradb.connect(path, read_only=read_only)
+        return tesseradb.connect(path, read_only=read_only, storage=storage)
     except DatabaseLockedError as err:
         if not fallback_read_only:
             _fail(str(err))
@@ -116,9 +120,18 @@ def _root(
 
 
 @app.command()
-def init(path: Annotated[Path, typer.Argument(help="Directory of the new database.")]) -> None:
+def init(
+    path: Annotated[Path, typer.Argument(help="Directory of the new database.")],
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            help="Keep the bulk data of new arrays in this s3://bucket/prefix (credentials "
+            "from the AWS environment; docs/storage.md)."
+        ),
+    ] = None,
+) -> None:
     """Create an empty database at PATH (an existing database is left as it is)."""
-    db = _open(path, fallback_read_only=False, create=True)
+    db = _open(path, fallback_read_only=False, create=True, storage=storage)
     try:
         typer.echo(f"database ready at {db.path} (format version {db.format_version})")
     finally:
@@ -399,7 +412,9 @@ def load(
 def export(
     path: DatabaseDir,
     source: Annotated[str, typer.Argument(help="An object's name, or a query (SQL text).")],
-    target: Annotated[Path, typer.Argument(help="The file (or .zarr directory) to write.")],
+    target: Annotated[
+        str, typer.Argument(help="The file (or .zarr directory) to write, or an s3:// URL.")
+    ],
     format: Annotated[
         str | None, typer.Option(help="The target's format when its name does not say it.")
     ] = None,
@@ -414,9 +429,7 @@ def export(
     if attr is not None:
         options["attr"] = attr
     with _database(path, read_only=True) as db:
-        done = db.export(
-            source, str(target), format=format, progress=sys.stderr.isatty(), **options
-        )
+        done = db.export(source, target, format=format, progress=sys.stderr.isatty(), **options)
         typer.echo(str(done))
 
 

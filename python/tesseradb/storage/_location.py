@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -254,6 +255,27 @@ class Location:
 
         with self.failures("write", path):
             obstore.put(self.store(), path, data)
+
+    def download(self, key: str, target: Path, advance: Callable[[int], None]) -> None:
+        """Stream object ``key`` into the local file ``target`` (``advance`` is told each
+        piece's size, and may raise to stop: the partial file is then removed)."""
+        import obstore
+
+        try:
+            with self.failures("read", key), open(target, "wb") as out:
+                for piece in obstore.get(self.store(), key).stream(min_chunk_size=8 << 20):
+                    out.write(piece)
+                    advance(len(piece))
+        except BaseException:
+            target.unlink(missing_ok=True)
+            raise
+
+    def upload(self, source: Path, key: str) -> None:
+        """Write the local file ``source`` as object ``key`` (in parts when it is large)."""
+        import obstore
+
+        with self.failures("write", key):
+            obstore.put(self.store(), key, source)
 
     def delete_all(self) -> int:
         """Delete every object under this location; how many there were."""

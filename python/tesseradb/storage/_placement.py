@@ -15,7 +15,7 @@ from typing import Any
 
 from tesseradb.errors import StorageError
 from tesseradb.storage._credentials import Credentials, resolve_credentials
-from tesseradb.storage._location import Location
+from tesseradb.storage._location import Location, StoredObject, parse_url
 
 __all__ = ["Storage"]
 
@@ -74,3 +74,31 @@ class Storage:
         if self.default is None:
             return None
         return self.default.join(directory, f"{name}-{uuid.uuid4().hex[:8]}").url
+
+    def matching(self, pattern: str, where: str) -> tuple[Location, list[StoredObject]]:
+        """The bucket of an ``s3://`` name or glob and the objects it matches, sorted by
+        path. A glob lists the bucket once, below its literal folder, and matches each
+        path part by part: a ``*`` does not cross a ``/``, as in a shell. A name matches
+        its object, or every object below it when it names a folder (a Zarr store)."""
+        import fnmatch
+
+        bucket, key = parse_url(pattern, where)
+        root = self.at(f"s3://{bucket}", where)
+        if not any(c in key for c in "*?["):
+            below = [o for o in root.list(key + "/")] if key else list(root.list())
+            if below:
+                return root, sorted(below, key=lambda o: o.path)
+            return root, [root.head(key)]
+        literal = key[: min(key.index(c) for c in "*?[" if c in key)]
+        folder = literal.rsplit("/", 1)[0] + "/" if "/" in literal else ""
+        wanted = key.split("/")
+        found = [
+            stored
+            for stored in root.list(folder)
+            if len(stored.path.split("/")) == len(wanted)
+            and all(
+                fnmatch.fnmatchcase(part, want)
+                for part, want in zip(stored.path.split("/"), wanted, strict=True)
+            )
+        ]
+        return root, sorted(found, key=lambda o: o.path)

@@ -12,6 +12,7 @@ so does each kind's own writer.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from tesseradb._sqltext import quote_identifier
 from tesseradb.errors import ExportError, InvalidArgumentError
 from tesseradb.kinds import Exporting, ExportRequest
 from tesseradb.progress import Cancel, ProgressLike, tracker
+from tesseradb.storage import is_url
 from tesseradb.transfer._load import path_bytes
 
 __all__ = ["ROW_FORMATS", "Exported", "export", "write_rows"]
@@ -105,6 +107,27 @@ def export(
         raise InvalidArgumentError(
             f"{what} takes {', '.join(sorted(takes))}; not {', '.join(unknown)}"
         )
+    if is_url(os.fspath(target)):
+        from tesseradb.transfer._remote import upload_export
+
+        url = os.fspath(target)
+        target_format(url, format, kinds)  # (a wrong name is refused before anything runs)
+        overwrite = options.pop("overwrite", False)
+        if not isinstance(overwrite, bool):
+            raise InvalidArgumentError(f"db.export: overwrite is True or False, not {overwrite!r}")
+        with upload_export(objects.context.storage, url, overwrite) as local:
+            done = export(
+                db,
+                objects,
+                source,
+                local,
+                format=format,
+                params=params,
+                progress=progress,
+                cancel=cancel,
+                **options,
+            )
+        return dataclasses.replace(done, target=url)
     path = os.path.abspath(os.path.expanduser(os.fspath(target)))
     fmt = target_format(path, format, kinds)
     overwrite = options.pop("overwrite", False)

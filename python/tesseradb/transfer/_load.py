@@ -22,6 +22,7 @@ from typing import Any
 from tesseradb.errors import InvalidArgumentError, LoadError
 from tesseradb.kinds import Loading, LoadRequest
 from tesseradb.progress import Cancel, ProgressLike, tracker
+from tesseradb.storage import is_url
 
 __all__ = ["Loaded", "load", "loading_kinds"]
 
@@ -141,6 +142,22 @@ def load(
     kinds = loading_kinds(objects)
     if kind is not None and (not isinstance(kind, str) or kind not in kinds):
         raise InvalidArgumentError(f"db.load: kind is one of {', '.join(kinds)}, not {kind!r}")
+    if is_url(text):
+        from tesseradb.transfer._remote import downloaded
+
+        with downloaded(objects.context.storage, text, progress, cancel) as local:
+            loaded = load(
+                db,
+                objects,
+                local,
+                into if into is not None else default_name(text),
+                kind,
+                format=format,
+                progress=progress,
+                cancel=cancel,
+                **options,
+            )
+        return loaded
     files = expand(text, kinds)
     fmt = source_format(files[0], format, kinds)
     existing = db.catalog.get(into) if into is not None else None
