@@ -101,10 +101,8 @@ def _bucket_for(page: Path, folder: Path, request: pytest.FixtureRequest) -> Non
 
     endpoint = request.getfixturevalue("s3_server")
     monkeypatch = request.getfixturevalue("monkeypatch")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint.endpoint_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", endpoint.access_key_id)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_access_key)
-    monkeypatch.setenv("AWS_REGION", endpoint.region)
+    for variable, value in endpoint.environment().items():
+        monkeypatch.setenv(variable, value)
     bucket = endpoint.create_bucket("my-lab-archive")
     ptf = Location(f"{bucket}/ptf", resolve_credentials(None, "the docs' bucket"))
     _example_data(folder)

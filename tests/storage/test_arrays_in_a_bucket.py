@@ -235,13 +235,7 @@ def test_sigkill_mid_upload_keeps_every_acknowledged_write(
     with tesseradb.connect(path, storage=s3_bucket.url, storage_options=s3_bucket.options) as db:
         db.create_array("k", DIMS, {"v": "int64"})
     options = s3_bucket.options
-    env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": options["endpoint_url"],
-        "AWS_ACCESS_KEY_ID": options["access_key_id"],
-        "AWS_SECRET_ACCESS_KEY": options["secret_access_key"],
-        "AWS_REGION": options["region"],
-    }
+    env = {**os.environ, **s3_bucket.endpoint.environment()}
     proc = subprocess.Popen(
         [sys.executable, "-c", KILL_SCRIPT, str(path)], stdout=subprocess.PIPE, text=True, env=env
     )

@@ -122,13 +122,7 @@ def test_the_command_line_loads_and_exports_with_the_aws_environment(
 
     tessera = str(Path(sys.executable).with_name("tessera"))
     options = s3_bucket.options
-    env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": options["endpoint_url"],
-        "AWS_ACCESS_KEY_ID": options["access_key_id"],
-        "AWS_SECRET_ACCESS_KEY": options["secret_access_key"],
-        "AWS_REGION": options["region"],
-    }
+    env = {**os.environ, **s3_bucket.endpoint.environment()}
     np.save(tmp_path / "grid.npy", np.arange(24.0).reshape(4, 6))
     _bucket(s3_bucket).upload(tmp_path / "grid.npy", "in/grid.npy")
     db = str(tmp_path / "db")

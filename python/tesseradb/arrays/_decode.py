@@ -13,11 +13,10 @@ caller reads through zarr-python.
 from __future__ import annotations
 
 import sys
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._cache import ByteBudgetCache
 from tesseradb.arrays._boxes import Box, chunk_grid
 from tesseradb.arrays._repository import icechunk_reason
 from tesseradb.errors import StorageError
@@ -49,45 +48,18 @@ def chunk_codec(array: Any) -> tuple[str, bool] | None:
     return None
 
 
-class PayloadCache:
+class PayloadCache(ByteBudgetCache[tuple[str, str, str], "np.ndarray"]):
     """Stored chunk bytes of committed snapshots, least recently used dropped past a byte budget.
 
     A snapshot never changes, so (repository, snapshot, key) always names the
     same bytes: repeated reads skip Icechunk's fetch (~0.25 ms per chunk on a
     local disk, more than decoding a well-compressed chunk) the way a
     database's buffer pool skips its disk. Sessions with uncommitted writes
-    are never cached.
+    are never cached. A chunk over an eighth of the budget is not kept.
     """
 
     def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._held = 0
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
-
-    def get(self, key: tuple[str, str, str]) -> np.ndarray | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, str, str], payload: np.ndarray) -> None:
-        if len(payload) > self.budget // 8:
-            return  # one huge chunk would push out everything else
-        with self._lock:
-            if key in self._entries:
-                return
-            self._entries[key] = payload
-            self._held += len(payload)
-            while self._held > self.budget:
-                _, dropped = self._entries.popitem(last=False)
-                self._held -= len(dropped)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._held = 0
+        super().__init__(budget, largest=budget // 8)
 
 
 PAYLOADS = PayloadCache(256 << 20)

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import io
 import os
-import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from tesseradb._cache import ByteBudgetCache
 from tesseradb.errors import AttachedFileError
 
 if TYPE_CHECKING:
@@ -45,39 +44,8 @@ class LocalBytes:
         os.close(self.fd)
 
 
-class BlockCache:
-    """Blocks of remote files, least recently used dropped past a byte budget."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._held = 0
-        self._lock = threading.Lock()
-        self._blocks: OrderedDict[tuple[str, str, int], bytes] = OrderedDict()
-
-    def get(self, key: tuple[str, str, int]) -> bytes | None:
-        with self._lock:
-            found = self._blocks.get(key)
-            if found is not None:
-                self._blocks.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, str, int], block: bytes) -> None:
-        with self._lock:
-            if key in self._blocks:
-                return
-            self._blocks[key] = block
-            self._held += len(block)
-            while self._held > self.budget:
-                _, dropped = self._blocks.popitem(last=False)
-                self._held -= len(dropped)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._blocks.clear()
-            self._held = 0
-
-
-BLOCK_CACHE = BlockCache(128 << 20)
+# blocks of remote files by (URL, entity tag, block number): a version's bytes never change
+BLOCK_CACHE: ByteBudgetCache[tuple[str, str, int], bytes] = ByteBudgetCache(128 << 20)
 
 
 def remote_identity(location: Location, key: str) -> dict[str, Any]:

@@ -175,12 +175,17 @@ def mariadb_server() -> Iterator[Server]:
     try:
         yield Server("mariadb", "127.0.0.1", port, "root", "mysql")
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        _stop(process)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Ask a server process to end; kill it when it has not within 30 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,15 @@ class S3Endpoint:
             "access_key_id": self.access_key_id,
             "secret_access_key": self.secret_access_key,
             "region": self.region,
+        }
+
+    def environment(self) -> dict[str, str]:
+        """The standard AWS environment variables that reach it (for a child process)."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_REGION": self.region,
         }
 
     def create_bucket(self, name: str) -> str:
@@ -242,10 +256,6 @@ def s3_server() -> Iterator[S3Endpoint]:
             )
         yield S3Endpoint(f"http://127.0.0.1:{port}")
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        _stop(process)
         log.close()
         shutil.rmtree(root, ignore_errors=True)

@@ -38,9 +38,9 @@ _OTHER_SCHEMES = ("gs", "gcs", "az", "abfs", "abfss", "azure", "http", "https", 
 
 # Requests that fail for a passing reason (5xx, throttling, a reset connection) are tried
 # again with backoff; past these limits the operation fails with a StorageError
-RETRIES = 4
+RETRIES = 3
 FIRST_BACKOFF = timedelta(milliseconds=100)
-LAST_BACKOFF = timedelta(seconds=2)
+LAST_BACKOFF = timedelta(seconds=1)
 RETRY_TIMEOUT = timedelta(seconds=30)
 CONNECT_TIMEOUT = "5s"
 REQUEST_TIMEOUT = "60s"
@@ -335,7 +335,10 @@ _TRANSPORT = (
     "error sending request",
     "dispatch failure",
     "slowdown",
+    "slow down",
     "503",
+    "response error",
+    "end of file before message length",
     "500 internal",
     "service unavailable",
     "retries exhausted",
