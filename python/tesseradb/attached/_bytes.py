@@ -25,6 +25,11 @@ __all__ = ["BLOCK_CACHE", "LocalBytes", "RemoteBytes", "RemoteFile", "remote_ide
 
 BLOCK = 256 << 10  # the unit of cached small reads
 LARGE = 4 * BLOCK  # reads at least this long bypass the cache
+# A file up to this size is fetched whole when first opened, in PARTS ranged GETs at
+# once: HDF5 keeps each dataset's header beside its data, so discovering a file's tables
+# touches blocks all over it, one round trip each, where a few parallel GETs bring all
+WHOLE = 32 << 20
+PARTS = 8
 
 
 class LocalBytes:
@@ -98,6 +103,33 @@ class RemoteBytes:
                 raise AttachedFileError(f"attached file {self.url} no longer exists") from None
             raise storage_error(err, self.location, "read", self.key) from None
 
+    def prefetch(self) -> None:
+        """Bring a small file's blocks into the cache at once (concurrent ranged GETs);
+        a larger file is read block by block as asked."""
+        if self.size > WHOLE:
+            return
+        blocks = -(-self.size // BLOCK)
+        missing = [
+            b for b in range(blocks) if BLOCK_CACHE.get((self.url, self.etag or "", b)) is None
+        ]
+        if not missing:
+            return
+        per_part = -(-len(missing) // PARTS)
+        runs = [missing[i : i + per_part] for i in range(0, len(missing), per_part)]
+
+        def fetch(run: list[int]) -> None:
+            # (a run may skip cached blocks: fetched from its first to its last block)
+            first, last = run[0], run[-1]
+            data = self._get(first * BLOCK, (last + 1) * BLOCK)
+            for b in range(first, last + 1):
+                part = data[(b - first) * BLOCK : (b - first + 1) * BLOCK]
+                BLOCK_CACHE.put((self.url, self.etag or "", b), part)
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(runs)) as pool:
+            list(pool.map(fetch, runs))  # (the first error, if any, is raised here)
+
     def pread(self, size: int, offset: int) -> bytes:
         if size <= 0 or offset >= self.size:
             return b""
@@ -134,6 +166,7 @@ class RemoteFile(io.RawIOBase):
         super().__init__()
         self.source = source
         self._position = 0
+        source.prefetch()
 
     def readable(self) -> bool:
         return True

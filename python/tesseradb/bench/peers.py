@@ -90,6 +90,16 @@ PEERS: dict[str, Peer] = {
         ),
         Peer("tiledb", "TileDB-Py dense and sparse arrays (the 'bench' extra)", _module("tiledb")),
         Peer("h5py", "plain h5py and numpy scripts", _module("h5py")),
+        Peer(
+            "download",
+            "download the files from the bucket, load them into DuckDB, then query",
+            _module("duckdb"),
+        ),
+        Peer(
+            "h5py-fsspec",
+            "h5py over fsspec's HTTP ranged reads of a presigned URL, tables queried in DuckDB",
+            _module("aiohttp"),
+        ),
         Peer("numpy", "files (.npy) with numpy and scipy scripts", _module("scipy")),
         Peer("scipy", "scipy.sparse matrices, keys interned with np.unique", _module("scipy")),
         Peer(

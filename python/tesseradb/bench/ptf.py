@@ -108,7 +108,7 @@ def _tessera_queries(
         answers["scan"]["tessera"] = scan
 
 
-def _read_tables(h5: Path) -> dict[str, Any]:
+def _read_tables(h5: Path | Any) -> dict[str, Any]:
     """The file's tables as Arrow tables (what a DuckDB user would load)."""
     import h5py
     import pyarrow as pa

@@ -41,6 +41,7 @@ _MODULES = {
     "load": "tesseradb.bench.load",
     "server": "tesseradb.bench.server",
     "scaleout": "tesseradb.bench.scaleout",
+    "objectstore": "tesseradb.bench.objectstore",
 }
 
 

@@ -1,0 +1,374 @@
+"""Benchmark ``objectstore``: arrays and attached HDF5 files in an S3 bucket, at 0 ms and
+20 ms of added latency per request, against the tools a cloud user would use instead.
+
+An S3 server (moto's, on loopback) sits behind a TCP proxy of our own that adds a
+fixed latency to every request (``tesseradb.bench.proxy``) and counts requests; every
+system talks to the proxy as to any endpoint. Cases, each at ``0ms`` and ``20ms``:
+
+- ``array_write`` / ``array_read_full`` (``per_second``, bytes): float32 images in
+  256 x 256 chunks, written in one commit / read whole. ``tessera`` is
+  ``db.create_array`` in a database whose storage is the bucket; ``zarr`` opens the
+  same kind of Icechunk repository directly with zarr-python (Icechunk's own S3
+  storage, zarr's own concurrency);
+- ``array_read_slab`` (seconds): a 1% box in the middle of one image;
+- ``array_sql_box`` (seconds, ``tessera`` only): ``SELECT avg(v)`` over a box in SQL;
+- ``ptf_first_q1`` (seconds): from nothing to the first answer of the PTF three-way
+  join (the ``ptf`` benchmark's Q1) over a PTF file in the bucket: ``tessera``
+  attaches it in place; ``download`` fetches the file, loads its tables into DuckDB
+  and queries (SDS/Q's data-preparation baseline); ``h5py-fsspec`` reads the tables
+  with h5py through fsspec's HTTP ranged reads of a presigned URL, then queries
+  them in DuckDB;
+- ``ptf_q1_warm``..``ptf_q3_warm`` (seconds, ``tessera``): the same statements again;
+- ``requests_<case>`` (count): requests the proxy saw during one run of the case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+from tesseradb.bench.registry import Benchmark, register
+from tesseradb.bench.runner import BenchContext
+
+LATENCIES = {"0ms": 0.0, "20ms": 0.020}
+CHUNK = 256
+
+
+@contextlib.contextmanager
+def _counting(ctx: BenchContext, proxy: Any, system: str, case: str) -> Iterator[None]:
+    before = proxy.requests
+    yield
+    ctx.record(system, f"requests_{case}", [float(proxy.requests - before)], "count", "requests")
+
+
+def _runs(ctx: BenchContext) -> int:
+    return ctx.warmup + ctx.repeat
+
+
+def _images(n_images: int, side: int) -> Any:
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    return rng.normal(1000, 30, (n_images, side, side)).astype(np.float32)
+
+
+# --- arrays ---------------------------------------------------------------------------------
+def _tessera_arrays(
+    ctx: BenchContext, options: dict[str, str], url: str, label: str, proxy: Any, data: Any
+) -> dict[str, Any]:
+    import numpy as np
+
+    import tesseradb
+    from tesseradb.arrays import clear_chunk_cache
+
+    answers: dict[str, Any] = {}
+    images, side, _ = data.shape
+    dims = [
+        {"name": "t", "end": images, "chunk": 1},
+        {"name": "y", "end": side, "chunk": CHUNK},
+        {"name": "x", "end": side, "chunk": CHUNK},
+    ]
+    folder = ctx.scratch / f"tessera-{label}.tdb"  # type: ignore[operator]
+    with tesseradb.connect(folder, storage=f"{url}/tessera-{label}", storage_options=options) as db:
+        # (made beforehand: the case times the write and its commit, as for the peer)
+        made = iter([db.create_array(f"img{i}", dims, {"v": "float32"}) for i in range(_runs(ctx))])
+
+        def write() -> None:
+            next(made)[0:images, 0:side, 0:side] = {"v": data}
+
+        ctx.measure(
+            "tessera",
+            f"array_write_{label}",
+            write,
+            metric="per_second",
+            unit="bytes",
+            amount=data.nbytes,
+        )
+        array = db.array("img0")
+        lo, width = side // 2 - side // 20, max(1, side // 10)
+
+        def full() -> Any:
+            clear_chunk_cache()  # (as the peer, nothing of the chunks kept between reads)
+            return array[0:images, 0:side, 0:side]["v"]
+
+        def slab() -> Any:
+            clear_chunk_cache()
+            return array[0, lo : lo + width, lo : lo + width]["v"]
+
+        got = ctx.measure(
+            "tessera",
+            f"array_read_full_{label}",
+            full,
+            metric="per_second",
+            unit="bytes",
+            amount=data.nbytes,
+        )
+        answers["full"] = float(np.asarray(got, dtype=np.float64).sum())
+        answers["slab"] = float(
+            np.asarray(ctx.measure("tessera", f"array_read_slab_{label}", slab), np.float64).sum()
+        )
+        with _counting(ctx, proxy, "tessera", f"array_read_full_{label}"):
+            full()
+        with _counting(ctx, proxy, "tessera", f"array_read_slab_{label}"):
+            slab()
+        box = (
+            f"SELECT avg(v) FROM img0 WHERE t = 0 AND y BETWEEN {lo} AND {lo + width - 1} "
+            f"AND x BETWEEN {lo} AND {lo + width - 1}"
+        )
+
+        def sql() -> Any:
+            clear_chunk_cache()
+            return db.sql(box).fetchall()
+
+        answers["sql"] = ctx.measure("tessera", f"array_sql_box_{label}", sql)
+    shutil.rmtree(folder, ignore_errors=True)
+    return answers
+
+
+def _zarr_arrays(
+    ctx: BenchContext, options: dict[str, str], url: str, label: str, proxy: Any, data: Any
+) -> dict[str, Any]:
+    import icechunk
+    import numpy as np
+    import zarr
+
+    from tesseradb.storage import Location, resolve_credentials
+
+    credentials = resolve_credentials(options, "bench")
+    side = data.shape[1]
+    repos: list[Any] = []
+    for i in range(_runs(ctx)):  # (made beforehand, as for tessera)
+        storage = Location(f"{url}/zarr-{label}/img{i}", credentials).icechunk_storage()
+        repo = icechunk.Repository.create(storage)
+        session = repo.writable_session("main")
+        group = zarr.group(store=session.store, zarr_format=3)
+        group.create_array(
+            "v",
+            shape=data.shape,
+            chunks=(1, CHUNK, CHUNK),
+            dtype="float32",
+            compressors=[zarr.codecs.ZstdCodec(level=3)],
+        )
+        session.commit("create")
+        repos.append(repo)
+    made = iter(repos)
+
+    def write() -> None:
+        session = next(made).writable_session("main")
+        zarr.open_array(session.store, path="v", mode="r+", zarr_format=3)[:] = data
+        session.commit("write")
+
+    ctx.measure(
+        "zarr",
+        f"array_write_{label}",
+        write,
+        metric="per_second",
+        unit="bytes",
+        amount=data.nbytes,
+    )
+    repo = repos[0]
+    lo, width = side // 2 - side // 20, max(1, side // 10)
+
+    def opened() -> Any:
+        session = repo.readonly_session(branch="main")
+        return zarr.open_array(session.store, path="v", mode="r", zarr_format=3)
+
+    def full() -> Any:
+        return opened()[:]
+
+    def slab() -> Any:
+        return opened()[0, lo : lo + width, lo : lo + width]
+
+    got = ctx.measure(
+        "zarr",
+        f"array_read_full_{label}",
+        full,
+        metric="per_second",
+        unit="bytes",
+        amount=data.nbytes,
+    )
+    slab_values = ctx.measure("zarr", f"array_read_slab_{label}", slab)
+    with _counting(ctx, proxy, "zarr", f"array_read_full_{label}"):
+        full()
+    with _counting(ctx, proxy, "zarr", f"array_read_slab_{label}"):
+        slab()
+    return {
+        "full": float(np.asarray(got, dtype=np.float64).sum()),
+        "slab": float(np.asarray(slab_values, dtype=np.float64).sum()),
+    }
+
+
+# --- PTF in place ---------------------------------------------------------------------------
+def _ptf_tessera(
+    ctx: BenchContext,
+    options: dict[str, str],
+    url: str,
+    label: str,
+    proxy: Any,
+    windows: dict[str, Any],
+) -> dict[str, Any]:
+    import tesseradb
+    from tesseradb.attached._bytes import BLOCK_CACHE
+    from tesseradb.bench.ptf import QUERY
+
+    answers: dict[str, Any] = {}
+    runs = iter(range(10_000))
+    folder = ctx.scratch / f"ptf-{label}"  # type: ignore[operator]
+
+    def first() -> Any:
+        BLOCK_CACHE.clear()  # from nothing: no block of the file known
+        with tesseradb.connect(folder / f"db{next(runs)}", storage_options=options) as db:
+            db.attach(f"{url}/ptf/ptf.h5", name="ptf")
+            return db.sql(QUERY, windows["q1"]).fetchall()
+
+    answers["q1"] = ctx.measure("tessera", f"ptf_first_q1_{label}", first)
+    with _counting(ctx, proxy, "tessera", f"ptf_first_q1_{label}"):
+        first()
+    with tesseradb.connect(folder / "warm", storage_options=options) as db:
+        db.attach(f"{url}/ptf/ptf.h5", name="ptf")
+        for q in ("q1", "q2", "q3"):
+            answers[q] = ctx.measure(
+                "tessera",
+                f"ptf_{q}_warm_{label}",
+                lambda q=q: db.sql(QUERY, windows[q]).fetchall(),
+            )
+            with _counting(ctx, proxy, "tessera", f"ptf_{q}_warm_{label}"):
+                db.sql(QUERY, windows[q]).fetchall()
+    shutil.rmtree(folder, ignore_errors=True)
+    return answers
+
+
+def _query_in_duckdb(tables: dict[str, Any], windows: dict[str, Any]) -> Any:
+    import duckdb
+
+    from tesseradb.bench.ptf import QUERY
+
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA ptf")
+    for name, table in tables.items():
+        con.register("staging", table)
+        con.execute(f"CREATE TABLE ptf.{name} AS SELECT * FROM staging")
+        con.unregister("staging")
+    try:
+        return con.execute(QUERY, windows["q1"]).fetchall()
+    finally:
+        con.close()
+
+
+def _ptf_download(
+    ctx: BenchContext,
+    options: dict[str, str],
+    url: str,
+    label: str,
+    proxy: Any,
+    windows: dict[str, Any],
+) -> Any:
+    from tesseradb.bench.ptf import _read_tables
+    from tesseradb.storage import Location, resolve_credentials
+
+    where = Location(f"{url}/ptf", resolve_credentials(options, "bench"))
+    local = ctx.scratch / f"download-{label}.h5"  # type: ignore[operator]
+
+    def first() -> Any:
+        where.download("ptf.h5", local, lambda n: None)
+        return _query_in_duckdb(_read_tables(local), windows)
+
+    answer = ctx.measure("download", f"ptf_first_q1_{label}", first)
+    with _counting(ctx, proxy, "download", f"ptf_first_q1_{label}"):
+        first()
+    local.unlink(missing_ok=True)
+    return answer
+
+
+def _ptf_fsspec(
+    ctx: BenchContext,
+    options: dict[str, str],
+    url: str,
+    label: str,
+    proxy: Any,
+    windows: dict[str, Any],
+) -> Any:
+    from datetime import timedelta
+
+    import fsspec
+    import obstore
+
+    from tesseradb.bench.ptf import _read_tables
+    from tesseradb.storage import Location, resolve_credentials
+
+    where = Location(f"{url}/ptf", resolve_credentials(options, "bench"))
+    signed = obstore.sign(where.store(), "GET", "ptf.h5", timedelta(hours=1))
+
+    def first() -> Any:
+        filesystem = fsspec.filesystem("http", skip_instance_cache=True)
+        with filesystem.open(signed, "rb", block_size=2 << 20) as handle:
+            return _query_in_duckdb(_read_tables(handle), windows)
+
+    answer = ctx.measure("h5py-fsspec", f"ptf_first_q1_{label}", first)
+    with _counting(ctx, proxy, "h5py-fsspec", f"ptf_first_q1_{label}"):
+        first()
+    return answer
+
+
+# --- the run ----------------------------------------------------------------------------------
+def run(ctx: BenchContext) -> None:
+    from tesseradb.bench.proxy import fault_proxy
+    from tesseradb.bench.servers import s3_server
+    from tesseradb.datasets import ptf_file
+    from tesseradb.storage import Location, resolve_credentials
+
+    assert ctx.scratch is not None
+    images, side = int(ctx.params["images"]), int(ctx.params["side"])
+    data = _images(images, side)
+    h5 = ctx.scratch / "ptf.h5"
+    ctx.progress(f"generating a PTF file with {int(ctx.params['candidates']):,} candidates")
+    windows = ptf_file(h5, int(ctx.params["candidates"]))
+    with s3_server() as endpoint:
+        url = endpoint.create_bucket("tessera-bench")
+        Location(f"{url}/ptf", resolve_credentials(endpoint.storage_options(), "bench")).upload(
+            h5, "ptf.h5"
+        )
+        ctx.record("tessera", "ptf_file", [float(h5.stat().st_size)], "bytes", "bytes")
+        for label, latency in LATENCIES.items():
+            with fault_proxy(endpoint.endpoint_url, latency) as proxy:
+                options = {**endpoint.storage_options(), "endpoint_url": proxy.endpoint_url}
+                arrays: dict[str, dict[str, Any]] = {}
+                ptf: dict[str, Any] = {}
+                ctx.progress(f"{label}: arrays of {data.nbytes / 2**20:.0f} MiB")
+                if ctx.wants("tessera"):
+                    arrays["tessera"] = _tessera_arrays(ctx, options, url, label, proxy, data)
+                if ctx.wants("zarr"):
+                    arrays["zarr"] = _zarr_arrays(ctx, options, url, label, proxy, data)
+                ctx.progress(f"{label}: PTF in place")
+                if ctx.wants("tessera"):
+                    warm = _ptf_tessera(ctx, options, url, label, proxy, windows)
+                    ptf["tessera"] = warm["q1"]
+                if ctx.wants("download"):
+                    ptf["download"] = _ptf_download(ctx, options, url, label, proxy, windows)
+                if ctx.wants("h5py-fsspec"):
+                    ptf["h5py-fsspec"] = _ptf_fsspec(ctx, options, url, label, proxy, windows)
+                for case in ("full", "slab"):
+                    ctx.check(
+                        f"array_read_{case}_{label}",
+                        {s: [round(a[case], 0)] for s, a in arrays.items()},
+                    )
+                ctx.check(f"ptf_q1_{label}", ptf, digits=6)
+
+
+register(
+    Benchmark(
+        name="objectstore",
+        description="arrays and attached HDF5 in an S3 bucket at 0 and 20 ms per request: "
+        "vs zarr-python+Icechunk direct, download-then-query, h5py over fsspec",
+        scales={
+            "tiny": {"images": 2, "side": 512, "candidates": 20_000},
+            "small": {"images": 4, "side": 2048, "candidates": 200_000},
+            "large": {"images": 64, "side": 2048, "candidates": 1_000_000},
+        },
+        systems=("tessera", "zarr", "download", "h5py-fsspec"),
+        run=run,
+        default_scale="tiny",
+    )
+)
