@@ -139,3 +139,36 @@ def test_a_reader_cannot_write_the_snapshot(tmp_path: Path, statement: str) -> N
             db.sql(statement)
         db.sql("CREATE TEMP TABLE mine AS SELECT 1 AS x")  # the session's own
         assert db.sql("SELECT x FROM mine").scalar() == 1
+
+
+def test_a_retried_restricted_read_waits_for_the_newest_snapshot(tmp_path: Path) -> None:
+    """A restricted session's snapshot lacked a new table while another statement still
+    used that snapshot: the retry used to get the same snapshot again and answered that
+    the table was lost (seen with four served clients at once under load)."""
+    import threading
+
+    with tesseradb.connect(tmp_path / "db") as db:
+        db.sql("CREATE TABLE a AS SELECT range AS i FROM range(1000)")
+        db._engine.publish_store()
+        assert db.session(restricted=True).sql("SELECT count(*) FROM a").scalar() == 1000
+        started = threading.Event()
+        counted: list[int] = []
+
+        def hold_the_snapshot() -> None:
+            session = db.session(restricted=True)
+            started.set()
+            counted.append(
+                session.sql(
+                    "SELECT count(*) FROM range(1500000000) r, (SELECT 1 FROM a LIMIT 1) x"
+                ).scalar()
+            )
+
+        holder = threading.Thread(target=hold_the_snapshot)
+        holder.start()
+        started.wait()
+        while not db._engine._restricted or not db._engine._restricted.store._users:
+            time.sleep(0.005)  # (the long statement has the snapshot attached)
+        db.sql("CREATE TABLE b AS SELECT 7 AS v")
+        assert db.session(restricted=True).sql("SELECT v FROM b").fetchall() == [(7,)]
+        holder.join()
+        assert counted == [1_500_000_000]

@@ -514,7 +514,9 @@ class SQLEngine:
                 raise DatabaseClosedError("the SQL session is closed")
             con = main.connection()
             with (
-                self.store.attached(con, refresh=not session.in_transaction) as have_store,
+                self.store.attached(
+                    con, refresh=not session.in_transaction, fresh=run.retried
+                ) as have_store,
                 self.store.writing(may_write),
             ):
                 if not have_store and self.store.damage is not None and may_write:
@@ -536,7 +538,7 @@ class SQLEngine:
             self.publish_store()
             session.wrote = False
         instance = self._restricted_instance()
-        with instance.store.attached(instance.connection()) as have_store:
+        with instance.store.attached(instance.connection(), fresh=run.retried) as have_store:
             return self._run_on(run, scans, instance, instance.cursor(), have_store, keep=True)
 
     def _run_on(

@@ -87,6 +87,7 @@ class TableStore:
         # file depended on (the newest snapshot, and the store's identity for its own copy)
         self._source: Any = None
         self._users = 0
+        self._fresh_waiting = 0  # statements waiting for the old attachment's users to end
         self._lock = threading.Condition()
         # held around each statement run on the base connection itself (ATTACH, DETACH,
         # the engine's views): it refuses a second call while one runs
@@ -112,15 +113,32 @@ class TableStore:
 
     # --- statements --------------------------------------------------------------------
     @contextmanager
-    def attached(self, con: duckdb.DuckDBPyConnection, refresh: bool = True) -> Iterator[bool]:
+    def attached(
+        self, con: duckdb.DuckDBPyConnection, refresh: bool = True, fresh: bool = False
+    ) -> Iterator[bool]:
         """The store attached (as ``tessera_store``) for the duration of the block.
 
         A read-only database attaches the newest snapshot (``refresh``: a newer one
-        than the one attached, if no statement uses the old one). Yields whether the
-        store holds the database's tables (False: a read-only database without any,
-        given an empty stand-in).
+        than the one attached, if no statement uses the old one; ``fresh``: the newest
+        one, waiting up to SNAPSHOT_WAIT for the statements that use the old one, and
+        holding new ones back meanwhile: a statement retried because its snapshot lacked
+        a table must not be given that snapshot again while others keep it in use).
+        Yields whether the store holds the database's tables (False: a read-only
+        database without any, given an empty stand-in).
         """
         with self._lock:
+            if fresh and self._attached is not None and self._stale():
+                self._fresh_waiting += 1
+                try:
+                    deadline = time.monotonic() + SNAPSHOT_WAIT
+                    while self._users and time.monotonic() < deadline:
+                        self._lock.wait(deadline - time.monotonic())
+                finally:
+                    self._fresh_waiting -= 1
+                    self._lock.notify_all()
+            else:
+                while self._fresh_waiting:  # (one waits to refresh: it goes first)
+                    self._lock.wait()
             if self._users == 0 and self._attached is not None and refresh and self._stale():
                 self._detach(con)
             if self._attached is None:
