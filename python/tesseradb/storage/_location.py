@@ -309,75 +309,84 @@ def storage_error(
     """A StorageError for ``err`` raised while doing ``operation`` on ``path`` at ``location``."""
     target = f"{location.url}/{path}" if path else location.url
     text = location.credentials.redact(f"{type(err).__name__}: {err}")
+    if isinstance(err, FileNotFoundError) or type(err).__name__ == "NotFoundError":
+        reason = "no such object"  # (by the error's type: its text may hold any digits)
+    elif isinstance(err, PermissionError) or type(err).__name__ in (
+        "PermissionDeniedError",
+        "UnauthenticatedError",
+    ):
+        reason = explain(text) if _matches(text, _REFUSED) else "access denied"
+    else:
+        reason = explain(text)
     return StorageError(
-        f"cannot {operation} {target} ({location.credentials.describe()}): {explain(text)}"
+        f"cannot {operation} {target} ({location.credentials.describe()}): {reason}"
     )
 
 
-# what says the store was not reached or refused, as opposed to stored bytes being bad
-_TRANSPORT = (
-    "nosuchbucket",
-    "invalidaccesskeyid",
-    "signaturedoesnotmatch",
-    "accessdenied",
-    "permissiondenied",
-    "unauthenticated",
-    "invalidtoken",
-    "expiredtoken",
-    "403",
-    "connection refused",
-    "connection reset",
-    "dns error",
-    "connect error",
-    "tcp connect",
-    "timed out",
-    "timeout",
-    "error sending request",
-    "dispatch failure",
-    "slowdown",
-    "slow down",
-    "503",
-    "response error",
-    "end of file before message length",
-    "500 internal",
-    "service unavailable",
-    "retries exhausted",
-    "max retries",
+# What a library's error text says, as patterns: HTTP statuses only with their reason
+# phrase (a bare "403" would match a port, a byte count or a request id)
+_NO_BUCKET = (r"nosuchbucket", r"bucket does not exist")
+_REFUSED = (
+    r"invalidaccesskeyid",
+    r"signaturedoesnotmatch",
+    r"unauthenticated",
+    r"invalidtoken",
+    r"expiredtoken",
 )
+_DENIED = (r"accessdenied", r"permissiondenied", r"\b403 forbidden")
+_MISSING = (r"nosuchkey", r"\b404 not found", r"\bnot found\b")
+_CHANGED = (r"precondition", r"\b412 precondition")
+_UNREACHABLE = (
+    r"connection refused",
+    r"connection reset",
+    r"dns error",
+    r"connect error",
+    r"tcp connect",
+    r"error sending request",
+    r"dispatch failure",
+)
+_SLOW = (r"timed out", r"\btimeout\b")
+_FAILING = (
+    r"slowdown",
+    r"slow down",
+    r"\b50[0-4] [a-z]",
+    r"service unavailable",
+    r"internal ?error",
+    r"response error",
+    r"end of file before message length",
+    r"retries exhausted",
+    r"max retries",
+)
+# what says the store was not reached or refused, as opposed to stored bytes being bad
+_TRANSPORT = (*_NO_BUCKET, *_REFUSED, *_DENIED, *_UNREACHABLE, *_SLOW, *_FAILING)
+
+
+def _matches(text: str, patterns: tuple[str, ...]) -> bool:
+    lowered = text.lower()
+    return any(re.search(p, lowered) for p in patterns)
 
 
 def transport_failure(text: str) -> bool:
     """Whether a library's error text says the store was not reached or refused."""
-    lowered = text.lower()
-    return any(n in lowered for n in _TRANSPORT)
+    return _matches(text, _TRANSPORT)
 
 
 def explain(text: str) -> str:
     """The reason in a library's S3 error text, in a line."""
-    lowered = text.lower()
-    for needles, reason in (
-        (("nosuchbucket", "bucket does not exist"), "the bucket does not exist"),
-        (
-            ("invalidaccesskeyid", "signaturedoesnotmatch", "unauthenticated", "invalidtoken"),
-            "the credentials were refused (check the access key, secret and token)",
-        ),
-        (("accessdenied", "permissiondenied", "403"), "access denied"),
-        (("nosuchkey", "notfound", "not found", "404"), "no such object"),
-        (("precondition", "412"), "the object changed while it was being read"),
-        (
-            ("connection refused", "dns error", "connect error", "tcp connect"),
-            "the endpoint cannot be reached",
-        ),
-        (("timed out", "timeout"), "the endpoint did not answer in time"),
-        (
-            ("slowdown", "503", "service unavailable", "500", "internal error"),
-            "the endpoint kept failing",
-        ),
+    for patterns, reason in (
+        (_NO_BUCKET, "the bucket does not exist"),
+        (_REFUSED, "the credentials were refused (check the access key, secret and token)"),
+        (_DENIED, "access denied"),
+        (_MISSING, "no such object"),
+        (_CHANGED, "the object changed while it was being read"),
+        (_UNREACHABLE, "the endpoint cannot be reached"),
+        (_SLOW, "the endpoint did not answer in time"),
+        (_FAILING, "the endpoint kept failing"),
     ):
-        if any(n in lowered for n in needles):
+        if _matches(text, patterns):
             status = re.search(r"\b([45]\d\d) [A-Z][A-Za-z ]+", text)
             retried = re.search(r"after (\d+) retries", text)
-            detail = [status.group(0)] if status else []
+            detail = [status.group(0).strip()] if status else []
             detail += [f"after {retried.group(1)} retries"] if retried else []
             return f"{reason} ({', '.join(detail)})" if detail else reason
     return _first_line(text)
