@@ -75,6 +75,7 @@ class Array(ArrayBase):
         self._repo = repo
         self._pinned = repo.readonly(version, as_of) if (version or as_of) else None
         self.read_only = read_only or self._pinned is not None
+        self.in_place = False  # a repository opened in place (db.open_array): never written
         self._local = threading.local()  # the transaction of each thread
         self._fork_base: icechunk.Session | None = None
         self._grown: tuple[str, str] | None = None  # (growth version, the one before) for forks
@@ -118,6 +119,11 @@ class Array(ArrayBase):
         if self._pinned is not None:
             raise ReadOnlyError(
                 f"array {self.name!r} is opened at a past version; versions are never changed"
+            )
+        if self.in_place:
+            raise ReadOnlyError(
+                f"cannot write array {self.name!r}: it is a repository opened in place "
+                "(db.open_array), read and never written"
             )
         if self.read_only:
             raise ReadOnlyError(f"cannot write array {self.name!r}: the database is open read-only")

@@ -48,7 +48,8 @@ def check_array(array: Array, repair: bool) -> tuple[list[Finding], Verified]:
     # the dimensions' world coordinates are derived from the schema: a damaged or wrong
     # coordinate variable is rewritten, no cell is lost
     bad_axes: list[tuple[int, str]] = []
-    for axis in range(array.schema.ndim):
+    # (a repository opened in place keeps its owner's coordinates, whatever they are)
+    for axis in range(0 if array.in_place else array.schema.ndim):
         problem = _coordinate_problem(array, session, axis, extent[axis])
         if problem is not None:
             bad_axes.append((axis, problem))

@@ -66,6 +66,9 @@ class ArrayKind(KindBase):
         if directory.exists():  # left by a crash between repository and catalog
             shutil.rmtree(directory)
         location = self._location(spec)
+        if spec.get("in_place"):
+            directory.mkdir(parents=True)  # (its commit lock's folder; the repository is as it is)
+            return
         try:
             ArrayRepository.create(name, directory, location).initialise(
                 ArraySchema.from_dict(spec["schema"])
@@ -84,6 +87,7 @@ class ArrayKind(KindBase):
             self.folder(name).mkdir(parents=True, exist_ok=True)
         repo = ArrayRepository(name, self.folder(name), location)
         array = Array(name, ArraySchema.from_dict(spec["schema"]), repo, self.context.read_only)
+        array.in_place = bool(spec.get("in_place"))
         array._siblings = self.context.objects  # operators' into= make arrays beside it
         array._executors = self.context.executors
         return array
@@ -110,6 +114,17 @@ class ArrayKind(KindBase):
                 self.directory, name, location, f"create array {name!r}"
             )
         return spec
+
+    def in_place_spec(self, name: str, source: str) -> dict[str, Any]:
+        """The catalog spec of the repository at ``source`` opened in place (read-only)."""
+        from tesseradb.arrays._in_place import check_source, in_place_schema
+        from tesseradb.catalog import validate_name
+
+        where = f"db.open_array {source!r}"
+        validate_name(name, "array")
+        location = self.context.storage.at(check_source(source, where), where)
+        schema = in_place_schema(name, location, where)
+        return {"schema": schema.to_dict(), "location": location.url, "in_place": True}
 
     def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         """``spec`` with the location of the new array's repository: the one asked for, or a
@@ -152,6 +167,7 @@ class ArrayKind(KindBase):
             ],
             "bytes": opened.bytes_on_disk,
             "location": opened._repo.where,
+            "in_place": opened.in_place,
         }
 
     def relations(self, opened: Array) -> Mapping[str, Relation]:
@@ -160,7 +176,7 @@ class ArrayKind(KindBase):
     def drop(self, name: str, spec: dict[str, Any], opened: Array | None) -> None:
         shutil.rmtree(self.folder(name), ignore_errors=True)
         location = self._location(spec)
-        if location is not None:
+        if location is not None and not spec.get("in_place"):  # (opened in place: never deleted)
             try:
                 location.delete_all()
             except TesseraError as err:
@@ -189,4 +205,7 @@ class ArrayKind(KindBase):
             )
             return [missing], Verified(obj.name, "array", "nothing to read")
         self.context.objects.forget(obj.name)  # reopen at the head (after a repair too)
-        return check_array(self.context.objects.get(obj.name), repair)
+        # (a repository opened in place is read, never repaired: that is its owner's)
+        return check_array(
+            self.context.objects.get(obj.name), repair and not obj.spec.get("in_place")
+        )

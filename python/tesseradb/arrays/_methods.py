@@ -55,6 +55,18 @@ class ArrayMethods(DatabaseMethods):
         array: Array = self._registry.create("array", name, spec)
         return array
 
+    def open_array(self, source: str, name: str) -> Array:
+        """Register the Icechunk repository at ``source`` (``s3://bucket/.../repo``) as the
+        read-only array ``name``, in place: nothing is copied, SQL, slabs, versions and
+        xarray read it from the store, and dropping it forgets it without touching it
+        (docs/storage.md)."""
+        require_str(name, "name", "db.open_array")
+        self._check_open()
+        self._registry.check_writable("open an array in place")
+        spec = self._registry.kind("array").in_place_spec(name, source)
+        array: Array = self._registry.create("array", name, spec)
+        return array
+
     def array(self, name: str, version: str | None = None, as_of: datetime | None = None) -> Array:
         """The array called ``name``; at a past ``version`` (snapshot id) or ``as_of`` a time: read-only."""
         require_str(name, "name", "db.array")

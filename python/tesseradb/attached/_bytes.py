@@ -28,7 +28,7 @@ LARGE = 4 * BLOCK  # reads at least this long bypass the cache
 # A file up to this size is fetched whole when first opened, in PARTS ranged GETs at
 # once: HDF5 keeps each dataset's header beside its data, so discovering a file's tables
 # touches blocks all over it, one round trip each, where a few parallel GETs bring all
-WHOLE = 32 << 20
+WHOLE = 64 << 20
 PARTS = 8
 
 
@@ -50,7 +50,7 @@ class LocalBytes:
 
 
 # blocks of remote files by (URL, entity tag, block number): a version's bytes never change
-BLOCK_CACHE: ByteBudgetCache[tuple[str, str, int], bytes] = ByteBudgetCache(128 << 20)
+BLOCK_CACHE: ByteBudgetCache[tuple[str, str, int], bytes] = ByteBudgetCache(4 * WHOLE)
 
 
 def remote_identity(location: Location, key: str) -> dict[str, Any]:
