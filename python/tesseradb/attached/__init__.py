@@ -15,6 +15,7 @@ from tesseradb._lazy import exports
 if TYPE_CHECKING:
     from tesseradb.attached._attachment import AttachError, Attachment, attach_spec
     from tesseradb.attached._bitmap import Binning, BitmapIndex
+    from tesseradb.attached._bytes import clear_remote_cache
     from tesseradb.attached._kind import AttachedKind, default_name
     from tesseradb.attached._methods import AttachedMethods
     from tesseradb.attached._reader import AttachedFileError, to_arrow
@@ -32,6 +33,7 @@ __all__ = [
     "Binning",
     "BitmapIndex",
     "attach_spec",
+    "clear_remote_cache",
     "default_name",
     "to_arrow",
 ]
@@ -48,6 +50,7 @@ __getattr__, __dir__ = exports(
         "attach_spec": "tesseradb.attached._attachment",
         "Binning": "tesseradb.attached._bitmap",
         "BitmapIndex": "tesseradb.attached._bitmap",
+        "clear_remote_cache": "tesseradb.attached._bytes",
         "AttachedKind": "tesseradb.attached._kind",
         "default_name": "tesseradb.attached._kind",
         "AttachedFileError": "tesseradb.attached._reader",

@@ -21,7 +21,14 @@ from tesseradb.errors import AttachedFileError
 if TYPE_CHECKING:
     from tesseradb.storage import Location
 
-__all__ = ["BLOCK_CACHE", "LocalBytes", "RemoteBytes", "RemoteFile", "remote_identity"]
+__all__ = [
+    "BLOCK_CACHE",
+    "LocalBytes",
+    "RemoteBytes",
+    "RemoteFile",
+    "clear_remote_cache",
+    "remote_identity",
+]
 
 BLOCK = 256 << 10  # the unit of cached small reads
 LARGE = 4 * BLOCK  # reads at least this long bypass the cache
@@ -51,6 +58,11 @@ class LocalBytes:
 
 # blocks of remote files by (URL, entity tag, block number): a version's bytes never change
 BLOCK_CACHE: ByteBudgetCache[tuple[str, str, int], bytes] = ByteBudgetCache(4 * WHOLE)
+
+
+def clear_remote_cache() -> None:
+    """Forget every cached block of files in buckets (later reads fetch them again)."""
+    BLOCK_CACHE.clear()
 
 
 def remote_identity(location: Location, key: str) -> dict[str, Any]:

@@ -210,7 +210,7 @@ def _ptf_tessera(
     windows: dict[str, Any],
 ) -> dict[str, Any]:
     import tesseradb
-    from tesseradb.attached._bytes import BLOCK_CACHE
+    from tesseradb.attached import clear_remote_cache
     from tesseradb.bench.ptf import QUERY
 
     answers: dict[str, Any] = {}
@@ -218,7 +218,7 @@ def _ptf_tessera(
     folder = ctx.scratch / f"ptf-{label}"  # type: ignore[operator]
 
     def first() -> Any:
-        BLOCK_CACHE.clear()  # from nothing: no block of the file known
+        clear_remote_cache()  # from nothing: no block of the file known
         with tesseradb.connect(folder / f"db{next(runs)}", storage_options=options) as db:
             db.attach(f"{url}/ptf/ptf.h5", name="ptf")
             return db.sql(QUERY, windows["q1"]).fetchall()
