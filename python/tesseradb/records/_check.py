@@ -13,11 +13,13 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from tesseradb.checks import Finding, Verified
 from tesseradb.errors import SegmentFileError
 from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord
 from tesseradb.records._descriptor import RecordDescriptor
+from tesseradb.records._files import SEGMENT_SUFFIX
 from tesseradb.records._segment_file import (
     TEMPORARY_SUFFIX,
     fsync_directory,
@@ -28,7 +30,6 @@ from tesseradb.records._segment_file import (
 __all__ = ["QUARANTINE", "check_stream"]
 
 QUARANTINE = "quarantine"
-SEGMENT_SUFFIX = ".seg"
 
 
 def check_stream(
@@ -225,3 +226,26 @@ def _set_aside(
                 kept.append(CallRecord(run[0], len(run), records))
                 run = []
     log.create(kept)
+
+
+def check_remote_stream(name: str, stream: Any) -> tuple[list[Finding], Verified]:
+    """Findings about a stream whose segments are in an object store: every segment its
+    committed calls name is read whole and checked (length, checksum, record format);
+    what could not be read or reached is reported. Nothing is repaired there: a damaged
+    segment object is its store's to restore."""
+    from tesseradb.errors import StorageError
+
+    findings = [Finding(name, "stream", problem) for problem in stream.problems]
+    files = stream._files
+    ids = sorted(stream._store._stored)
+    read = 0
+    for segment_id in ids:
+        try:
+            files.read(segment_id, stream.descriptor)
+            read += 1
+        except FileNotFoundError:
+            findings.append(Finding(name, f"segment {files.where(segment_id)}", "is missing"))
+        except (SegmentFileError, StorageError) as err:
+            findings.append(Finding(name, f"segment {files.where(segment_id)}", str(err)))
+    what = f"{read} of {len(ids)} segment object(s) in {stream.location} read and checked"
+    return findings, Verified(name, "stream", what)

@@ -6,10 +6,12 @@ storage is the call log and segment files under ``streams/<name>/``.
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tesseradb.errors import TesseraError
 from tesseradb.kinds import KindBase, LoadRequest, ObjectInfo, iso
 from tesseradb.records._check import check_stream
 from tesseradb.records._descriptor import RecordDescriptor
@@ -20,8 +22,11 @@ if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
     from tesseradb.checks import Finding, Verified
     from tesseradb.sql.relation import Relation
+    from tesseradb.storage import Location
 
 __all__ = ["StreamKind"]
+
+_log = logging.getLogger("tesseradb.records")
 
 
 class StreamKind(KindBase):
@@ -68,6 +73,18 @@ class StreamKind(KindBase):
             ),
         )
 
+    def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """``spec`` with where the new stream's segments go: a fresh prefix under the
+        database's storage when it has one (the call log stays in the stream's folder)."""
+        if "location" in spec:
+            return spec
+        url = self.context.storage.place(self.directory, name, None, f"create stream {name!r}")
+        return spec if url is None else {**spec, "location": url}
+
+    def _location(self, spec: dict[str, Any]) -> Location | None:
+        url = spec.get("location")
+        return self.context.storage.at(url) if url else None
+
     def open(self, name: str, spec: dict[str, Any]) -> Stream:
         return Stream(
             name,
@@ -75,6 +92,7 @@ class StreamKind(KindBase):
             StreamOptions.from_dict(spec["options"]),
             self.folder(name),  # made when the stream opens
             self.context.read_only,
+            self._location(spec),
         )
 
     def details(self, name: str, opened: Stream) -> dict[str, Any]:
@@ -86,6 +104,7 @@ class StreamKind(KindBase):
             "records": opened.num_records,
             "segments": opened.num_segments,
             "bytes": opened.bytes_on_disk,
+            **({"location": opened.location} if opened.location else {}),
         }
 
     def relations(self, opened: Stream) -> Mapping[str, Relation]:
@@ -98,6 +117,13 @@ class StreamKind(KindBase):
         if opened is not None:
             opened.close(flush=False)
         shutil.rmtree(self.folder(name), ignore_errors=True)
+        location = self._location(spec)
+        if location is not None:
+            try:
+                location.delete_all()
+            except TesseraError as err:
+                # dropped from the catalog either way; the objects are never read again
+                _log.warning("stream %r: its segments were not all deleted: %s", name, err)
 
     def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
         stream = self.context.objects.get(obj.name)
@@ -124,6 +150,12 @@ class StreamKind(KindBase):
         if not directory.is_dir():
             return [Finding(obj.name, f"directory streams/{obj.name}", "is missing")], None
         descriptor = RecordDescriptor.from_dict(obj.spec["descriptor"])
+        location = self._location(obj.spec)
+        if location is not None:
+            from tesseradb.records._check import check_remote_stream
+
+            opened = stream if stream is not None else self.context.objects.get(obj.name)
+            return check_remote_stream(obj.name, opened)
         found, ok = check_stream(obj.name, descriptor, directory, repair)
         if stream is not None and any(f.repaired for f in found):
             stream.reload()  # serve what repair kept

@@ -52,11 +52,15 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "HEADER_PREFIX",
     "LAYOUT_VERSION",
     "TEMPORARY_SUFFIX",
     "SegmentFileError",
     "SegmentHeader",
+    "decode_segment",
+    "encode_segment",
     "fsync_directory",
+    "parse_header",
     "read_header",
     "read_segment",
     "write_segment",
@@ -89,18 +93,11 @@ class SegmentHeader:
     file_size: int = 0  # the file's length when the header was read
 
 
-def write_segment(
-    path: Path,
-    segment: Segment,
-    descriptor: RecordDescriptor,
-    compress: bool = True,
-    sync_directory: bool = True,
-) -> int:
-    """Write ``segment`` to ``path`` durably (temporary name, fsync, rename); returns the file size.
-
-    With ``sync_directory=False`` the caller fsyncs the directory itself (once
-    for many files) before counting the segment as durable.
-    """
+def encode_segment(
+    segment: Segment, descriptor: RecordDescriptor, compress: bool = True
+) -> tuple[list[Any], int]:
+    """The bytes of ``segment``'s file, as a list of parts (a segment is ~1 MB: joining
+    it would copy it twice more on the writer's core), and their total length."""
     import numpy as np
 
     index_positions = [
@@ -152,13 +149,28 @@ def write_segment(
     crc = zlib.crc32(body[1], zlib.crc32(body[0], zlib.crc32(fields)))
     header = (fields + _HEADER_CRC.pack(crc)).ljust(HEADER_SIZE, b"\0")
     digest = hashlib.sha256(header)
+    for part in body:
+        digest.update(part)
+    return [header, *body, digest.digest()], total
+
+
+def write_segment(
+    path: Path,
+    segment: Segment,
+    descriptor: RecordDescriptor,
+    compress: bool = True,
+    sync_directory: bool = True,
+) -> int:
+    """Write ``segment`` to ``path`` durably (temporary name, fsync, rename); returns the file size.
+
+    With ``sync_directory=False`` the caller fsyncs the directory itself (once
+    for many files) before counting the segment as durable.
+    """
+    parts, total = encode_segment(segment, descriptor, compress)
     tmp = path.with_name(path.name + TEMPORARY_SUFFIX)
     with open(tmp, "wb") as f:
-        f.write(header)
-        for part in body:
-            digest.update(part)
+        for part in parts:
             f.write(part)
-        f.write(digest.digest())
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -176,15 +188,17 @@ def read_header(path: Path, check_size: bool = True) -> SegmentHeader:
     be refused while the others are answered.
     """
     with open(path, "rb") as f:
-        prefix = f.read(_HEADER_PREFIX)
+        prefix = f.read(HEADER_PREFIX)
         size = os.fstat(f.fileno()).st_size
-    return _parse_header(prefix, size, path, check_size)
+    return parse_header(prefix, size, path, check_size)
 
 
-_HEADER_PREFIX = HEADER_SIZE + 8 + 20 * 9  # header, indexing section up to 9 dimensions
+HEADER_PREFIX = HEADER_SIZE + 8 + 20 * 9  # header, indexing section up to 9 dimensions
 
 
-def _parse_header(data: bytes, size: int, path: Path, check_size: bool = True) -> SegmentHeader:
+def parse_header(
+    data: bytes, size: int, path: Path | str, check_size: bool = True
+) -> SegmentHeader:
     """The header of a segment from the first bytes of its file (``size``: the file's length)."""
     if len(data) < HEADER_SIZE + 8:
         raise SegmentFileError(
@@ -228,11 +242,16 @@ def _parse_header(data: bytes, size: int, path: Path, check_size: bool = True) -
 
 def read_segment(path: Path, descriptor: RecordDescriptor) -> Segment:
     """The whole segment, checked (length, checksum, record format) before anything is used."""
+    # (read once: the header, the checks and the sections all come from it)
+    return decode_segment(path.read_bytes(), path, descriptor)
+
+
+def decode_segment(data: bytes, path: Path | str, descriptor: RecordDescriptor) -> Segment:
+    """The segment a file's bytes hold (``path`` names it in errors), checked first."""
     import numpy as np
     import pyarrow as pa
 
-    data = path.read_bytes()  # once: the header, the checks and the sections all come from it
-    header = _parse_header(data, len(data), path)
+    header = parse_header(data, len(data), path)
     if header.typeid != descriptor.typeid:
         raise SegmentFileError(
             f"segment file {path} holds records of format {header.typeid}, not {descriptor.typeid}"

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import StreamWriteError
 from tesseradb.records._calls import chain
-from tesseradb.records._segment_file import fsync_directory, write_segment
 from tesseradb.records._segments import Segment
 
 if TYPE_CHECKING:
@@ -50,14 +49,7 @@ class StagedCall:
         compress = stream.options.compression == "zstd"
         self._writing.append(
             [
-                self._pool.submit(
-                    write_segment,
-                    stream._path(seg.id),
-                    seg,
-                    stream.descriptor,
-                    compress,
-                    sync_directory=False,
-                )
+                self._pool.submit(stream._files.write, seg, stream.descriptor, compress)
                 for seg in segments
             ]
         )
@@ -70,7 +62,7 @@ class StagedCall:
         """Return once every run is on disk (raising what a write raised)."""
         while self._writing:
             self._finish(self._writing.pop(0))
-        fsync_directory(self.stream.directory)
+        self.stream._files.sync()
 
     def commit(self) -> int:
         """Append the call's chain to the call log (now it is committed) and serve it."""
@@ -100,6 +92,6 @@ class StagedCall:
         self._writing = []
         for segment_id, *_ in self.placed:
             with contextlib.suppress(OSError):
-                self.stream._path(segment_id).unlink(missing_ok=True)
+                self.stream._files.remove(segment_id)
         with contextlib.suppress(OSError):
-            fsync_directory(self.stream.directory)
+            self.stream._files.sync()

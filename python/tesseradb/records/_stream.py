@@ -49,14 +49,8 @@ from tesseradb.records._cache import ClockCache
 from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord
 from tesseradb.records._csv import csv_tables, file_size, is_file
 from tesseradb.records._descriptor import RecordDescriptor
-from tesseradb.records._segment_file import (
-    TEMPORARY_SUFFIX,
-    SegmentFileError,
-    fsync_directory,
-    read_header,
-    read_segment,
-    write_segment,
-)
+from tesseradb.records._files import segment_files
+from tesseradb.records._segment_file import SegmentFileError
 from tesseradb.records._segments import Segment, SegmentStore, check_segmentation
 from tesseradb.records._staged import StagedCall
 from tesseradb.sql.predicate import Predicate
@@ -66,10 +60,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tesseradb.progress import Cancel, ProgressLike
+    from tesseradb.storage import Location
 
 __all__ = ["CSVError", "Stream", "StreamOptions", "StreamWriteError"]
 
-SEGMENT_SUFFIX = ".seg"
 WRITE_BATCH = 64  # segments a writer puts on disk before it commits the calls they complete
 STAGE_BYTES = 128 << 20  # prepared segments a bounded call holds before writing them
 
@@ -157,11 +151,14 @@ class Stream:
         options: StreamOptions,
         directory: Path,
         read_only: bool = False,
+        location: Location | None = None,
     ) -> None:
         self.name = name
         self.descriptor = descriptor
         self.options = options
-        self.directory = directory
+        self.directory = directory  # the call log's folder (and the segments', if local)
+        self._files = segment_files(directory, location)
+        self.location = location.url if location is not None else None  # (segments there)
         self.read_only = read_only
         self.problems: list[str] = []  # segment files refused on open, with the reason
         self._cache: ClockCache[Segment] = ClockCache(options.cache_bytes, lambda s: s.nbytes)
@@ -210,11 +207,10 @@ class Stream:
         last log record and, once the log is read whole, removes the segment
         files of calls that never committed.
         """
-        files = self._segment_files()
+        files = self._files.ids()
         if not self.read_only:
             self.directory.mkdir(parents=True, exist_ok=True)
-            for leftover in self.directory.glob(f"*{TEMPORARY_SUFFIX}"):
-                leftover.unlink()  # a write interrupted before its rename: never confirmed
+            self._files.prepare()
             if not self._log.exists:
                 self._make_log(files)
         if not self._log.exists:
@@ -247,8 +243,8 @@ class Stream:
         if orphans and not self._log.damaged:
             # parts of calls a crash cut short: never committed, never served
             for segment_id in orphans:
-                files[segment_id].unlink(missing_ok=True)
-            fsync_directory(self.directory)
+                self._files.remove(segment_id)
+            self._files.sync()
         if self._log.version < 3 and not self._log.damaged:
             self._log.create(calls)  # (a log of an older version gains its checkpoint)
 
@@ -267,22 +263,13 @@ class Stream:
             self._log = CallLog(self.directory)
             self._open_directory()
 
-    def _segment_files(self) -> dict[int, Path]:
-        """The segment files in the directory, by the id their name gives."""
-        found = {}
-        if self.directory.exists():
-            for path in self.directory.glob(f"*{SEGMENT_SUFFIX}"):
-                if path.stem.isdigit():
-                    found[int(path.stem)] = path
-        return found
-
-    def _make_log(self, files: dict[int, Path]) -> None:
+    def _make_log(self, files: set[int]) -> None:
         """The call log of a stream written before there was one: each file a call of its own."""
         calls = []
         newest = 0
         for segment_id in sorted(files):
             try:
-                header = read_header(files[segment_id], check_size=False)
+                header = self._files.header(segment_id)
                 records = header.record_count
                 newest = max(newest, header.layout_version)
             except SegmentFileError:
@@ -303,14 +290,14 @@ class Stream:
         return call.ids
 
     def _add_segment(self, segment_id: int, call: CallRecord | None) -> None:
-        path = self._path(segment_id)
+        path = self._files.where(segment_id)
         of_call = (
             f" (of the call of segments {call.first}..{call.first + call.count - 1})"
             if call is not None and call.count > 1
             else ""
         )
         try:
-            header = read_header(path, check_size=False)
+            header = self._files.header(segment_id)
         except FileNotFoundError:
             reason = f"stream {self.name!r}: segment file {path} is missing{of_call}"
             self.problems.append(reason)
@@ -344,7 +331,7 @@ class Stream:
         box = None
         records = None
         with contextlib.suppress(SegmentFileError, OSError):
-            header = read_header(self._path(segment_id), check_size=False)
+            header = self._files.header(segment_id)
             if header.segment_id == segment_id and header.typeid == self.descriptor.typeid:
                 box, records = (header.lo, header.hi), header.record_count
         self._store.add_damaged(segment_id, message, records, box)
@@ -359,14 +346,11 @@ class Stream:
                 self._add_call(call)
             self.problems.extend(self._log.damaged[seen:])
 
-    def _path(self, segment_id: int) -> Path:
-        return self.directory / f"{segment_id:012d}{SEGMENT_SUFFIX}"
-
     def _load(self, segment_id: int) -> Segment:
         """A stored segment read back and checked (checksum, format) for the segment cache."""
-        path = self._path(segment_id)
+        path = self._files.where(segment_id)
         try:
-            return read_segment(path, self.descriptor)
+            return self._files.read(segment_id, self.descriptor)
         except (SegmentFileError, FileNotFoundError) as err:
             what = f"segment file {path} is missing" if isinstance(err, FileNotFoundError) else err
             problem = f"stream {self.name!r}: {what}"
@@ -550,12 +534,9 @@ class Stream:
         written = []
         try:
             for seg in batch:
-                size = write_segment(
-                    self._path(seg.id), seg, self.descriptor, compress, sync_directory=False
-                )
-                written.append((seg, size))
+                written.append((seg, self._files.write(seg, self.descriptor, compress)))
             if batch:
-                fsync_directory(self.directory)  # the renames are durable now
+                self._files.sync()  # durable now (renames fsynced; PUTs acknowledged)
         except BaseException as err:  # disk full, I/O error: keep them queued, report on flush
             self._failed(err, lambda: self._queue.__setitem__(slice(0, 0), batch))
             return
