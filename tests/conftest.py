@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 import tesseradb
 from tests.servers import (  # noqa: F401  (fixtures)
@@ -15,6 +16,12 @@ from tests.servers import (  # noqa: F401  (fixtures)
     s3_bucket,
     s3_server,
 )
+
+# Property tests check answers, not speed: on this shared two-core machine a case can take
+# longer than hypothesis's default deadline of 200 ms, which failed them by chance
+# (DeadlineExceeded, then FlakyFailure, with the CI run's other workers busy).
+settings.register_profile("tessera", deadline=None)
+settings.load_profile("tessera")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
