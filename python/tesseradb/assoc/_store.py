@@ -305,6 +305,10 @@ def _write_keys_synced(folder: Path, stem: str, keys: Any) -> tuple[str, int]:
     return _save_synced(folder / f"{stem}.npy", np.ascontiguousarray(keys, dtype=np.float64))
 
 
+def _ignore(size: int) -> None:
+    """(no progress is reported for fetching a run)"""
+
+
 def _json_crc(data: dict[str, Any]) -> int:
     """The CRC-32C of a manifest's content (keys sorted, so written and read agree)."""
     text = json.dumps(data, sort_keys=True).encode()
@@ -315,8 +319,14 @@ class Manifest:
     """The ordered list of a table's runs, replaced whole on every change (with the
     checksum of its content, and of each run's ``meta.json``)."""
 
-    def __init__(self, folder: Path, read_only: bool) -> None:
+    def __init__(self, folder: Path, read_only: bool, location: Any = None) -> None:
+        """``location``: an object store where the runs live (the manifest stays in
+        ``folder``, naming a run only once every file of it is acknowledged there; the
+        folder keeps the runs this process wrote or fetched, as a cache)."""
         self.folder = folder
+        self.location = location
+        self.read_only = read_only
+        self._cache: Path | None = None  # (a reader's own folder for the runs it fetches)
         self._seen: tuple[int, int] | None = None
         self._load()
         if not read_only:
@@ -369,11 +379,17 @@ class Manifest:
         for child in self.folder.iterdir() if self.folder.exists() else []:
             if child.name == MANIFEST:
                 continue
-            if child.name.startswith("tmp-") or (
+            if child.name.startswith(("tmp-", "fetch-")) or (
                 child.name.startswith("run-") and child.name not in known
             ):
                 shutil.rmtree(child, ignore_errors=True)
                 removed.append(child.name)
+        if self.location is not None:
+            # runs a killed put uploaded (wholly or in part) but no manifest names
+            stale = {o.path for o in self.location.list() if o.path.split("/", 1)[0] not in known}
+            for path in sorted(stale):
+                self.location.delete(path)
+            removed.extend(sorted({p.split("/", 1)[0] for p in stale}))
         return removed
 
     def commit(
@@ -411,6 +427,12 @@ class Manifest:
         meta = file_checksum(tmp / "meta.json")
         os.replace(tmp, self.folder / name)
         fsync_path(self.folder)
+        if self.location is not None:
+            # every file acknowledged by the store (meta.json last) before the manifest
+            # names the run: a put killed here is a leftover, never a half run
+            files = sorted(p for p in (self.folder / name).iterdir() if p.is_file())
+            for file in sorted(files, key=lambda p: p.name == "meta.json"):
+                self.location.upload(file, f"{name}/{file.name}")
         if replacing is None:
             runs = [*self.runs, name]
         else:
@@ -419,8 +441,47 @@ class Manifest:
         self.commit(runs, kinds, self.next + 1, {name: meta})
         return name
 
-    def open_run(self, name: str) -> Run:
+    def _fetched(self, name: str) -> Path:
+        """The folder of run ``name`` here, fetched from the store first if needed."""
         folder = self.folder / name
+        if self.location is None or (folder / "meta.json").exists():
+            return folder
+        if self.read_only:  # (a reader writes nothing into the database's folder)
+            if self._cache is None:
+                import tempfile
+
+                self._cache = Path(tempfile.mkdtemp(prefix="tessera-assoc-"))
+            folder = self._cache / name
+            if (folder / "meta.json").exists():
+                return folder
+        tmp = folder.parent / f"fetch-{uuid.uuid4().hex}"
+        tmp.mkdir(parents=True)
+        try:
+            found = list(self.location.list(f"{name}/"))
+            if not found:
+                raise FileNotFoundError(f"{self.location.url}/{name}")
+            for stored in found:
+                self.location.download(stored.path, tmp / stored.path.split("/", 1)[1], _ignore)
+            if (tmp / "meta.json").exists():
+                # (every file meta.json names must have come: one missing is damage)
+                listed = json.loads((tmp / "meta.json").read_text()).get("checksums", {})
+                lacking = sorted(f for f in listed if not (tmp / f).exists())
+                if lacking:
+                    raise DamagedStorageError(
+                        f"associative table {self.folder.name!r}: run {name} in "
+                        f"{self.location.url} lacks {', '.join(lacking)}"
+                    )
+            try:
+                os.replace(tmp, folder)
+            except OSError:  # (fetched by another thread meanwhile)
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return folder
+
+    def open_run(self, name: str) -> Run:
+        folder = self._fetched(name)
         path = folder / "meta.json"
         try:
             text = path.read_bytes()

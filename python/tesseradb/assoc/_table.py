@@ -71,16 +71,18 @@ class AssocTable:
         options: dict[str, bool],
         read_only: bool,
         on_write: Callable[[str], None] = lambda _name: None,
+        location: Any = None,
     ) -> None:
         self.name = name
-        self.folder = folder
+        self.folder = folder  # the manifest (and the runs, unless they are in ``location``)
+        self.location = location
         self.options = options
         self.read_only = read_only
         self._on_write = on_write
         if not read_only:
             folder.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._manifest = Manifest(folder, read_only)
+        self._manifest = Manifest(folder, read_only, location)
         self._runs: dict[str, Run] = {}
 
     # --- what it holds ------------------------------------------------------------
@@ -130,6 +132,8 @@ class AssocTable:
         return dict(self._manifest.kinds)
 
     def bytes_on_disk(self) -> int:
+        if self.location is not None:
+            return int(self.location.total_size())
         return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
 
     # --- writing --------------------------------------------------------------------

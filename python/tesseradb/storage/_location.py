@@ -277,6 +277,13 @@ class Location:
         with self.failures("write", key):
             obstore.put(self.store(), key, source)
 
+    def delete(self, path: str) -> None:
+        """Delete one object (an object already gone is no error)."""
+        import obstore
+
+        with contextlib.suppress(FileNotFoundError), self.failures("delete", path):
+            obstore.delete(self.store(), path)
+
     def delete_all(self) -> int:
         """Delete every object under this location; how many there were."""
         import obstore
