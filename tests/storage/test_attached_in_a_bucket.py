@@ -179,3 +179,29 @@ def test_a_task_reaches_the_bucket_with_the_table_ref(
     table = ref.open()  # as a Dask worker does: from the spec and the credentials
     with table.attachment.hold():
         assert sum(table.attachment._rows("obs", f) for f in range(3)) == expected
+
+
+def test_sidecar_indexes_live_in_the_database_storage(
+    tmp_path: Path, s3_bucket: S3Bucket, nights: list[Path]
+) -> None:
+    _upload(s3_bucket, nights, "indexed")
+    path = tmp_path / "db"
+    query = "SELECT id FROM {t}.obs WHERE mag BETWEEN 17 AND 17.5 AND flux > 90 ORDER BY id"
+    with tesseradb.connect(
+        path, storage=f"{s3_bucket.url}/db", storage_options=s3_bucket.options
+    ) as db:
+        db.attach(str(nights[0].parent / "night*.h5"), name="here")
+        db.attach(f"{s3_bucket.url}/indexed/night*.h5", name="there")
+        db.create_index("there.obs", ["mag", "flux"])
+        assert _same(db, query)
+        indexes = Location(db.catalog.get("there").spec["index_location"], db.storage.credentials)
+        names = sorted(o.path for o in indexes.list())
+        assert names == sorted(f"obs.{c}.{f}.bmi" for c in ("flux", "mag") for f in range(3))
+    assert not list((path / "attached").rglob("*.bmi"))  # none in the directory
+    with tesseradb.connect(path, storage_options=s3_bucket.options) as db:
+        assert _same(db, query)
+        assert db.check().ok
+        db.drop("there")
+    assert list(indexes.list()) == []
+    # the attached files themselves are untouched
+    assert len(list(_upload(s3_bucket, [], "indexed").list())) == 3

@@ -141,6 +141,7 @@ def test_workers_without_the_directory_answer_as_threads(
             "i": rng.integers(-1000, 1000, (120, 90)).astype(np.int32),
         }
         db.attach(f"{s3_bucket.url}/survey/obs*.h5", name="h")
+        db.create_index("h.t", ["code", "mag"])  # (in the bucket: the workers read them there)
         here = _answers(db)
         db.use(client)
         started = time.monotonic()

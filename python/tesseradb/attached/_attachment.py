@@ -28,7 +28,7 @@ from tesseradb.attached._table import AttachedTable
 from tesseradb.checks import Finding, Verified
 from tesseradb.errors import AttachedFileError, AttachError, ObjectNotFoundError, TesseraError
 from tesseradb.executor import Executor, ExecutorSlot, Threads, default_slot
-from tesseradb.storage import Credentials, Storage, is_url, parse_url
+from tesseradb.storage import Credentials, Location, Storage, is_url, parse_url
 
 if TYPE_CHECKING:
     import numpy as np
@@ -425,7 +425,40 @@ class Attachment:
 
     # --- indexes ----------------------------------------------------------------------
     def index_path(self, table: str, column: str, file_no: int) -> Path:
-        return self.index_dir / f"{table}.{column}.{file_no}.bmi"
+        return self.index_dir / self._index_name(table, column, file_no)
+
+    @staticmethod
+    def _index_name(table: str, column: str, file_no: int) -> str:
+        return f"{table}.{column}.{file_no}.bmi"
+
+    def _index_location(self) -> Location | None:
+        """Where the sidecar indexes are when not in ``index_dir``: the database's storage."""
+        url = self.spec.get("index_location")
+        if not url or self.storage is None:
+            return None
+        return self.storage.at(url)
+
+    def _save_index(self, table: str, column: str, file_no: int, index: BitmapIndex) -> None:
+        remote = self._index_location()
+        if remote is None:
+            index.save(self.index_path(table, column, file_no))
+        else:  # (one PUT: whole or absent)
+            remote.write(self._index_name(table, column, file_no), index.to_bytes())
+
+    def _load_index(self, table: str, column: str, file_no: int) -> BitmapIndex:
+        """The saved index (FileNotFoundError when there is none, IndexFileError when it is
+        torn, corrupt or foreign)."""
+        remote = self._index_location()
+        if remote is None:
+            return BitmapIndex.load(self.index_path(table, column, file_no))
+        name = self._index_name(table, column, file_no)
+        try:
+            data = remote.read(name)
+        except TesseraError as err:
+            if "no such object" in str(err):
+                raise FileNotFoundError(f"{remote.url}/{name}") from None
+            raise
+        return BitmapIndex.from_bytes(data, f"{remote.url}/{name}")
 
     def create_index(
         self,
@@ -481,7 +514,7 @@ class Attachment:
                 built = run.map(build, tasks, what=what)
         for (column, file_no), index in zip(tasks, built, strict=True):
             if not self.read_only:
-                index.save(self.index_path(table, column, file_no))
+                self._save_index(table, column, file_no, index)
             with self._lock:
                 self._indexes[(table, column, file_no)] = index
         for column in columns:
@@ -512,7 +545,7 @@ class Attachment:
         """One index built, saved beside the file and kept (a stale or damaged one's repair)."""
         index = self._build_index(table, column, file_no, binning, encoding)
         if not self.read_only:
-            index.save(self.index_path(table, column, file_no))
+            self._save_index(table, column, file_no, index)
         with self._lock:
             self._indexes[(table, column, file_no)] = index
         return index
@@ -562,9 +595,8 @@ class Attachment:
         with self._lock:
             index = self._indexes.get((table, column, file_no))
         if index is None:
-            path = self.index_path(table, column, file_no)
             try:
-                index = BitmapIndex.load(path)
+                index = self._load_index(table, column, file_no)
             except (OSError, IndexFileError):
                 index = None  # missing, torn or foreign: rebuild below
         if index is not None and index.identity == current and index.column == column:
@@ -596,7 +628,7 @@ class Attachment:
                 table, column = key.split(".", 1)
                 index_path = self.index_path(table, column, file_no)
                 try:
-                    index = BitmapIndex.load(index_path)
+                    index = self._load_index(table, column, file_no)
                 except FileNotFoundError:
                     problem = "is missing"
                 except (OSError, IndexFileError) as err:

@@ -411,6 +411,17 @@ class BitmapIndex:
     # --- the sidecar file -------------------------------------------------------------
     def save(self, path: Path) -> None:
         """Write atomically: a temporary name, fsync, rename."""
+        data = self.to_bytes()
+        tmp = path.with_name(path.name + ".tmp")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def to_bytes(self) -> bytes:
+        """The sidecar file's bytes (what :meth:`from_bytes` reads back)."""
         blobs = [bm.serialize() for bm in self.bitmaps] + [self.nan.serialize()]
         header = {
             "column": self.column,
@@ -426,21 +437,18 @@ class BitmapIndex:
         }
         head = json.dumps(header).encode()
         body = MAGIC + struct.pack("<Q", len(head)) + head + b"".join(blobs)
-        data = body + hashlib.sha256(body).digest()
-        tmp = path.with_name(path.name + ".tmp")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        return body + hashlib.sha256(body).digest()
 
     @classmethod
     def load(cls, path: Path) -> BitmapIndex:
+        return cls.from_bytes(path.read_bytes(), path)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: Path | str) -> BitmapIndex:
+        """The index a sidecar file's bytes hold (``path`` names it in errors), checked."""
         import numpy as np
         from pyroaring import BitMap
 
-        data = path.read_bytes()
         if len(data) < len(MAGIC) + 8 + 32 or not data.startswith(MAGIC):
             raise IndexFileError(f"{path} is not a TesseraDB bitmap index")
         body, digest = data[:-32], data[-32:]

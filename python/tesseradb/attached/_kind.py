@@ -7,6 +7,7 @@ indexes; its only storage is the sidecar bitmap indexes under
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -131,6 +132,14 @@ class AttachedKind(KindBase):
         self.context.objects.update_spec(attachment.name, {**attachment.spec, "indexes": specs})
         attachment.spec["indexes"] = specs
 
+    def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """``spec`` with where the sidecar indexes go: a fresh prefix under the database's
+        storage when it has one (the attached files themselves stay where they are)."""
+        if "index_location" in spec:
+            return spec
+        url = self.context.storage.place(self.directory, name, None, f"attach {name!r}")
+        return spec if url is None else {**spec, "index_location": url}
+
     def open(self, name: str, spec: dict[str, Any]) -> Attachment:
         # its folder holds the sidecar indexes, made when asked for; the files are never written
         attachment = Attachment(
@@ -159,6 +168,12 @@ class AttachedKind(KindBase):
         if opened is not None:
             opened.close()
         shutil.rmtree(self.folder(name), ignore_errors=True)
+        url = spec.get("index_location")
+        if url:  # (the indexes only: the attached files are never touched)
+            from tesseradb.errors import TesseraError
+
+            with contextlib.suppress(TesseraError):
+                self.context.storage.at(url).delete_all()
 
     def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
         size = sum(i.get("size", 0) for i in obj.spec.get("identities", []))
