@@ -24,9 +24,9 @@ system talks to the proxy as to any endpoint. Cases, each at ``0ms`` and ``20ms`
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tesseradb.bench.registry import Benchmark, register
@@ -36,11 +36,29 @@ LATENCIES = {"0ms": 0.0, "20ms": 0.020}
 CHUNK = 256
 
 
-@contextlib.contextmanager
-def _counting(ctx: BenchContext, proxy: Any, system: str, case: str) -> Iterator[None]:
-    before = proxy.requests
-    yield
-    ctx.record(system, f"requests_{case}", [float(proxy.requests - before)], "count", "requests")
+@dataclass
+class _Setting:
+    """One latency's run: the context, the proxy every system talks to, its bucket."""
+
+    ctx: BenchContext
+    proxy: Any
+    url: str  # the bucket
+    options: dict[str, str]  # storage_options reaching it through the proxy
+    label: str  # "0ms", "20ms"
+
+    def measure(self, system: str, case: str, fn: Callable[[], Any], **how: Any) -> Any:
+        """Time ``fn`` as ``<case>_<label>``, then run it once more counting its requests."""
+        answer = self.ctx.measure(system, f"{case}_{self.label}", fn, **how)
+        before = self.proxy.requests
+        fn()
+        requests = float(self.proxy.requests - before)
+        self.ctx.record(system, f"requests_{case}_{self.label}", [requests], "count", "requests")
+        return answer
+
+    def location(self, prefix: str) -> Any:
+        from tesseradb.storage import Location, resolve_credentials
+
+        return Location(f"{self.url}/{prefix}", resolve_credentials(self.options, "bench"))
 
 
 def _runs(ctx: BenchContext) -> int:
@@ -54,40 +72,43 @@ def _images(n_images: int, side: int) -> Any:
     return rng.normal(1000, 30, (n_images, side, side)).astype(np.float32)
 
 
-# --- arrays ---------------------------------------------------------------------------------
-def _tessera_arrays(
-    ctx: BenchContext, options: dict[str, str], url: str, label: str, proxy: Any, data: Any
-) -> dict[str, Any]:
+def _slab(side: int) -> tuple[int, int]:
+    """Where the 1% slab starts, and its width (a tenth of each side of one image)."""
+    return side // 2 - side // 20, max(1, side // 10)
+
+
+def _total(values: Any) -> float:
     import numpy as np
 
+    return float(np.asarray(values, dtype=np.float64).sum())
+
+
+# --- arrays ---------------------------------------------------------------------------------
+def _tessera_arrays(run: _Setting, data: Any) -> dict[str, Any]:
     import tesseradb
     from tesseradb.arrays import clear_chunk_cache
 
-    answers: dict[str, Any] = {}
     images, side, _ = data.shape
     dims = [
         {"name": "t", "end": images, "chunk": 1},
         {"name": "y", "end": side, "chunk": CHUNK},
         {"name": "x", "end": side, "chunk": CHUNK},
     ]
-    folder = ctx.scratch / f"tessera-{label}.tdb"  # type: ignore[operator]
-    with tesseradb.connect(folder, storage=f"{url}/tessera-{label}", storage_options=options) as db:
+    bytes_per_run = {"metric": "per_second", "unit": "bytes", "amount": data.nbytes}
+    folder = run.ctx.scratch / f"tessera-{run.label}.tdb"  # type: ignore[operator]
+    storage = f"{run.url}/tessera-{run.label}"
+    with tesseradb.connect(folder, storage=storage, storage_options=run.options) as db:
         # (made beforehand: the case times the write and its commit, as for the peer)
-        made = iter([db.create_array(f"img{i}", dims, {"v": "float32"}) for i in range(_runs(ctx))])
+        made = iter(
+            [db.create_array(f"img{i}", dims, {"v": "float32"}) for i in range(_runs(run.ctx) + 1)]
+        )
 
         def write() -> None:
             next(made)[0:images, 0:side, 0:side] = {"v": data}
 
-        ctx.measure(
-            "tessera",
-            f"array_write_{label}",
-            write,
-            metric="per_second",
-            unit="bytes",
-            amount=data.nbytes,
-        )
+        run.measure("tessera", "array_write", write, **bytes_per_run)
         array = db.array("img0")
-        lo, width = side // 2 - side // 20, max(1, side // 10)
+        lo, width = _slab(side)
 
         def full() -> Any:
             clear_chunk_cache()  # (as the peer, nothing of the chunks kept between reads)
@@ -97,22 +118,6 @@ def _tessera_arrays(
             clear_chunk_cache()
             return array[0, lo : lo + width, lo : lo + width]["v"]
 
-        got = ctx.measure(
-            "tessera",
-            f"array_read_full_{label}",
-            full,
-            metric="per_second",
-            unit="bytes",
-            amount=data.nbytes,
-        )
-        answers["full"] = float(np.asarray(got, dtype=np.float64).sum())
-        answers["slab"] = float(
-            np.asarray(ctx.measure("tessera", f"array_read_slab_{label}", slab), np.float64).sum()
-        )
-        with _counting(ctx, proxy, "tessera", f"array_read_full_{label}"):
-            full()
-        with _counting(ctx, proxy, "tessera", f"array_read_slab_{label}"):
-            slab()
         box = (
             f"SELECT avg(v) FROM img0 WHERE t = 0 AND y BETWEEN {lo} AND {lo + width - 1} "
             f"AND x BETWEEN {lo} AND {lo + width - 1}"
@@ -122,25 +127,24 @@ def _tessera_arrays(
             clear_chunk_cache()
             return db.sql(box).fetchall()
 
-        answers["sql"] = ctx.measure("tessera", f"array_sql_box_{label}", sql)
+        answers = {
+            "full": _total(run.measure("tessera", "array_read_full", full, **bytes_per_run)),
+            "slab": _total(run.measure("tessera", "array_read_slab", slab)),
+            "sql": run.measure("tessera", "array_sql_box", sql),
+        }
     shutil.rmtree(folder, ignore_errors=True)
     return answers
 
 
-def _zarr_arrays(
-    ctx: BenchContext, options: dict[str, str], url: str, label: str, proxy: Any, data: Any
-) -> dict[str, Any]:
+def _zarr_arrays(run: _Setting, data: Any) -> dict[str, Any]:
     import icechunk
-    import numpy as np
     import zarr
+    from zarr.codecs import ZstdCodec
 
-    from tesseradb.storage import Location, resolve_credentials
-
-    credentials = resolve_credentials(options, "bench")
     side = data.shape[1]
     repos: list[Any] = []
-    for i in range(_runs(ctx)):  # (made beforehand, as for tessera)
-        storage = Location(f"{url}/zarr-{label}/img{i}", credentials).icechunk_storage()
+    for i in range(_runs(run.ctx) + 1):  # (made beforehand, as for tessera)
+        storage = run.location(f"zarr-{run.label}/img{i}").icechunk_storage()
         repo = icechunk.Repository.create(storage)
         session = repo.writable_session("main")
         group = zarr.group(store=session.store, zarr_format=3)
@@ -149,7 +153,7 @@ def _zarr_arrays(
             shape=data.shape,
             chunks=(1, CHUNK, CHUNK),
             dtype="float32",
-            compressors=[zarr.codecs.ZstdCodec(level=3)],
+            compressors=[ZstdCodec(level=3)],
         )
         session.commit("create")
         repos.append(repo)
@@ -160,82 +164,51 @@ def _zarr_arrays(
         zarr.open_array(session.store, path="v", mode="r+", zarr_format=3)[:] = data
         session.commit("write")
 
-    ctx.measure(
-        "zarr",
-        f"array_write_{label}",
-        write,
-        metric="per_second",
-        unit="bytes",
-        amount=data.nbytes,
-    )
+    bytes_per_run = {"metric": "per_second", "unit": "bytes", "amount": data.nbytes}
+    run.measure("zarr", "array_write", write, **bytes_per_run)
     repo = repos[0]
-    lo, width = side // 2 - side // 20, max(1, side // 10)
+    lo, width = _slab(side)
 
     def opened() -> Any:
         session = repo.readonly_session(branch="main")
         return zarr.open_array(session.store, path="v", mode="r", zarr_format=3)
 
-    def full() -> Any:
-        return opened()[:]
-
-    def slab() -> Any:
-        return opened()[0, lo : lo + width, lo : lo + width]
-
-    got = ctx.measure(
-        "zarr",
-        f"array_read_full_{label}",
-        full,
-        metric="per_second",
-        unit="bytes",
-        amount=data.nbytes,
-    )
-    slab_values = ctx.measure("zarr", f"array_read_slab_{label}", slab)
-    with _counting(ctx, proxy, "zarr", f"array_read_full_{label}"):
-        full()
-    with _counting(ctx, proxy, "zarr", f"array_read_slab_{label}"):
-        slab()
     return {
-        "full": float(np.asarray(got, dtype=np.float64).sum()),
-        "slab": float(np.asarray(slab_values, dtype=np.float64).sum()),
+        "full": _total(
+            run.measure("zarr", "array_read_full", lambda: opened()[:], **bytes_per_run)
+        ),
+        "slab": _total(
+            run.measure(
+                "zarr", "array_read_slab", lambda: opened()[0, lo : lo + width, lo : lo + width]
+            )
+        ),
     }
 
 
 # --- PTF in place ---------------------------------------------------------------------------
-def _ptf_tessera(
-    ctx: BenchContext,
-    options: dict[str, str],
-    url: str,
-    label: str,
-    proxy: Any,
-    windows: dict[str, Any],
-) -> dict[str, Any]:
+def _ptf_tessera(run: _Setting, windows: dict[str, Any]) -> dict[str, Any]:
     import tesseradb
     from tesseradb.attached import clear_remote_cache
     from tesseradb.bench.ptf import QUERY
 
-    answers: dict[str, Any] = {}
-    runs = iter(range(10_000))
-    folder = ctx.scratch / f"ptf-{label}"  # type: ignore[operator]
+    folder = run.ctx.scratch / f"ptf-{run.label}"  # type: ignore[operator]
+    fresh = iter(range(10_000))
 
     def first() -> Any:
         clear_remote_cache()  # from nothing: no block of the file known
-        with tesseradb.connect(folder / f"db{next(runs)}", storage_options=options) as db:
-            db.attach(f"{url}/ptf/ptf.h5", name="ptf")
+        with tesseradb.connect(folder / f"db{next(fresh)}", storage_options=run.options) as db:
+            db.attach(f"{run.url}/ptf/ptf.h5", name="ptf")
             return db.sql(QUERY, windows["q1"]).fetchall()
 
-    answers["q1"] = ctx.measure("tessera", f"ptf_first_q1_{label}", first)
-    with _counting(ctx, proxy, "tessera", f"ptf_first_q1_{label}"):
-        first()
-    with tesseradb.connect(folder / "warm", storage_options=options) as db:
-        db.attach(f"{url}/ptf/ptf.h5", name="ptf")
+    answers = {"first": run.measure("tessera", "ptf_first_q1", first)}
+    with tesseradb.connect(folder / "warm", storage_options=run.options) as db:
+        db.attach(f"{run.url}/ptf/ptf.h5", name="ptf")
         for q in ("q1", "q2", "q3"):
-            answers[q] = ctx.measure(
-                "tessera",
-                f"ptf_{q}_warm_{label}",
-                lambda q=q: db.sql(QUERY, windows[q]).fetchall(),
-            )
-            with _counting(ctx, proxy, "tessera", f"ptf_{q}_warm_{label}"):
-                db.sql(QUERY, windows[q]).fetchall()
+
+            def warm(q: str = q) -> Any:
+                return db.sql(QUERY, windows[q]).fetchall()
+
+            answers[q] = run.measure("tessera", f"ptf_{q}_warm", warm)
     shutil.rmtree(folder, ignore_errors=True)
     return answers
 
@@ -257,59 +230,39 @@ def _query_in_duckdb(tables: dict[str, Any], windows: dict[str, Any]) -> Any:
         con.close()
 
 
-def _ptf_download(
-    ctx: BenchContext,
-    options: dict[str, str],
-    url: str,
-    label: str,
-    proxy: Any,
-    windows: dict[str, Any],
-) -> Any:
+def _ptf_download(run: _Setting, windows: dict[str, Any]) -> Any:
+    """SDS/Q's data-preparation baseline: fetch the file, load its tables, query."""
     from tesseradb.bench.ptf import _read_tables
-    from tesseradb.storage import Location, resolve_credentials
 
-    where = Location(f"{url}/ptf", resolve_credentials(options, "bench"))
-    local = ctx.scratch / f"download-{label}.h5"  # type: ignore[operator]
+    where = run.location("ptf")
+    local = run.ctx.scratch / f"download-{run.label}.h5"  # type: ignore[operator]
 
     def first() -> Any:
         where.download("ptf.h5", local, lambda n: None)
         return _query_in_duckdb(_read_tables(local), windows)
 
-    answer = ctx.measure("download", f"ptf_first_q1_{label}", first)
-    with _counting(ctx, proxy, "download", f"ptf_first_q1_{label}"):
-        first()
+    answer = run.measure("download", "ptf_first_q1", first)
     local.unlink(missing_ok=True)
     return answer
 
 
-def _ptf_fsspec(
-    ctx: BenchContext,
-    options: dict[str, str],
-    url: str,
-    label: str,
-    proxy: Any,
-    windows: dict[str, Any],
-) -> Any:
+def _ptf_fsspec(run: _Setting, windows: dict[str, Any]) -> Any:
+    """h5py over fsspec's HTTP file system (ranged GETs of a presigned URL), then DuckDB."""
     from datetime import timedelta
 
     import fsspec
     import obstore
 
     from tesseradb.bench.ptf import _read_tables
-    from tesseradb.storage import Location, resolve_credentials
 
-    where = Location(f"{url}/ptf", resolve_credentials(options, "bench"))
-    signed = obstore.sign(where.store(), "GET", "ptf.h5", timedelta(hours=1))
+    signed = obstore.sign(run.location("ptf").store(), "GET", "ptf.h5", timedelta(hours=1))
 
     def first() -> Any:
         filesystem = fsspec.filesystem("http", skip_instance_cache=True)
         with filesystem.open(signed, "rb", block_size=2 << 20) as handle:
             return _query_in_duckdb(_read_tables(handle), windows)
 
-    answer = ctx.measure("h5py-fsspec", f"ptf_first_q1_{label}", first)
-    with _counting(ctx, proxy, "h5py-fsspec", f"ptf_first_q1_{label}"):
-        first()
-    return answer
+    return run.measure("h5py-fsspec", "ptf_first_q1", first)
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -334,21 +287,21 @@ def run(ctx: BenchContext) -> None:
         for label, latency in LATENCIES.items():
             with fault_proxy(endpoint.endpoint_url, latency) as proxy:
                 options = {**endpoint.storage_options(), "endpoint_url": proxy.endpoint_url}
+                setting = _Setting(ctx, proxy, url, options, label)
                 arrays: dict[str, dict[str, Any]] = {}
                 ptf: dict[str, Any] = {}
                 ctx.progress(f"{label}: arrays of {data.nbytes / 2**20:.0f} MiB")
                 if ctx.wants("tessera"):
-                    arrays["tessera"] = _tessera_arrays(ctx, options, url, label, proxy, data)
+                    arrays["tessera"] = _tessera_arrays(setting, data)
                 if ctx.wants("zarr"):
-                    arrays["zarr"] = _zarr_arrays(ctx, options, url, label, proxy, data)
+                    arrays["zarr"] = _zarr_arrays(setting, data)
                 ctx.progress(f"{label}: PTF in place")
                 if ctx.wants("tessera"):
-                    warm = _ptf_tessera(ctx, options, url, label, proxy, windows)
-                    ptf["tessera"] = warm["q1"]
+                    ptf["tessera"] = _ptf_tessera(setting, windows)["first"]
                 if ctx.wants("download"):
-                    ptf["download"] = _ptf_download(ctx, options, url, label, proxy, windows)
+                    ptf["download"] = _ptf_download(setting, windows)
                 if ctx.wants("h5py-fsspec"):
-                    ptf["h5py-fsspec"] = _ptf_fsspec(ctx, options, url, label, proxy, windows)
+                    ptf["h5py-fsspec"] = _ptf_fsspec(setting, windows)
                 for case in ("full", "slab"):
                     ctx.check(
                         f"array_read_{case}_{label}",
