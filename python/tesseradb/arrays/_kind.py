@@ -56,6 +56,10 @@ class ArrayKind(KindBase):
 
         return ArrayCrashModel()
 
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        self._made: dict[str, ArrayRepository] = {}  # lower name -> repository just created
+
     def _location(self, spec: dict[str, Any]) -> Location | None:
         """Where the array's repository is, when not in its folder (an object store)."""
         url = spec.get("location")
@@ -70,9 +74,11 @@ class ArrayKind(KindBase):
             directory.mkdir(parents=True)  # (its commit lock's folder; the repository is as it is)
             return
         try:
-            ArrayRepository.create(name, directory, location).initialise(
-                ArraySchema.from_dict(spec["schema"])
-            )
+            made = ArrayRepository.create(name, directory, location)
+            made.initialise(ArraySchema.from_dict(spec["schema"]))
+            # (open takes it as it is: opening the repository again costs requests, a
+            # listing and the repository's configuration, when it is in a bucket)
+            self._made[name.lower()] = made
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             if location is not None:
@@ -85,7 +91,11 @@ class ArrayKind(KindBase):
         if location is not None:
             # (the folder holds only the commit lock: a worker or a new machine makes it)
             self.folder(name).mkdir(parents=True, exist_ok=True)
-        repo = ArrayRepository(name, self.folder(name), location)
+        made = self._made.pop(name.lower(), None)
+        if made is not None and made.location == location and made.name == name:
+            repo = made
+        else:
+            repo = ArrayRepository(name, self.folder(name), location)
         array = Array(name, ArraySchema.from_dict(spec["schema"]), repo, self.context.read_only)
         array.in_place = bool(spec.get("in_place"))
         array._siblings = self.context.objects  # operators' into= make arrays beside it
@@ -174,6 +184,7 @@ class ArrayKind(KindBase):
         return {"": opened.relation}
 
     def drop(self, name: str, spec: dict[str, Any], opened: Array | None) -> None:
+        self._made.pop(name.lower(), None)
         shutil.rmtree(self.folder(name), ignore_errors=True)
         location = self._location(spec)
         if location is not None and not spec.get("in_place"):  # (opened in place: never deleted)
