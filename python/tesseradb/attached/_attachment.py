@@ -148,6 +148,7 @@ def _inspect_remote(url: str, identity: dict[str, Any], storage: Storage | None)
     import h5py
 
     source = _remote_bytes(url, identity, storage)
+    source.prefetch()  # (a small file whole, in parallel: its signature's block among them)
     # the signature is at 0, or after a user block of 512, 1024, 2048... bytes
     offsets = [0] + [512 << i for i in range(12) if (512 << i) + 8 <= source.size]
     if not any(source.pread(8, at) == _HDF5_SIGNATURE for at in offsets):
