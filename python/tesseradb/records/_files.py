@@ -66,6 +66,9 @@ class SegmentFiles:
     def sync(self) -> None:
         """Make every write so far durable."""
 
+    def prefetch_headers(self, ids: list[int]) -> None:
+        """Read these files' headers ahead, together, for :meth:`header` to return."""
+
     def remove(self, segment_id: int) -> None:
         raise NotImplementedError
 
@@ -122,9 +125,25 @@ class RemoteSegments(SegmentFiles):
 
     def __init__(self, location: Location) -> None:
         self.location = location
+        self._ahead: dict[int, SegmentHeader | BaseException] = {}
 
     def where(self, segment_id: int) -> str:
         return f"{self.location.url}/{segment_name(segment_id)}"
+
+    def prefetch_headers(self, ids: list[int]) -> None:
+        """(opening a stream) One ranged GET per segment, 16 at once rather than one after
+        another: a stream of many segments opens in a few round trips."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def fetch(segment_id: int) -> None:
+            try:
+                self._ahead[segment_id] = self._fetch_header(segment_id)
+            except Exception as err:  # (raised again where header() is asked for it)
+                self._ahead[segment_id] = err
+
+        if len(ids) > 1:
+            with ThreadPoolExecutor(min(16, len(ids))) as pool:
+                list(pool.map(fetch, ids))
 
     @property
     def remote(self) -> bool:
@@ -139,6 +158,12 @@ class RemoteSegments(SegmentFiles):
         return found
 
     def header(self, segment_id: int) -> SegmentHeader:
+        ahead = self._ahead.pop(segment_id, None)
+        if isinstance(ahead, BaseException):
+            raise ahead
+        return ahead if ahead is not None else self._fetch_header(segment_id)
+
+    def _fetch_header(self, segment_id: int) -> SegmentHeader:
         import obstore
 
         name = segment_name(segment_id)

@@ -118,6 +118,7 @@ class SegmentStore:
         self._tree = _core.SegmentTree(len(descriptor.index))
         self._resident: dict[int, Segment] = {}  # not yet on disk: pinned in memory
         self._stored: dict[int, int] = {}  # on disk: id -> records
+        self.parallel_loads = 1  # segments a scan loads at once (more when loads are slow)
         # committed segments that cannot be served, with why: those whose box is known
         # are in the R*-tree, so a query that meets them fails; the others (missing
         # file, unreadable header) make every query fail, as any could need them
@@ -441,6 +442,16 @@ class SegmentStore:
         with self._lock:
             return [int(i) for i in self._tree.query(*box)]
 
+    def segments(self, ids: Sequence[int]) -> list[Segment]:
+        """The segments ``ids`` in order; those to be loaded, ``parallel_loads`` at a time
+        (a stream whose segments are in an object store: one round trip each)."""
+        if self.parallel_loads <= 1 or len(ids) < 2:
+            return [self.segment(i) for i in ids]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(self.parallel_loads, len(ids))) as pool:
+            return list(pool.map(self.segment, ids))
+
     def segment(self, segment_id: int) -> Segment:
         """A segment by id: resident, cached, or loaded from its file into the cache."""
         seg = self._resident.get(segment_id)
@@ -501,7 +512,7 @@ class SegmentStore:
         if box is None or not ids:
             return
         names = list(self.schema.names if columns is None else columns)
-        segments = [self.segment(i) for i in ids]
+        segments = self.segments(ids)
         predicate = self._residual(predicate, segments)
         lower = {n.lower(): n for n in self.schema.names}
         filtered = [lower[c.lower()] for c in (predicate or ()) if c.lower() in lower]

@@ -173,6 +173,8 @@ class Stream:
             cache=self._cache,
             load=self._load,
         )
+        # a segment in an object store is a round trip away: a scan fetches them 16 at once
+        self._store.parallel_loads = 16 if self._files.remote else 1
         self._bytes_on_disk = 0
         self._log = CallLog(directory)
         self._refresh_lock = threading.Lock()
@@ -220,6 +222,7 @@ class Stream:
             return
         committed: set[int] = set()
         calls = self._log.read_new(self.name)
+        self._files.prefetch_headers([i for call in calls for i in call.ids])
         for call in calls:
             committed.update(self._add_call(call))
         self.problems.extend(self._log.damaged)
@@ -297,7 +300,7 @@ class Stream:
             else ""
         )
         try:
-            header = self._files.header(segment_id)
+            header = self._files.header(segment_id)  # (prefetched, for segments in a bucket)
         except FileNotFoundError:
             reason = f"stream {self.name!r}: segment file {path} is missing{of_call}"
             self.problems.append(reason)
