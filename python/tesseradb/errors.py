@@ -62,6 +62,7 @@ __all__ = [
     "SegmentFileError",
     "ServerError",
     "StorageError",
+    "StoredObjectMissingError",
     "StreamWriteError",
     "TableStoreError",
     "TesseraError",
@@ -100,6 +101,10 @@ class StorageError(TesseraError, OSError):
     """An object store (``s3://...``) could not be reached or refused: an unknown scheme, a
     missing bucket, wrong credentials, a key that vanished, an endpoint that keeps failing.
     The message names the URL and the operation, never a credential."""
+
+
+class StoredObjectMissingError(StorageError, FileNotFoundError):
+    """An object asked for by name is not in the store (its URL is in the message)."""
 
 
 class InputFileError(TesseraError, OSError):

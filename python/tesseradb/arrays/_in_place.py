@@ -41,6 +41,11 @@ def in_place_schema(name: str, location: Location, where: str) -> ArraySchema:
     candidates = {
         n: a for n, a in arrays.items() if not (a.ndim == 1 and n in named_dims and len(arrays) > 1)
     }
+    if not candidates:
+        raise ArraySchemaError(
+            f"{where}: the repository's root group holds only coordinate arrays "
+            f"({', '.join(sorted(arrays))})"
+        )
     rank = max(a.ndim for a in candidates.values())
     ranked = sorted((n, a) for n, a in candidates.items() if a.ndim == rank)
     first = ranked[0][1]

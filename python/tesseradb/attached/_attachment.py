@@ -453,13 +453,8 @@ class Attachment:
         if remote is None:
             return BitmapIndex.load(self.index_path(table, column, file_no))
         name = self._index_name(table, column, file_no)
-        try:
-            data = remote.read(name)
-        except TesseraError as err:
-            if "no such object" in str(err):
-                raise FileNotFoundError(f"{remote.url}/{name}") from None
-            raise
-        return BitmapIndex.from_bytes(data, f"{remote.url}/{name}")
+        # (a missing one is a StoredObjectMissingError: a FileNotFoundError, as on disk)
+        return BitmapIndex.from_bytes(remote.read(name), f"{remote.url}/{name}")
 
     def create_index(
         self,

@@ -67,16 +67,10 @@ def clear_remote_cache() -> None:
 
 def remote_identity(location: Location, key: str) -> dict[str, Any]:
     """What identifies an object's current content: its URL, size and entity tag."""
-    from tesseradb.errors import StorageError
-
     try:
         found = location.head(key)
-    except StorageError as err:
-        if "no such object" in str(err):
-            raise AttachedFileError(
-                f"attached file {location.url}/{key} no longer exists"
-            ) from None
-        raise
+    except FileNotFoundError:
+        raise AttachedFileError(f"attached file {location.url}/{key} no longer exists") from None
     return {"path": f"{location.url}/{key}", "size": found.size, "etag": found.etag}
 
 
@@ -89,7 +83,6 @@ class RemoteBytes:
         self.size = size
         self.etag = etag
         self.url = f"{location.url}/{key}"
-        self.requests = 0  # ranged GETs sent (a counter for reports)
 
     def _get(self, start: int, end: int) -> bytes:
         import obstore
@@ -102,7 +95,6 @@ class RemoteBytes:
         options: dict[str, Any] = {"range": (start, end)}
         if self.etag:
             options["if_match"] = self.etag
-        self.requests += 1
         try:
             return bytes(obstore.get(self.location.store(), self.key, options=options).bytes())  # type: ignore[arg-type]
         except Exception as err:
@@ -146,10 +138,16 @@ class RemoteBytes:
         if size <= 0 or offset >= self.size:
             return b""
         end = min(offset + size, self.size)
-        if end - offset >= LARGE:
-            return self._get(offset, end)
         first, last = offset // BLOCK, (end - 1) // BLOCK
-        parts = [self._block(b) for b in range(first, last + 1)]
+        if end - offset >= LARGE:
+            cached = [
+                BLOCK_CACHE.get((self.url, self.etag or "", b)) for b in range(first, last + 1)
+            ]
+            if any(block is None for block in cached):
+                return self._get(offset, end)  # (column data: straight from the store)
+            parts: list[bytes] = cached  # type: ignore[assignment]
+        else:
+            parts = [self._block(b) for b in range(first, last + 1)]
         joined = parts[0] if len(parts) == 1 else b"".join(parts)
         skip = offset - first * BLOCK
         return joined[skip : skip + (end - offset)]

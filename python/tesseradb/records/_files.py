@@ -9,7 +9,6 @@ segment that is not whole, and a segment no committed call names is never served
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,26 +166,14 @@ class RemoteSegments(SegmentFiles):
         import obstore
 
         name = segment_name(segment_id)
-        try:
-            with self.location.failures("read the header of", name):
-                got = obstore.get(
-                    self.location.store(), name, options={"range": (0, HEADER_PREFIX)}
-                )
-                prefix = bytes(got.bytes())
-        except Exception as err:
-            if "no such object" in str(err):
-                raise FileNotFoundError(self.where(segment_id)) from None
-            raise
+        # (a missing object raises StoredObjectMissingError, a FileNotFoundError)
+        with self.location.failures("read the header of", name):
+            got = obstore.get(self.location.store(), name, options={"range": (0, HEADER_PREFIX)})
+            prefix = bytes(got.bytes())
         return parse_header(prefix, int(got.meta["size"]), self.where(segment_id), check_size=False)
 
     def read(self, segment_id: int, descriptor: RecordDescriptor) -> Segment:
-        name = segment_name(segment_id)
-        try:
-            data = self.location.read(name)
-        except Exception as err:
-            if "no such object" in str(err):
-                raise FileNotFoundError(self.where(segment_id)) from None
-            raise
+        data = self.location.read(segment_name(segment_id))  # (missing: FileNotFoundError)
         return decode_segment(data, self.where(segment_id), descriptor)
 
     def write(self, segment: Segment, descriptor: RecordDescriptor, compress: bool) -> int:
@@ -195,11 +182,7 @@ class RemoteSegments(SegmentFiles):
         return total  # (durable: the store acknowledged the PUT)
 
     def remove(self, segment_id: int) -> None:
-        import obstore
-
-        name = segment_name(segment_id)
-        with contextlib.suppress(FileNotFoundError), self.location.failures("delete", name):
-            obstore.delete(self.location.store(), name)
+        self.location.delete(segment_name(segment_id))
 
 
 def segment_files(directory: Path, location: Any) -> SegmentFiles:

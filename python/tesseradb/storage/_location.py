@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tesseradb.errors import InvalidArgumentError, StorageError, TesseraError
+from tesseradb.errors import (
+    InvalidArgumentError,
+    StorageError,
+    StoredObjectMissingError,
+    TesseraError,
+)
 from tesseradb.storage._credentials import Credentials
 
 __all__ = [
@@ -278,10 +283,10 @@ class Location:
             obstore.put(self.store(), key, source)
 
     def delete(self, path: str) -> None:
-        """Delete one object (an object already gone is no error)."""
+        """Delete one object (an object already gone is no error: S3 answers 204)."""
         import obstore
 
-        with contextlib.suppress(FileNotFoundError), self.failures("delete", path):
+        with self.failures("delete", path):
             obstore.delete(self.store(), path)
 
     def delete_all(self) -> int:
@@ -317,8 +322,12 @@ def storage_error(
     target = f"{location.url}/{path}" if path else location.url
     text = location.credentials.redact(f"{type(err).__name__}: {err}")
     if isinstance(err, FileNotFoundError) or type(err).__name__ == "NotFoundError":
-        reason = "no such object"  # (by the error's type: its text may hold any digits)
-    elif isinstance(err, PermissionError) or type(err).__name__ in (
+        # (told by the error's type, its text may hold any digits; callers catch it as a
+        # FileNotFoundError)
+        return StoredObjectMissingError(
+            f"cannot {operation} {target} ({location.credentials.describe()}): no such object"
+        )
+    if isinstance(err, PermissionError) or type(err).__name__ in (
         "PermissionDeniedError",
         "UnauthenticatedError",
     ):

@@ -27,6 +27,9 @@ class Storage:
         self.where = where
         self._options = dict(options or {})
         self._credentials: Credentials | None = None
+        # (one Location per URL: each holds its HTTP client, made once, reused by every
+        # statement instead of a new client per file and per statement)
+        self._locations: dict[str, Location] = {}
         if options:  # (checked now: a bad option is an error of connect itself)
             self._credentials = resolve_credentials(self._options, where)
         self.default = self.at(default) if default else None
@@ -53,7 +56,13 @@ class Storage:
 
     def at(self, url: str, where: str | None = None) -> Location:
         """The location at ``url``, reached with this database's credentials."""
-        return Location(url, self.credentials, where or self.where)
+        found = self._locations.get(url)
+        if found is None:
+            found = Location(url, self.credentials, where or self.where)
+            if len(self._locations) > 4096:
+                self._locations.clear()
+            self._locations[url] = found
+        return found
 
     def place(self, directory: str, name: str, location: str | None, where: str) -> str | None:
         """The URL for a new object's bulk data (None: the database directory).

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tesseradb.errors import ExportError, LoadError, StorageError
+from tesseradb.errors import ExportError, LoadError
 from tesseradb.progress import Cancel, ProgressLike, tracker
 from tesseradb.storage import parse_url
 
@@ -32,10 +32,8 @@ def downloaded(
     where = f"db.load {source!r}"
     try:
         root, objects = storage.matching(source, where)
-    except StorageError as err:
-        if "no such object" in str(err):
-            raise LoadError(f"{source}: no such object") from None
-        raise
+    except FileNotFoundError:
+        raise LoadError(f"{source}: no such object") from None
     if not objects:
         raise LoadError(f"{source}: the pattern matches no object")
     folder = Path(tempfile.mkdtemp(prefix="tessera-download-"))
@@ -78,7 +76,7 @@ def upload_export(storage: Any, target: str, overwrite: bool) -> Iterator[str]:
     try:
         yield str(local)
         for stale in existing:  # overwrite: the old file, or every object of the old store
-            _delete_one(root, stale.path)
+            root.delete(stale.path)
         if local.is_dir():
             for file in sorted(p for p in local.rglob("*") if p.is_file()):
                 root.upload(file, f"{key}/{file.relative_to(local).as_posix()}")
@@ -91,15 +89,7 @@ def upload_export(storage: Any, target: str, overwrite: bool) -> Iterator[str]:
 def _existing(storage: Any, target: str, where: str) -> tuple[Any, list[Any]]:
     try:
         return storage.matching(target, where)  # type: ignore[no-any-return]
-    except StorageError as err:
-        if "no such object" not in str(err):
-            raise
+    except FileNotFoundError:  # (nothing there yet)
+        pass
     bucket, _ = parse_url(target, where)
     return storage.at(f"s3://{bucket}", where), []
-
-
-def _delete_one(root: Any, key: str) -> None:
-    import obstore
-
-    with root.failures("delete", key):
-        obstore.delete(root.store(), key)
