@@ -1,4 +1,4 @@
-"""Icechunk repositories opened in place (``db.open_array("s3://.../repo.icechunk")``).
+"""Icechunk repositories and Zarr v3 stores opened in place (``db.open_array("s3://...")``).
 
 The repository is registered as a read-only array without copying a byte: its catalog
 spec records the location and the schema. A repository TesseraDB made keeps its schema
@@ -10,24 +10,19 @@ Dropping it forgets it; the repository is never written or deleted.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tesseradb.arrays._repository import ArrayRepository
 from tesseradb.arrays._schema import ArraySchema
 from tesseradb.errors import ArraySchemaError, TesseraError
 
-if TYPE_CHECKING:
-    from tesseradb.storage import Location
-
 __all__ = ["in_place_schema"]
 
 
-def in_place_schema(name: str, location: Location, where: str) -> ArraySchema:
-    """The schema of the repository at ``location``, read from its head version."""
+def in_place_schema(repo: ArrayRepository, where: str) -> ArraySchema:
+    """The schema of the Icechunk repository or Zarr store ``repo``, read from its head."""
     import zarr
 
-    repo = ArrayRepository(name, Path("/nonexistent/in-place"), location)  # (reads only)
     session = repo.readonly()
     with repo.damage("its root group"):
         group = zarr.open_group(session.store, mode="r", zarr_format=3)
@@ -49,12 +44,15 @@ def in_place_schema(name: str, location: Location, where: str) -> ArraySchema:
     rank = max(a.ndim for a in candidates.values())
     ranked = sorted((n, a) for n, a in candidates.items() if a.ndim == rank)
     first = ranked[0][1]
-    shape, chunks = first.shape, first.chunks
+    # (a sharded array is read a shard at a time: its shards are the chunks stored)
+    shape, chunks = first.shape, _stored_chunks(first)
     dim_names = _dimension_names(first) or tuple(f"dim_{i}" for i in range(rank))
     chosen = [
         (n, a)
         for n, a in ranked
-        if a.shape == shape and a.chunks == chunks and _dimension_names(a) in ((), dim_names)
+        if a.shape == shape
+        and _stored_chunks(a) == chunks
+        and _dimension_names(a) in ((), dim_names)
     ]
     skipped = sorted(set(arrays) - {n for n, _ in chosen})
     dims = [
@@ -86,6 +84,11 @@ def in_place_schema(name: str, location: Location, where: str) -> ArraySchema:
         ) from None
 
 
+def _stored_chunks(array: Any) -> tuple[int, ...]:
+    """The shape of the pieces ``array`` stores: its shards when sharded, else its chunks."""
+    return tuple(getattr(array, "shards", None) or array.chunks)
+
+
 def _dimension_names(array: Any) -> tuple[str, ...]:
     """A Zarr array's dimension names (none for Zarr v2 metadata, or when unnamed)."""
     names = getattr(array.metadata, "dimension_names", None) or ()
@@ -98,7 +101,7 @@ def check_source(source: Any, where: str) -> str:
 
     if not isinstance(source, str) or not is_url(source):
         raise InvalidArgumentError(
-            f"{where}: give the s3:// URL of an Icechunk repository "
+            f"{where}: give the s3:// URL of an Icechunk repository or a Zarr v3 store "
             "(a repository in the database directory is an array of it already)"
         )
     return source

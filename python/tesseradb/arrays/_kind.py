@@ -11,6 +11,7 @@ import contextlib
 import logging
 import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.arrays._array import Array
@@ -94,6 +95,10 @@ class ArrayKind(KindBase):
         made = self._made.pop(name.lower(), None)
         if made is not None and made.location == location and made.name == name:
             repo = made
+        elif spec.get("format") == "zarr" and location is not None:
+            from tesseradb.arrays._zarr_store import ZarrStoreRepository
+
+            repo = ZarrStoreRepository(name, self.folder(name), location)
         else:
             repo = ArrayRepository(name, self.folder(name), location)
         array = Array(name, ArraySchema.from_dict(spec["schema"]), repo, self.context.read_only)
@@ -126,15 +131,23 @@ class ArrayKind(KindBase):
         return spec
 
     def in_place_spec(self, name: str, source: str) -> dict[str, Any]:
-        """The catalog spec of the repository at ``source`` opened in place (read-only)."""
+        """The catalog spec of the Icechunk repository or plain Zarr v3 store at ``source``
+        opened in place (read-only)."""
         from tesseradb.arrays._in_place import check_source, in_place_schema
+        from tesseradb.arrays._zarr_store import ZarrStoreRepository, is_zarr_store
         from tesseradb.catalog import validate_name
 
         where = f"db.open_array {source!r}"
         validate_name(name, "array")
         location = self.context.storage.at(check_source(source, where), where)
-        schema = in_place_schema(name, location, where)
-        return {"schema": schema.to_dict(), "location": location.url, "in_place": True}
+        nowhere = Path("/nonexistent/in-place")  # (reads only: no commit lock is taken)
+        if is_zarr_store(location, where):
+            repo: ArrayRepository = ZarrStoreRepository(name, nowhere, location)
+            spec = {"format": "zarr"}
+        else:
+            repo, spec = ArrayRepository(name, nowhere, location), {}
+        schema = in_place_schema(repo, where)
+        return {"schema": schema.to_dict(), "location": location.url, "in_place": True, **spec}
 
     def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         """``spec`` with the location of the new array's repository: the one asked for, or a

@@ -56,8 +56,8 @@ class ArrayMethods(DatabaseMethods):
         return array
 
     def open_array(self, source: str, name: str) -> Array:
-        """Register the Icechunk repository at ``source`` (``s3://bucket/.../repo``) as the
-        read-only array ``name``, in place: nothing is copied, SQL, slabs, versions and
+        """Register the Icechunk repository or plain Zarr v3 store at ``source``
+        (``s3://bucket/.../repo``) as the read-only array ``name``, in place: nothing is copied, SQL, slabs, versions and
         xarray read it from the store, and dropping it forgets it without touching it
         (docs/storage.md)."""
         require_str(name, "name", "db.open_array")

@@ -196,6 +196,7 @@ class S3Endpoint:
     access_key_id: str = "tessera-test-key"
     secret_access_key: str = "tessera-test-secret"
     region: str = "us-east-1"
+    checks_signatures: bool = False  # (then only these keys, signed, are let in)
 
     def storage_options(self) -> dict[str, str]:
         """What ``tesseradb.connect(..., storage_options=)`` takes to reach it."""
@@ -220,6 +221,18 @@ class S3Endpoint:
         a local MinIO in its default set-up does.)"""
         import httpx
 
+        if self.checks_signatures:
+            import boto3
+
+            client = boto3.client(
+                "s3",
+                endpoint_url=self.endpoint_url,
+                aws_access_key_id=self.access_key_id,
+                aws_secret_access_key=self.secret_access_key,
+                region_name=self.region,
+            )
+            client.create_bucket(Bucket=name)
+            return f"s3://{name}"
         answer = httpx.put(f"{self.endpoint_url}/{name}", timeout=30)
         if answer.status_code not in (200, 409):
             raise ServerUnavailable(
@@ -229,8 +242,13 @@ class S3Endpoint:
 
 
 @contextmanager
-def s3_server() -> Iterator[S3Endpoint]:
-    """moto's standalone S3 server (a real HTTP endpoint) on a free loopback port."""
+def s3_server(checks_signatures: bool = False) -> Iterator[S3Endpoint]:
+    """moto's standalone S3 server (a real HTTP endpoint) on a free loopback port.
+
+    With ``checks_signatures`` it behaves as AWS does: a request must be signed, by
+    the key of a user allowed to use S3, or it is refused (InvalidAccessKeyId,
+    SignatureDoesNotMatch); the endpoint carries that user's new key.
+    """
     try:
         import moto.server  # noqa: F401
     except ImportError:
@@ -242,10 +260,15 @@ def s3_server() -> Iterator[S3Endpoint]:
     port = _free_port()
     root = Path(tempfile.mkdtemp(prefix="tessera-s3-"))
     log = open(root / "server.log", "wb")  # noqa: SIM115 (open for the server's life)
+    environment = dict(os.environ)
+    if checks_signatures:
+        # the server checks every request after the first three: those make the user
+        environment["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=environment,
         start_new_session=True,  # (a Ctrl-C in the terminal reaches the tests, not it)
     )
     try:
@@ -254,8 +277,38 @@ def s3_server() -> Iterator[S3Endpoint]:
             raise ServerUnavailable(
                 f"the S3 server did not start listening on port {port}: {detail}"
             )
-        yield S3Endpoint(f"http://127.0.0.1:{port}")
+        endpoint = S3Endpoint(f"http://127.0.0.1:{port}")
+        yield _signing_user(endpoint) if checks_signatures else endpoint
     finally:
         _stop(process)
         log.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _signing_user(endpoint: S3Endpoint) -> S3Endpoint:
+    """A user allowed every S3 action on ``endpoint``'s server, and the endpoint with its key."""
+    import json
+
+    import boto3
+
+    iam = boto3.client(
+        "iam",
+        endpoint_url=endpoint.endpoint_url,
+        aws_access_key_id=endpoint.access_key_id,
+        aws_secret_access_key=endpoint.secret_access_key,
+        region_name=endpoint.region,
+    )
+    iam.create_user(UserName="tessera")
+    key = iam.create_access_key(UserName="tessera")["AccessKey"]
+    allow = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+    }
+    iam.put_user_policy(UserName="tessera", PolicyName="s3", PolicyDocument=json.dumps(allow))
+    return S3Endpoint(
+        endpoint.endpoint_url,
+        key["AccessKeyId"],
+        key["SecretAccessKey"],
+        endpoint.region,
+        checks_signatures=True,
+    )
