@@ -51,10 +51,17 @@ class PartitionOwner:
     holding it, one at a time.
     """
 
-    def __init__(self, directory: str, name: str, descriptor: Any | None) -> None:
+    def __init__(
+        self,
+        directory: str,
+        name: str,
+        descriptor: Any | None,
+        storage: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         from tesseradb.database import Database
 
-        self.db = Database(directory)
+        self.db = Database(directory, storage=storage, storage_options=storage_options)
         if descriptor is not None and name not in self.db.streams():
             self.stream = self.db.create_stream(name, descriptor)
         else:
@@ -90,10 +97,19 @@ class PartitionedStream:
     :meth:`close`.
     """
 
-    def __init__(self, directory: Path, layout: dict[str, Any], cluster: Any, create: bool) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        layout: dict[str, Any],
+        cluster: Any,
+        create: bool,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         self.directory = directory
         self.name: str = layout["name"]
         self.partitions: int = layout["partitions"]
+        self.storage: str | None = layout.get("storage")
+        self._storage_options = storage_options
         self._descriptor = layout["descriptor"] if create else None
         self._client = None if cluster is None else dask_client(cluster)
         self._owners: list[Any] = []
@@ -114,8 +130,16 @@ class PartitionedStream:
         descriptor: Any,
         partitions: int,
         cluster: Any = None,
+        storage: str | None = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> PartitionedStream:
-        """A new partitioned stream of ``partitions`` parts under ``directory`` (made here)."""
+        """A new partitioned stream of ``partitions`` parts under ``directory`` (made here).
+
+        With ``storage`` (``s3://bucket/prefix``), partition ``k`` is a database whose
+        storage is ``<storage>/part-<k>``: its sealed segments go to the bucket, its
+        catalog and call log stay in its folder (docs/storage.md). ``storage_options``
+        reach the bucket as in :func:`tesseradb.connect`; they are never written down.
+        """
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise InvalidArgumentError(
                 f"partitioned stream {name!r}: partitions must be a positive int, not {partitions!r}"
@@ -129,13 +153,26 @@ class PartitionedStream:
 
         checked = RecordDescriptor.parse(descriptor)  # refused here, before anything is made
         layout = {"name": name, "partitions": partitions, "descriptor": checked.to_dict()}
+        if storage is not None:
+            from tesseradb.storage import Storage
+
+            asked = Storage(storage, storage_options, f"partitioned stream {name!r}")
+            if asked.default is not None:
+                asked.default.check_reachable()  # a missing bucket or refused keys: nothing made
+                layout["storage"] = asked.default.url
         root.mkdir(parents=True, exist_ok=True)
-        made = cls(root, layout, cluster, create=True)
+        made = cls(root, layout, cluster, create=True, storage_options=storage_options)
         (root / LAYOUT_FILE).write_text(json.dumps(layout))  # last: a half-made one has none
         return made
 
     @classmethod
-    def open(cls, directory: str | Path, cluster: Any = None) -> PartitionedStream:
+    def open(
+        cls,
+        directory: str | Path,
+        cluster: Any = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> PartitionedStream:
+        """The partitioned stream under ``directory``; ``storage_options`` reach its bucket."""
         root = Path(directory).expanduser().absolute()
         try:
             layout = json.loads((root / LAYOUT_FILE).read_text())
@@ -147,17 +184,21 @@ class PartitionedStream:
             raise DamagedStorageError(f"{root / LAYOUT_FILE} cannot be read: {err}") from None
         if not isinstance(layout, dict) or not {"name", "partitions", "descriptor"} <= set(layout):
             raise DamagedStorageError(f"{root / LAYOUT_FILE} is not a partitioned stream's layout")
-        return cls(root, layout, cluster, create=False)
+        return cls(root, layout, cluster, create=False, storage_options=storage_options)
+
+    def _owner_arguments(self, k: int) -> tuple[Any, ...]:
+        """What partition ``k``'s owner is made with (the same in a thread and an actor)."""
+        storage = None if self.storage is None else f"{self.storage}/part-{k}"
+        part = str(self.directory / f"part-{k}")
+        return (part, self.name, self._descriptor, storage, self._storage_options)
 
     def _start_owners(self) -> None:
-        parts = [str(self.directory / f"part-{k}") for k in range(self.partitions)]
+        parts = [self._owner_arguments(k) for k in range(self.partitions)]
         if self._client is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(self.partitions, thread_name_prefix="tessera-part")
-            self._owners = list(
-                self._pool.map(lambda p: PartitionOwner(p, self.name, self._descriptor), parts)
-            )
+            self._owners = list(self._pool.map(lambda a: PartitionOwner(*a), parts))
             return
         workers = sorted(self._client.scheduler_info()["workers"])
         if not workers:
@@ -165,9 +206,7 @@ class PartitionedStream:
         futures = [
             self._client.submit(
                 PartitionOwner,
-                part,
-                self.name,
-                self._descriptor,
+                *part,
                 actor=True,
                 workers=[workers[k % len(workers)]],
                 pure=False,

@@ -140,3 +140,43 @@ def test_sigkill_keeps_every_acknowledged_call_whole(tmp_path: Path, s3_bucket: 
         # and it takes new calls
         stream.ingest(_call(999), durable=True)
         assert db.sql("SELECT count(*) FROM s WHERE call = 999").scalar() == CALL
+
+
+def test_a_partitioned_stream_keeps_each_partition_s_segments_in_the_bucket(
+    tmp_path: Path, s3_bucket: S3Bucket
+) -> None:
+    from tesseradb.errors import StorageError
+    from tesseradb.partitioned import PartitionedStream
+    from tesseradb.storage import resolve_credentials
+
+    calls = [_call(c) for c in range(3)]
+    model = pa.concat_tables(calls)
+    expected = sorted(
+        (r["call"], r["k"]) for r in model.filter(pa.compute.less(model["v"], 150.0)).to_pylist()
+    )
+    url = f"{s3_bucket.url}/taxi"
+    folder = tmp_path / "parts"
+    with PartitionedStream.create(
+        folder, "s", DESCRIPTOR, 2, storage=url, storage_options=s3_bucket.options
+    ) as parts:
+        for table in calls:
+            parts.ingest(table)
+        parts.flush()
+        got = parts.range(["call", "k"], v=(0.0, 149.999))
+        assert sorted(zip(got["call"].to_pylist(), got["k"].to_pylist(), strict=True)) == expected
+    assert "taxi" in (folder / "partitions.json").read_text()
+    assert s3_bucket.options["secret_access_key"] not in (folder / "partitions.json").read_text()
+    stored = [o.path for o in Location(url, resolve_credentials(s3_bucket.options, "t")).list()]
+    for k in range(2):
+        assert any(p.startswith(f"part-{k}/streams/s-") for p in stored)
+        assert not list((folder / f"part-{k}").rglob("*.seg"))  # (segments only in the bucket)
+    with PartitionedStream.open(folder, storage_options=s3_bucket.options) as parts:
+        assert parts.num_records == 3 * CALL
+        got = parts.range(["call", "k"], v=(0.0, 149.999))
+        assert sorted(zip(got["call"].to_pylist(), got["k"].to_pylist(), strict=True)) == expected
+    wrong = {**s3_bucket.options, "endpoint_url": "http://127.0.0.1:9"}
+    with pytest.raises(StorageError, match=r"127\.0\.0\.1:9"):
+        PartitionedStream.create(
+            tmp_path / "x", "s", DESCRIPTOR, 2, storage=url, storage_options=wrong
+        )
+    assert not (tmp_path / "x").exists()
