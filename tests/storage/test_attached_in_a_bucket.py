@@ -101,6 +101,54 @@ def test_answers_equal_the_local_files(
         assert _same(db, QUERIES[0])
 
 
+def test_a_large_file_s_headers_come_a_level_at_a_time(
+    tmp_path: Path, s3_bucket: S3Bucket, nights: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the size fetched whole, a file's object headers are found from their groups'
+    links and fetched together; answers stay those of the local files."""
+    from tesseradb.attached import _bytes
+
+    monkeypatch.setattr(_bytes, "WHOLE", 0)  # every file is "large"
+    monkeypatch.setattr(_bytes, "BLOCK", 4096)  # (so the small test files span many blocks)
+    monkeypatch.setattr(_bytes, "LARGE", 4 * 4096)
+    monkeypatch.setattr(_bytes, "HEADER_REACH", 512)
+    location = _upload(s3_bucket, nights, "large")
+    gets: list[tuple[int, int]] = []
+    real_get = _bytes.RemoteBytes._get
+
+    def counted(self: _bytes.RemoteBytes, start: int, end: int) -> bytes:
+        gets.append((start, end))
+        return real_get(self, start, end)
+
+    monkeypatch.setattr(_bytes.RemoteBytes, "_get", counted)
+    source = _bytes.RemoteBytes(
+        location, "night0.h5", nights[0].stat().st_size, location.head("night0.h5").etag
+    )
+    _bytes.clear_remote_cache()
+    with h5py.File(_bytes.RemoteFile(source), "r") as f:
+        _bytes.warm_object_headers(f, source)
+        warmed = len(gets)
+        names: list[tuple[str, object]] = []
+        f.visititems(lambda name, obj: names.append((name, getattr(obj, "shape", None))))
+        later = gets[warmed:]
+    with h5py.File(nights[0], "r") as f:
+        expected: list[tuple[str, object]] = []
+        headers: list[int] = []
+        f.visititems(lambda name, obj: expected.append((name, getattr(obj, "shape", None))))
+        f.visititems(lambda name, obj: headers.append(h5py.h5o.get_info(obj.id).addr))
+        chunked = sum(1 for _, obj in f["obs"].items() if obj.chunks is not None)
+    assert names == expected
+    # no header was read one by one; what is left is each chunked dataset's chunk index,
+    # which opening a dataset reads (at most two blocks each here)
+    assert not [h for h in headers for start, end in later if start <= h < end]
+    assert len(later) <= 2 * chunked
+    with tesseradb.connect(tmp_path / "db", storage_options=s3_bucket.options) as db:
+        db.attach(str(nights[0].parent / "night*.h5"), name="here")
+        db.attach(f"{s3_bucket.url}/large/night*.h5", name="there")
+        for query in QUERIES:
+            assert _same(db, query), query
+
+
 def test_one_object_and_a_glob_that_matches_nothing(
     tmp_path: Path, s3_bucket: S3Bucket, nights: list[Path]
 ) -> None:

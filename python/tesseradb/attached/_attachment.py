@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb._lifetime import Lifetime, refuses_when_closed
 from tesseradb.attached._bitmap import Binning, BitmapIndex, IndexFileError
-from tesseradb.attached._bytes import RemoteBytes, RemoteFile, remote_identity
+from tesseradb.attached._bytes import (
+    RemoteBytes,
+    RemoteFile,
+    remote_identity,
+    warm_object_headers,
+)
 from tesseradb.attached._layout import TableLayout, discover
 from tesseradb.attached._reader import FileReader
 from tesseradb.attached._table import AttachedTable
@@ -155,6 +160,7 @@ def _inspect_remote(url: str, identity: dict[str, Any], storage: Storage | None)
         raise _not_hdf5(url, source.pread(4, 0))
     try:
         with h5py.File(RemoteFile(source), "r") as f:
+            warm_object_headers(f, source)
             return discover(f)
     except OSError as err:
         if isinstance(err.__context__, TesseraError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tesseradb._cache import ByteBudgetCache
@@ -28,6 +29,7 @@ __all__ = [
     "RemoteFile",
     "clear_remote_cache",
     "remote_identity",
+    "warm_object_headers",
 ]
 
 BLOCK = 256 << 10  # the unit of cached small reads
@@ -37,6 +39,11 @@ LARGE = 4 * BLOCK  # reads at least this long bypass the cache
 # touches blocks all over it, one round trip each, where a few parallel GETs bring all
 WHOLE = 64 << 20
 PARTS = 8
+# A larger file's object headers are fetched together once their addresses are known from
+# their group's links (warm_object_headers): at most this many GETs in flight, and the
+# next block too when a header starts this close to a block's end
+HEADER_FETCHES = 16
+HEADER_REACH = 8 << 10
 
 
 class LocalBytes:
@@ -119,7 +126,35 @@ class RemoteBytes:
         if not missing:
             return
         per_part = -(-len(missing) // PARTS)
-        runs = [missing[i : i + per_part] for i in range(0, len(missing), per_part)]
+        self._fetch_runs([missing[i : i + per_part] for i in range(0, len(missing), per_part)])
+
+    def warm(self, offsets: Iterable[int]) -> None:
+        """Bring the blocks holding ``offsets`` (object headers a reader is about to open)
+        into the cache together: one round trip for all, not one per header."""
+        wanted: set[int] = set()
+        for offset in offsets:
+            if 0 <= offset < self.size:
+                wanted.add(offset // BLOCK)
+                if (
+                    offset % BLOCK > BLOCK - HEADER_REACH
+                    and (offset // BLOCK + 1) * BLOCK < self.size
+                ):
+                    wanted.add(offset // BLOCK + 1)
+        missing = sorted(
+            b for b in wanted if BLOCK_CACHE.get((self.url, self.etag or "", b)) is None
+        )
+        runs: list[list[int]] = []
+        for b in missing:  # (adjacent blocks in one GET)
+            if runs and runs[-1][-1] == b - 1:
+                runs[-1].append(b)
+            else:
+                runs.append([b])
+        self._fetch_runs(runs, HEADER_FETCHES)
+
+    def _fetch_runs(self, runs: list[list[int]], at_once: int = PARTS) -> None:
+        """Fetch each run of blocks with one ranged GET, ``at_once`` GETs in flight."""
+        if not runs:
+            return
 
         def fetch(run: list[int]) -> None:
             # (a run may skip cached blocks: fetched from its first to its last block)
@@ -129,9 +164,12 @@ class RemoteBytes:
                 part = data[(b - first) * BLOCK : (b - first + 1) * BLOCK]
                 BLOCK_CACHE.put((self.url, self.etag or "", b), part)
 
+        if len(runs) == 1:
+            fetch(runs[0])
+            return
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(len(runs)) as pool:
+        with ThreadPoolExecutor(min(len(runs), at_once)) as pool:
             list(pool.map(fetch, runs))  # (the first error, if any, is raised here)
 
     def pread(self, size: int, offset: int) -> bytes:
@@ -167,6 +205,33 @@ class RemoteBytes:
 
     def close(self) -> None:
         pass  # (nothing is held open: each read is its own request)
+
+
+def warm_object_headers(file: Any, source: RemoteBytes) -> None:
+    """Fetch the object headers of every group and dataset in the HDF5 ``file`` (open over
+    ``source``) a level of the hierarchy at a time, before they are read one by one.
+
+    A large file keeps each dataset's header beside its data, blocks apart, and h5py
+    reads them in turn: a round trip each. A group's links name the address of each
+    member's header without reading it, so all the members' headers of a level come in
+    one round of concurrent GETs.
+    """
+    import h5py
+
+    level = [file]
+    seen: set[int] = set()
+    while level:
+        members = []
+        for group in level:
+            for name in group:
+                info = group.id.links.get_info(name.encode())
+                if info.type == h5py.h5l.TYPE_HARD and info.u not in seen:
+                    seen.add(info.u)
+                    members.append((group, name, info.u))
+        source.warm(address for _, _, address in members)
+        level = [
+            found for group, name, _ in members if isinstance(found := group.get(name), h5py.Group)
+        ]
 
 
 class RemoteFile(io.RawIOBase):

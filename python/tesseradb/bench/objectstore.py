@@ -47,12 +47,15 @@ class _Setting:
     label: str  # "0ms", "20ms"
 
     def measure(self, system: str, case: str, fn: Callable[[], Any], **how: Any) -> Any:
-        """Time ``fn`` as ``<case>_<label>``, then run it once more counting its requests."""
+        """Time ``fn`` as ``<case>_<label>``, then run it once more counting its requests and
+        the bytes the endpoint sent back."""
         answer = self.ctx.measure(system, f"{case}_{self.label}", fn, **how)
-        before = self.proxy.requests
+        before, down = self.proxy.requests, self.proxy.bytes_down
         fn()
         requests = float(self.proxy.requests - before)
         self.ctx.record(system, f"requests_{case}_{self.label}", [requests], "count", "requests")
+        received = float(self.proxy.bytes_down - down)
+        self.ctx.record(system, f"bytes_{case}_{self.label}", [received], "bytes", "bytes")
         return answer
 
     def location(self, prefix: str) -> Any:
@@ -136,7 +139,7 @@ def _tessera_arrays(run: _Setting, data: Any) -> dict[str, Any]:
     return answers
 
 
-def _zarr_arrays(run: _Setting, data: Any) -> dict[str, Any]:
+def _zarr_arrays(run: _Setting, data: Any) -> tuple[dict[str, Any], Any]:
     import icechunk
     import zarr
     from zarr.codecs import ZstdCodec
@@ -154,6 +157,7 @@ def _zarr_arrays(run: _Setting, data: Any) -> dict[str, Any]:
             chunks=(1, CHUNK, CHUNK),
             dtype="float32",
             compressors=[ZstdCodec(level=3)],
+            dimension_names=["t", "y", "x"],  # (xarray needs them)
         )
         session.commit("create")
         repos.append(repo)
@@ -173,7 +177,7 @@ def _zarr_arrays(run: _Setting, data: Any) -> dict[str, Any]:
         session = repo.readonly_session(branch="main")
         return zarr.open_array(session.store, path="v", mode="r", zarr_format=3)
 
-    return {
+    answers = {
         "full": _total(
             run.measure("zarr", "array_read_full", lambda: opened()[:], **bytes_per_run)
         ),
@@ -183,6 +187,27 @@ def _zarr_arrays(run: _Setting, data: Any) -> dict[str, Any]:
             )
         ),
     }
+    return answers, repo
+
+
+def _xarray_arrays(run: _Setting, repo: Any, data: Any) -> dict[str, Any]:
+    """xarray's open_zarr with Dask over zarr-python's repository (one Dask chunk per
+    stored chunk, the threaded scheduler), as a Pangeo user reads a cloud array."""
+    import xarray as xr
+
+    side = data.shape[1]
+    lo, width = _slab(side)
+
+    def opened() -> Any:
+        session = repo.readonly_session(branch="main")
+        return xr.open_zarr(session.store, consolidated=False, chunks={})["v"]
+
+    bytes_per_run = {"metric": "per_second", "unit": "bytes", "amount": data.nbytes}
+    full = run.measure("xarray", "array_read_full", lambda: opened().values, **bytes_per_run)
+    box = (0, slice(lo, lo + width), slice(lo, lo + width))
+    slab = run.measure("xarray", "array_read_slab", lambda: opened()[box].values)
+    mean = run.measure("xarray", "array_sql_box", lambda: float(opened()[box].mean().compute()))
+    return {"full": _total(full), "slab": _total(slab), "sql": mean}
 
 
 # --- PTF in place ---------------------------------------------------------------------------
@@ -194,13 +219,16 @@ def _ptf_tessera(run: _Setting, windows: dict[str, Any]) -> dict[str, Any]:
     folder = run.ctx.scratch / f"ptf-{run.label}"  # type: ignore[operator]
     fresh = iter(range(10_000))
 
-    def first() -> Any:
+    def first(q: str) -> Any:
         clear_remote_cache()  # from nothing: no block of the file known
         with tesseradb.connect(folder / f"db{next(fresh)}", storage_options=run.options) as db:
             db.attach(f"{run.url}/ptf/ptf.h5", name="ptf")
-            return db.sql(QUERY, windows["q1"]).fetchall()
+            return db.sql(QUERY, windows[q]).fetchall()
 
-    answers = {"first": run.measure("tessera", "ptf_first_q1", first)}
+    answers = {
+        f"first_{q}": run.measure("tessera", f"ptf_first_{q}", lambda q=q: first(q))
+        for q in ("q1", "q2", "q3")
+    }
     with tesseradb.connect(folder / "warm", storage_options=run.options) as db:
         db.attach(f"{run.url}/ptf/ptf.h5", name="ptf")
         for q in ("q1", "q2", "q3"):
@@ -213,7 +241,7 @@ def _ptf_tessera(run: _Setting, windows: dict[str, Any]) -> dict[str, Any]:
     return answers
 
 
-def _query_in_duckdb(tables: dict[str, Any], windows: dict[str, Any]) -> Any:
+def _query_in_duckdb(tables: dict[str, Any], window: Any) -> Any:
     import duckdb
 
     from tesseradb.bench.ptf import QUERY
@@ -225,7 +253,7 @@ def _query_in_duckdb(tables: dict[str, Any], windows: dict[str, Any]) -> Any:
         con.execute(f"CREATE TABLE ptf.{name} AS SELECT * FROM staging")
         con.unregister("staging")
     try:
-        return con.execute(QUERY, windows["q1"]).fetchall()
+        return con.execute(QUERY, window).fetchall()
     finally:
         con.close()
 
@@ -237,13 +265,16 @@ def _ptf_download(run: _Setting, windows: dict[str, Any]) -> Any:
     where = run.location("ptf")
     local = run.ctx.scratch / f"download-{run.label}.h5"  # type: ignore[operator]
 
-    def first() -> Any:
+    def first(q: str) -> Any:
         where.download("ptf.h5", local, lambda n: None)
-        return _query_in_duckdb(_read_tables(local), windows)
+        return _query_in_duckdb(_read_tables(local), windows[q])
 
-    answer = run.measure("download", "ptf_first_q1", first)
+    answers = {
+        f"first_{q}": run.measure("download", f"ptf_first_{q}", lambda q=q: first(q))
+        for q in ("q1", "q2", "q3")
+    }
     local.unlink(missing_ok=True)
-    return answer
+    return answers
 
 
 def _ptf_fsspec(run: _Setting, windows: dict[str, Any]) -> Any:
@@ -260,9 +291,120 @@ def _ptf_fsspec(run: _Setting, windows: dict[str, Any]) -> Any:
     def first() -> Any:
         filesystem = fsspec.filesystem("http", skip_instance_cache=True)
         with filesystem.open(signed, "rb", block_size=2 << 20) as handle:
-            return _query_in_duckdb(_read_tables(handle), windows)
+            return _query_in_duckdb(_read_tables(handle), windows["q1"])
 
-    return run.measure("h5py-fsspec", "ptf_first_q1", first)
+    return {"first_q1": run.measure("h5py-fsspec", "ptf_first_q1", first)}
+
+
+# --- a record stream ----------------------------------------------------------------------------
+STREAM = {
+    "fields": [
+        {"name": "t", "type": "int64"},
+        {"name": "x", "type": "double"},
+        {"name": "y", "type": "double"},
+        {"name": "v", "type": "double"},
+    ],
+    "index": ["x", "y"],
+}
+BOX = {"x": (0.40, 0.50), "y": (0.20, 0.30)}  # 1% of the unit square
+
+
+def _records(count: int, calls: int) -> list[Any]:
+    """``calls`` ingest calls of uniform records in the unit square, ``count`` in all."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(5)
+    per = count // calls
+    return [
+        pa.table(
+            {
+                "t": np.arange(c * per, (c + 1) * per, dtype=np.int64),
+                "x": rng.random(per),
+                "y": rng.random(per),
+                "v": rng.normal(0, 1, per),
+            }
+        )
+        for c in range(calls)
+    ]
+
+
+def _summary(table: Any) -> list[Any]:
+    import pyarrow.compute as pc
+
+    return [table.num_rows, pc.sum(table["t"]).as_py(), round(pc.sum(table["v"]).as_py(), 6)]
+
+
+def _stream_tessera(run: _Setting, calls: list[Any]) -> Any:
+    """The stream's sealed segments in the bucket: a range query over the box from a fresh
+    open (the segments' headers, then the segments the R*-tree picks), and warm."""
+    import tesseradb
+
+    folder = run.ctx.scratch / f"stream-{run.label}.tdb"  # type: ignore[operator]
+    storage = f"{run.url}/stream-{run.label}"
+    with tesseradb.connect(folder, storage=storage, storage_options=run.options) as db:
+        stream = db.create_stream("obs", STREAM, segment_bytes=1 << 20)
+        for table in calls:
+            stream.ingest(table)
+        stream.flush()
+
+    def first() -> Any:
+        with tesseradb.connect(folder, storage_options=run.options) as db:
+            return _summary(db.stream("obs").range(["t", "v"], **BOX))
+
+    answer = run.measure("tessera", "stream_range_first", first)
+    with tesseradb.connect(folder, storage_options=run.options) as db:
+        stream = db.stream("obs")
+        run.measure(
+            "tessera", "stream_range_warm", lambda: _summary(stream.range(["t", "v"], **BOX))
+        )
+    shutil.rmtree(folder, ignore_errors=True)
+    return answer
+
+
+def _stream_parquet(run: _Setting, calls: list[Any]) -> Any:
+    """The same records as one Parquet file per ingest call in the bucket, queried with
+    pyarrow's dataset filter (row-group statistics prune what the box cannot hold)."""
+    import pyarrow.dataset as pads
+    import pyarrow.fs
+    import pyarrow.parquet as pq
+
+    endpoint = run.options["endpoint_url"]
+
+    def filesystem() -> Any:
+        return pyarrow.fs.S3FileSystem(
+            access_key=run.options["access_key_id"],
+            secret_key=run.options["secret_access_key"],
+            region=run.options.get("region", "us-east-1"),
+            endpoint_override=endpoint.removeprefix("http://"),
+            scheme="http",
+        )
+
+    root = f"{run.url.removeprefix('s3://')}/parquet-{run.label}"
+    made = filesystem()
+    for k, table in enumerate(calls):
+        pq.write_table(
+            table, f"{root}/part-{k:04d}.parquet", filesystem=made, row_group_size=64 * 1024
+        )
+    box = (
+        (pads.field("x") >= BOX["x"][0])
+        & (pads.field("x") <= BOX["x"][1])
+        & (pads.field("y") >= BOX["y"][0])
+        & (pads.field("y") <= BOX["y"][1])
+    )
+
+    def first() -> Any:
+        dataset = pads.dataset(root, format="parquet", filesystem=filesystem())
+        return _summary(dataset.to_table(columns=["t", "v"], filter=box))
+
+    answer = run.measure("parquet", "stream_range_first", first)
+    dataset = pads.dataset(root, format="parquet", filesystem=filesystem())
+    run.measure(
+        "parquet",
+        "stream_range_warm",
+        lambda: _summary(dataset.to_table(columns=["t", "v"], filter=box)),
+    )
+    return answer
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -278,6 +420,8 @@ def run(ctx: BenchContext) -> None:
     h5 = ctx.scratch / "ptf.h5"
     ctx.progress(f"generating a PTF file with {int(ctx.params['candidates']):,} candidates")
     windows = ptf_file(h5, int(ctx.params["candidates"]))
+    records = int(ctx.params["records"])
+    calls = _records(records, 8)
     with s3_server() as endpoint:
         url = endpoint.create_bucket("tessera-bench")
         Location(f"{url}/ptf", resolve_credentials(endpoint.storage_options(), "bench")).upload(
@@ -293,34 +437,67 @@ def run(ctx: BenchContext) -> None:
                 ctx.progress(f"{label}: arrays of {data.nbytes / 2**20:.0f} MiB")
                 if ctx.wants("tessera"):
                     arrays["tessera"] = _tessera_arrays(setting, data)
-                if ctx.wants("zarr"):
-                    arrays["zarr"] = _zarr_arrays(setting, data)
+                if ctx.wants("zarr") or ctx.wants("xarray"):
+                    arrays["zarr"], repo = _zarr_arrays(setting, data)
+                    if ctx.wants("xarray"):
+                        arrays["xarray"] = _xarray_arrays(setting, repo, data)
                 ctx.progress(f"{label}: PTF in place")
                 if ctx.wants("tessera"):
-                    ptf["tessera"] = _ptf_tessera(setting, windows)["first"]
+                    ptf["tessera"] = _ptf_tessera(setting, windows)
                 if ctx.wants("download"):
                     ptf["download"] = _ptf_download(setting, windows)
                 if ctx.wants("h5py-fsspec"):
                     ptf["h5py-fsspec"] = _ptf_fsspec(setting, windows)
+                ctx.progress(f"{label}: a stream of {records:,} records")
+                streams: dict[str, Any] = {}
+                if ctx.wants("tessera"):
+                    streams["tessera"] = _stream_tessera(setting, calls)
+                if ctx.wants("parquet"):
+                    streams["parquet"] = _stream_parquet(setting, calls)
                 for case in ("full", "slab"):
-                    ctx.check(
+                    _check(
+                        ctx,
                         f"array_read_{case}_{label}",
                         {s: [round(a[case], 0)] for s, a in arrays.items()},
                     )
-                ctx.check(f"ptf_q1_{label}", ptf, digits=6)
+                _check(
+                    ctx,
+                    f"array_sql_box_{label}",
+                    {
+                        s: [round(float(a["sql"][0][0]) if s == "tessera" else a["sql"], 3)]
+                        for s, a in arrays.items()
+                        if "sql" in a
+                    },
+                )
+                for q in ("q1", "q2", "q3"):
+                    answers = {s: a[f"first_{q}"] for s, a in ptf.items() if f"first_{q}" in a}
+                    _check(ctx, f"ptf_first_{q}_{label}", answers, digits=6)
+                _check(ctx, f"stream_range_{label}", streams)
+
+
+def _check(ctx: BenchContext, case: str, answers: dict[str, Any], digits: int = 9) -> None:
+    """Compare the answers of the systems that ran (none with --systems leaving them out)."""
+    if answers:
+        ctx.check(case, answers, digits=digits)
 
 
 register(
     Benchmark(
         name="objectstore",
-        description="arrays and attached HDF5 in an S3 bucket at 0 and 20 ms per request: "
-        "vs zarr-python+Icechunk direct, download-then-query, h5py over fsspec",
+        description="arrays, attached HDF5 and a record stream in an S3 bucket at 0 and 20 ms "
+        "per request: vs zarr-python+Icechunk direct, xarray+Dask, download-then-query, h5py "
+        "over fsspec, Parquet with pyarrow",
         scales={
-            "tiny": {"images": 2, "side": 512, "candidates": 20_000},
-            "small": {"images": 4, "side": 2048, "candidates": 200_000},
-            "large": {"images": 64, "side": 2048, "candidates": 1_000_000},
+            "tiny": {"images": 2, "side": 512, "candidates": 20_000, "records": 200_000},
+            "small": {"images": 4, "side": 2048, "candidates": 200_000, "records": 2_000_000},
+            "large": {
+                "images": 64,
+                "side": 2048,
+                "candidates": 1_000_000,
+                "records": 20_000_000,
+            },
         },
-        systems=("tessera", "zarr", "download", "h5py-fsspec"),
+        systems=("tessera", "zarr", "xarray", "download", "h5py-fsspec", "parquet"),
         run=run,
         default_scale="tiny",
     )

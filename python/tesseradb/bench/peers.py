@@ -100,6 +100,11 @@ PEERS: dict[str, Peer] = {
             "h5py over fsspec's HTTP ranged reads of a presigned URL, tables queried in DuckDB",
             _module("aiohttp"),
         ),
+        Peer(
+            "parquet",
+            "Parquet files in a bucket queried with pyarrow's dataset filter (S3FileSystem)",
+            _module("pyarrow"),
+        ),
         Peer("numpy", "files (.npy) with numpy and scipy scripts", _module("scipy")),
         Peer("scipy", "scipy.sparse matrices, keys interned with np.unique", _module("scipy")),
         Peer(

@@ -37,6 +37,7 @@ class FaultProxy:
     upstream: tuple[str, int]
     latency: float = 0.0  # seconds added before each request is passed on
     requests: int = 0  # requests seen
+    bytes_down: int = 0  # bytes the endpoint sent back through the proxy (bodies and headers)
     _slow_down: int = 0
     _resets: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -112,7 +113,7 @@ def _connection(proxy: FaultProxy, client: socket.socket) -> None:
         return
     for sock in (client, server):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    back = threading.Thread(target=_pump, args=(server, client), daemon=True)
+    back = threading.Thread(target=_pump, args=(server, client, proxy), daemon=True)
     back.start()
     try:
         while True:
@@ -139,12 +140,14 @@ def _connection(proxy: FaultProxy, client: socket.socket) -> None:
             sock.close()
 
 
-def _pump(source: socket.socket, target: socket.socket) -> None:
+def _pump(source: socket.socket, target: socket.socket, proxy: FaultProxy) -> None:
     try:
         while True:
             data = source.recv(1 << 16)
             if not data:
                 break
+            with proxy._lock:
+                proxy.bytes_down += len(data)
             target.sendall(data)
     except OSError:
         pass
