@@ -357,3 +357,48 @@ def test_whole_chunks_and_triples_are_encoded_in_rust(
     values[0, 0], values[9, 8] = 7, 6  # the last of a repeated cell wins
     np.testing.assert_array_equal(arr[...]["v"], values)
     assert scattered == ([] if codec == "blosc" else [3])
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lo=st.tuples(st.integers(0, 300), st.integers(0, 300)),
+    size=st.tuples(st.integers(1, 400), st.integers(1, 400)),
+    in_transaction=st.booleans(),
+)
+def test_several_attributes_read_side_by_side_match_numpy(
+    db: tesseradb.Database, lo: tuple[int, int], size: tuple[int, int], in_transaction: bool
+) -> None:
+    """Boxes big enough that attributes are read two at a time (one's fetch beside another's
+    decode) give each attribute its own cells, inside a transaction its uncommitted ones."""
+    from tesseradb.arrays import _handles
+
+    if "wide" not in db.arrays():
+        wide = db.create_array(
+            "wide",
+            [{"name": "y", "end": 700, "chunk": 128}, {"name": "x", "end": 700, "chunk": 96}],
+            {"a": "float64", "b": "int32", "c": "uint8"},
+        )
+        rng = np.random.default_rng(3)
+        wide[0:700, 0:700] = {
+            "a": rng.normal(size=(700, 700)),
+            "b": rng.integers(-(2**31), 2**31, (700, 700), dtype=np.int64).astype(np.int32),
+            "c": rng.integers(0, 256, (700, 700)).astype(np.uint8),
+        }
+    wide = db.array("wide")
+    before = _handles.OVERLAP_CELLS
+    _handles.OVERLAP_CELLS = 1 << 60  # the model: one attribute after another
+    model = wide.read((slice(0, 700), slice(0, 700)))
+    ys, xs = slice(lo[0], min(700, lo[0] + size[0])), slice(lo[1], min(700, lo[1] + size[1]))
+    _handles.OVERLAP_CELLS = 1  # (every read of several attributes side by side)
+    try:
+        if in_transaction:
+            with wide.transaction():
+                wide[ys, xs] = {"c": np.full((ys.stop - ys.start, xs.stop - xs.start), 7, "uint8")}
+                got = wide[ys, xs]
+                model["c"][ys, xs] = 7
+                assert got["c"].tolist() == model["c"][ys, xs].tolist()
+        got = wide[ys, xs]
+    finally:
+        _handles.OVERLAP_CELLS = before
+    for name in ("a", "b", "c"):
+        np.testing.assert_array_equal(got[name], model[name][ys, xs])

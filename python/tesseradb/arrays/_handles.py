@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
+import os
 import threading
 from collections import abc
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,21 @@ if TYPE_CHECKING:
     from tesseradb.arrays._schema import ArraySchema
 
 __all__ = ["ArrayBase", "ArrayFork", "ArraySnapshot", "ChunkView", "require_callable"]
+
+# Reads of several attributes over a box of at least OVERLAP_CELLS cells go two at a time,
+# so fetching one attribute's chunks overlaps decoding another's
+OVERLAP_CELLS = 1 << 18
+_ATTRIBUTE_READS: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _attribute_reads() -> ThreadPoolExecutor:
+    """This process's two threads for attribute reads (made once per process: a forked
+    child has none of its parent's threads)."""
+    global _ATTRIBUTE_READS
+    if _ATTRIBUTE_READS is None or _ATTRIBUTE_READS[0] != os.getpid():
+        pool = ThreadPoolExecutor(2, thread_name_prefix="tessera-attr-read")
+        _ATTRIBUTE_READS = (os.getpid(), pool)
+    return _ATTRIBUTE_READS[1]
 
 
 @dataclass
@@ -177,9 +193,13 @@ class ArrayBase(TripleWrites):
         """The attributes over ``box`` (indexes; see :func:`parse_key`) as numpy arrays."""
         session = self._read_session()
         region = parse_key(box, self.schema, self.extent(session), self.name)
-        return {
-            a.name: region.squeeze(self._read_box(session, a, region)) for a in self._attrs(attrs)
-        }
+        wanted = self._attrs(attrs)
+        if len(wanted) > 1 and region.size >= OVERLAP_CELLS:
+            # one attribute's chunks are fetched (I/O, the GIL released) while another's
+            # are decoded (in Rust, the GIL released): the two overlap instead of alternating
+            boxes = _attribute_reads().map(lambda a: self._read_box(session, a, region), wanted)
+            return {a.name: region.squeeze(b) for a, b in zip(wanted, boxes, strict=True)}
+        return {a.name: region.squeeze(self._read_box(session, a, region)) for a in wanted}
 
     def __getitem__(self, key: Any) -> dict[str, np.ndarray]:
         return self.read(key)
