@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "S3Endpoint",
@@ -216,22 +217,25 @@ class S3Endpoint:
             "AWS_REGION": self.region,
         }
 
+    def client(self, service: str) -> Any:
+        """A boto3 client of ``service`` on this endpoint, signing with its key."""
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+            region_name=self.region,
+        )
+
     def create_bucket(self, name: str) -> str:
         """Make bucket ``name``; its URL. (The S3 server takes the call unsigned, as
         a local MinIO in its default set-up does.)"""
         import httpx
 
         if self.checks_signatures:
-            import boto3
-
-            client = boto3.client(
-                "s3",
-                endpoint_url=self.endpoint_url,
-                aws_access_key_id=self.access_key_id,
-                aws_secret_access_key=self.secret_access_key,
-                region_name=self.region,
-            )
-            client.create_bucket(Bucket=name)
+            self.client("s3").create_bucket(Bucket=name)
             return f"s3://{name}"
         answer = httpx.put(f"{self.endpoint_url}/{name}", timeout=30)
         if answer.status_code not in (200, 409):
@@ -289,15 +293,7 @@ def _signing_user(endpoint: S3Endpoint) -> S3Endpoint:
     """A user allowed every S3 action on ``endpoint``'s server, and the endpoint with its key."""
     import json
 
-    import boto3
-
-    iam = boto3.client(
-        "iam",
-        endpoint_url=endpoint.endpoint_url,
-        aws_access_key_id=endpoint.access_key_id,
-        aws_secret_access_key=endpoint.secret_access_key,
-        region_name=endpoint.region,
-    )
+    iam = endpoint.client("iam")
     iam.create_user(UserName="tessera")
     key = iam.create_access_key(UserName="tessera")["AccessKey"]
     allow = {
