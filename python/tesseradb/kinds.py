@@ -32,10 +32,12 @@ if TYPE_CHECKING:
     from tesseradb.checks import Finding, Verified
     from tesseradb.progress import Tracker
     from tesseradb.sql.relation import Relation
+    from tesseradb.storage import Location
 
 __all__ = [
     "DatabaseMethods",
     "Describing",
+    "KeptInStorage",
     "Kind",
     "KindBase",
     "KindContext",
@@ -375,3 +377,49 @@ class KindBase:
     def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified | None]:
         """Findings about one object, and what was verified (None: nothing could be read)."""
         raise NotImplementedError
+
+
+class KeptInStorage(KindBase):
+    """A kind whose objects keep their bulk data in the database's storage when it has one
+    (docs/storage.md): the spec's ``location_key`` holds the object's own prefix, decided
+    before its catalog entry is written, and dropping the object deletes what is there."""
+
+    location_key = "location"  # (the spec's key: attachments keep only indexes there)
+
+    def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """``spec`` with where the new object's bulk data goes: the place asked for, or a
+        fresh prefix under the database's storage when it has one (every object the
+        database makes: by its create call, a load, an operator's ``into=``)."""
+        if self.location_key in spec:
+            return spec
+        assert self.directory is not None  # (a kind that keeps data has a folder of its own)
+        where = f"create {self.label} {name!r}"
+        url = self.context.storage.place(self.directory, name, None, where)
+        return spec if url is None else {**spec, self.location_key: url}
+
+    def stored_location(self, spec: dict[str, Any]) -> Location | None:
+        """Where the object's bulk data is in a bucket; None when it is in its folder."""
+        url = spec.get(self.location_key)
+        return self.context.storage.at(url) if url else None
+
+    def delete_stored(self, name: str, spec: dict[str, Any]) -> None:
+        """Delete the object's objects in the bucket. The object is gone from the catalog
+        either way, so what cannot be deleted is logged, never raised: nothing reads it
+        again, and `tessera check` lists it."""
+        import logging
+
+        from tesseradb.errors import TesseraError
+
+        location = self.stored_location(spec)
+        if location is None:
+            return
+        try:
+            location.delete_all()
+        except TesseraError as err:
+            logging.getLogger(f"tesseradb.{self.name}").warning(
+                "%s %r: its objects in %s were not all deleted: %s",
+                self.label,
+                name,
+                location.url,
+                err,
+            )

@@ -8,7 +8,6 @@ storage is the Icechunk repository under ``arrays/<name>/``, or at the spec's
 from __future__ import annotations
 
 import contextlib
-import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,20 +21,17 @@ from tesseradb.arrays._load import LOAD_OPTIONS, ArrayLoad, load_arrays
 from tesseradb.arrays._repository import ArrayRepository
 from tesseradb.arrays._schema import ArraySchema
 from tesseradb.errors import TesseraError
-from tesseradb.kinds import ExportRequest, KindBase, LoadRequest, ObjectInfo, iso
+from tesseradb.kinds import ExportRequest, KeptInStorage, LoadRequest, ObjectInfo, iso
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
     from tesseradb.checks import Finding, Verified
     from tesseradb.sql.relation import Relation
-    from tesseradb.storage import Location
 
 __all__ = ["ArrayKind"]
 
-_log = logging.getLogger("tesseradb.arrays")
 
-
-class ArrayKind(KindBase):
+class ArrayKind(KeptInStorage):
     name = "array"
     label = "array"
     directory = "arrays"
@@ -61,16 +57,11 @@ class ArrayKind(KindBase):
         super().__init__(context)
         self._made: dict[str, ArrayRepository] = {}  # lower name -> repository just created
 
-    def _location(self, spec: dict[str, Any]) -> Location | None:
-        """Where the array's repository is, when not in its folder (an object store)."""
-        url = spec.get("location")
-        return self.context.storage.at(url) if url else None
-
     def create(self, name: str, spec: dict[str, Any]) -> None:
         directory = self.folder(name)
         if directory.exists():  # left by a crash between repository and catalog
             shutil.rmtree(directory)
-        location = self._location(spec)
+        location = self.stored_location(spec)
         if spec.get("in_place"):
             directory.mkdir(parents=True)  # (its commit lock's folder; the repository is as it is)
             return
@@ -88,7 +79,7 @@ class ArrayKind(KindBase):
             raise
 
     def open(self, name: str, spec: dict[str, Any]) -> Array:
-        location = self._location(spec)
+        location = self.stored_location(spec)
         if location is not None:
             # (the folder holds only the commit lock: a worker or a new machine makes it)
             self.folder(name).mkdir(parents=True, exist_ok=True)
@@ -149,15 +140,6 @@ class ArrayKind(KindBase):
         schema = in_place_schema(repo, where)
         return {"schema": schema.to_dict(), "location": location.url, "in_place": True, **spec}
 
-    def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        """``spec`` with the location of the new array's repository: the one asked for, or a
-        fresh prefix under the database's storage (every array the database makes: by
-        create_array, a load, an operator's into=)."""
-        if "location" in spec:
-            return spec
-        url = self.context.storage.place(self.directory, name, None, f"create array {name!r}")
-        return spec if url is None else {**spec, "location": url}
-
     def load(self, request: LoadRequest) -> tuple[int, str]:
         if not request.exists:
             from tesseradb.catalog import validate_name
@@ -199,14 +181,8 @@ class ArrayKind(KindBase):
     def drop(self, name: str, spec: dict[str, Any], opened: Array | None) -> None:
         self._made.pop(name.lower(), None)
         shutil.rmtree(self.folder(name), ignore_errors=True)
-        location = self._location(spec)
-        if location is not None and not spec.get("in_place"):  # (opened in place: never deleted)
-            try:
-                location.delete_all()
-            except TesseraError as err:
-                # the array is gone from the catalog either way; its objects are left
-                # for `tessera check` to list (they are never read again)
-                _log.warning("array %r: its objects were not all deleted: %s", name, err)
+        if not spec.get("in_place"):  # (a repository opened in place is never deleted)
+            self.delete_stored(name, spec)
 
     def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
         array = self.context.objects.get(obj.name)
@@ -220,7 +196,7 @@ class ArrayKind(KindBase):
     def check_one(self, obj: CatalogObject, repair: bool) -> tuple[list[Finding], Verified]:
         from tesseradb.checks import Finding, Verified
 
-        if self._location(obj.spec) is None and not self.folder(obj.name).is_dir():
+        if self.stored_location(obj.spec) is None and not self.folder(obj.name).is_dir():
             missing = Finding(
                 obj.name,
                 f"directory arrays/{obj.name}",

@@ -8,12 +8,11 @@ The table is the relation ``<name>`` (``row, col, val``), with
 
 from __future__ import annotations
 
-import logging
 import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.kinds import KindBase, ObjectInfo
+from tesseradb.kinds import KeptInStorage, ObjectInfo
 
 if TYPE_CHECKING:
     from tesseradb.assoc._table import AssocTable
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["AssocTableKind"]
 
 
-class AssocTableKind(KindBase):
+class AssocTableKind(KeptInStorage):
     name = "assoc"
     label = "associative table"
     directory = "assoc"
@@ -49,24 +48,14 @@ class AssocTableKind(KindBase):
         # only asks the kinds what they load and export need not pay for)
         from tesseradb.assoc._table import AssocTable
 
-        url = spec.get("location")
         return AssocTable(
             name,
             self.folder(name),
             spec["options"],
             self.context.read_only,
             self.context.on_write,
-            self.context.storage.at(url) if url else None,
+            self.stored_location(spec),
         )
-
-    def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        """``spec`` with where the new table's runs go: a fresh prefix under the database's
-        storage when it has one (the manifest stays in the table's folder)."""
-        if "location" in spec:
-            return spec
-        where = f"create associative table {name!r}"
-        url = self.context.storage.place(self.directory, name, None, where)
-        return spec if url is None else {**spec, "location": url}
 
     def details(self, name: str, opened: AssocTable) -> dict[str, Any]:
         return {
@@ -96,16 +85,7 @@ class AssocTableKind(KindBase):
         if opened is not None:
             opened.close()
         shutil.rmtree(self.folder(name), ignore_errors=True)
-        url = spec.get("location")
-        if url:
-            from tesseradb.errors import TesseraError
-
-            try:
-                self.context.storage.at(url).delete_all()
-            except TesseraError as err:  # (dropped either way; the objects are never read)
-                logging.getLogger("tesseradb.assoc").warning(
-                    "associative table %r: its runs were not all deleted: %s", name, err
-                )
+        self.delete_stored(name, spec)
 
     def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
         table: AssocTable = self.context.objects.get(obj.name)

@@ -7,14 +7,13 @@ indexes; its only storage is the sidecar bitmap indexes under
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.attached._attachment import Attachment
-from tesseradb.kinds import KindBase, ObjectInfo
+from tesseradb.kinds import KeptInStorage, ObjectInfo
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
@@ -35,9 +34,10 @@ def default_name(path: str) -> str:
     return f"f_{name}" if name[0].isdigit() else name
 
 
-class AttachedKind(KindBase):
+class AttachedKind(KeptInStorage):
     name = "attached"
     label = "attachment"
+    location_key = "index_location"  # (its sidecar indexes: the files stay where they are)
     directory = "attached"
 
     # --- what db.attach and db.create_index do (their docstrings say how to call them) ---
@@ -132,14 +132,6 @@ class AttachedKind(KindBase):
         self.context.objects.update_spec(attachment.name, {**attachment.spec, "indexes": specs})
         attachment.spec["indexes"] = specs
 
-    def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        """``spec`` with where the sidecar indexes go: a fresh prefix under the database's
-        storage when it has one (the attached files themselves stay where they are)."""
-        if "index_location" in spec:
-            return spec
-        url = self.context.storage.place(self.directory, name, None, f"attach {name!r}")
-        return spec if url is None else {**spec, "index_location": url}
-
     def open(self, name: str, spec: dict[str, Any]) -> Attachment:
         # its folder holds the sidecar indexes, made when asked for; the files are never written
         attachment = Attachment(
@@ -168,12 +160,7 @@ class AttachedKind(KindBase):
         if opened is not None:
             opened.close()
         shutil.rmtree(self.folder(name), ignore_errors=True)
-        url = spec.get("index_location")
-        if url:  # (the indexes only: the attached files are never touched)
-            from tesseradb.errors import TesseraError
-
-            with contextlib.suppress(TesseraError):
-                self.context.storage.at(url).delete_all()
+        self.delete_stored(name, spec)  # (the indexes only: the files are never touched)
 
     def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
         size = sum(i.get("size", 0) for i in obj.spec.get("identities", []))

@@ -6,13 +6,11 @@ storage is the call log and segment files under ``streams/<name>/``.
 
 from __future__ import annotations
 
-import logging
 import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.errors import TesseraError
-from tesseradb.kinds import KindBase, LoadRequest, ObjectInfo, iso
+from tesseradb.kinds import KeptInStorage, LoadRequest, ObjectInfo, iso
 from tesseradb.records._check import check_stream
 from tesseradb.records._descriptor import RecordDescriptor
 from tesseradb.records._load import LOAD_OPTIONS, RECORD_SUFFIXES, load_stream
@@ -22,14 +20,11 @@ if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
     from tesseradb.checks import Finding, Verified
     from tesseradb.sql.relation import Relation
-    from tesseradb.storage import Location
 
 __all__ = ["StreamKind"]
 
-_log = logging.getLogger("tesseradb.records")
 
-
-class StreamKind(KindBase):
+class StreamKind(KeptInStorage):
     name = "stream"
     label = "stream"
     directory = "streams"
@@ -73,18 +68,6 @@ class StreamKind(KindBase):
             ),
         )
 
-    def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        """``spec`` with where the new stream's segments go: a fresh prefix under the
-        database's storage when it has one (the call log stays in the stream's folder)."""
-        if "location" in spec:
-            return spec
-        url = self.context.storage.place(self.directory, name, None, f"create stream {name!r}")
-        return spec if url is None else {**spec, "location": url}
-
-    def _location(self, spec: dict[str, Any]) -> Location | None:
-        url = spec.get("location")
-        return self.context.storage.at(url) if url else None
-
     def open(self, name: str, spec: dict[str, Any]) -> Stream:
         return Stream(
             name,
@@ -92,7 +75,7 @@ class StreamKind(KindBase):
             StreamOptions.from_dict(spec["options"]),
             self.folder(name),  # made when the stream opens
             self.context.read_only,
-            self._location(spec),
+            self.stored_location(spec),
         )
 
     def details(self, name: str, opened: Stream) -> dict[str, Any]:
@@ -117,13 +100,7 @@ class StreamKind(KindBase):
         if opened is not None:
             opened.close(flush=False)
         shutil.rmtree(self.folder(name), ignore_errors=True)
-        location = self._location(spec)
-        if location is not None:
-            try:
-                location.delete_all()
-            except TesseraError as err:
-                # dropped from the catalog either way; the objects are never read again
-                _log.warning("stream %r: its segments were not all deleted: %s", name, err)
+        self.delete_stored(name, spec)
 
     def describe_one(self, obj: CatalogObject) -> list[ObjectInfo]:
         stream = self.context.objects.get(obj.name)
@@ -150,7 +127,7 @@ class StreamKind(KindBase):
         if not directory.is_dir():
             return [Finding(obj.name, f"directory streams/{obj.name}", "is missing")], None
         descriptor = RecordDescriptor.from_dict(obj.spec["descriptor"])
-        location = self._location(obj.spec)
+        location = self.stored_location(obj.spec)
         if location is not None:
             from tesseradb.records._check import check_remote_stream
 
