@@ -24,6 +24,7 @@ from tesseradb.attached._bitmap import Binning, BitmapIndex, IndexFileError
 from tesseradb.attached._bytes import (
     RemoteBytes,
     RemoteFile,
+    opening_identity,
     remote_identity,
     warm_object_headers,
 )
@@ -179,7 +180,7 @@ def _remote_files(
     if not is_glob:
         bucket, key = parse_url(pattern, where)
         root = storage.at(f"s3://{bucket}", where)
-        return [(f"{root.url}/{key}", remote_identity(root, key))]
+        return [(f"{root.url}/{key}", opening_identity(root, key))]
     root, found = storage.matching(pattern, where)
     return [
         (f"{root.url}/{o.path}", {"path": f"{root.url}/{o.path}", "size": o.size, "etag": o.etag})

@@ -28,16 +28,19 @@ __all__ = [
     "RemoteBytes",
     "RemoteFile",
     "clear_remote_cache",
+    "opening_identity",
     "remote_identity",
     "warm_object_headers",
 ]
 
 BLOCK = 256 << 10  # the unit of cached small reads
 LARGE = 4 * BLOCK  # reads at least this long bypass the cache
-# A file up to this size is fetched whole when first opened, in PARTS ranged GETs at
-# once: HDF5 keeps each dataset's header beside its data, so discovering a file's tables
-# touches blocks all over it, one round trip each, where a few parallel GETs bring all
+# A file up to this size is fetched whole when first opened, in ranged GETs of at least
+# PART bytes, at most PARTS of them at once: HDF5 keeps each dataset's header beside its
+# data, so discovering a file's tables touches blocks all over it, one round trip each,
+# where a few parallel GETs bring all (and a file of one PART comes in one request)
 WHOLE = 64 << 20
+PART = 16 << 20
 PARTS = 8
 # A larger file's object headers are fetched together once their addresses are known from
 # their group's links (warm_object_headers): at most this many GETs in flight, and the
@@ -79,6 +82,26 @@ def remote_identity(location: Location, key: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise AttachedFileError(f"attached file {location.url}/{key} no longer exists") from None
     return {"path": f"{location.url}/{key}", "size": found.size, "etag": found.etag}
+
+
+def opening_identity(location: Location, key: str) -> dict[str, Any]:
+    """What identifies an object's current content (as :func:`remote_identity`), learnt
+    from a GET of its first PART bytes instead of a HEAD: the bytes go into the block
+    cache, so a file of up to one PART is fetched with this one request."""
+    import obstore
+
+    url = f"{location.url}/{key}"
+    try:
+        got = obstore.get(location.store(), key, options={"range": (0, PART)})
+        meta, data = got.meta, bytes(got.bytes())
+    except Exception:  # (an empty object refuses any range; the HEAD says what is wrong)
+        return remote_identity(location, key)
+    size, etag = int(meta["size"]), meta.get("e_tag")
+    if len(data) != min(size, PART):
+        return remote_identity(location, key)
+    for b in range(-(-len(data) // BLOCK)):
+        BLOCK_CACHE.put((url, etag or "", b), data[b * BLOCK : (b + 1) * BLOCK])
+    return {"path": url, "size": size, "etag": etag}
 
 
 class RemoteBytes:
@@ -125,7 +148,7 @@ class RemoteBytes:
         ]
         if not missing:
             return
-        per_part = -(-len(missing) // PARTS)
+        per_part = max(-(-len(missing) // PARTS), PART // BLOCK)
         self._fetch_runs([missing[i : i + per_part] for i in range(0, len(missing), per_part)])
 
     def warm(self, offsets: Iterable[int]) -> None:
