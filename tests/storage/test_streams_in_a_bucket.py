@@ -94,6 +94,58 @@ def test_a_missing_segment_object_is_named_and_never_answered_around(
         assert not report.ok and any(victim in str(f) for f in report.findings)
 
 
+def test_header_copies_open_a_stream_without_a_request_per_segment(
+    tmp_path: Path, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder keeps each segment's header as written; a reopen reads no header from
+    the bucket, and a copy is used only for the object it was made from."""
+    import obstore
+
+    from tesseradb.records import _files
+
+    fetched: list[int] = []
+    real = _files.RemoteSegments._fetch_header
+
+    def counted(self: _files.RemoteSegments, segment_id: int) -> object:
+        fetched.append(segment_id)
+        return real(self, segment_id)
+
+    monkeypatch.setattr(_files.RemoteSegments, "_fetch_header", counted)
+    query = "SELECT call, count(*), sum(k), max(v) FROM s GROUP BY call ORDER BY call"
+    with _make(tmp_path / "db", s3_bucket) as db:
+        for call in range(3):
+            db.stream("s").ingest(_call(call), durable=True)
+        expected = db.sql(query).fetchall()
+        location = Location(db.describe("s")["location"], db.storage.credentials)
+    copies = tmp_path / "db" / "streams" / "s" / "headers"
+    segments = sorted(o.path for o in location.list())
+    assert len(list(copies.iterdir())) == len(segments) > 3
+    with tesseradb.connect(tmp_path / "db", storage_options=s3_bucket.options) as db:
+        assert db.sql(query).fetchall() == expected
+        assert fetched == []  # every header from its copy
+        assert db.check().ok
+    # a damaged copy and a replaced object are read from the bucket again
+    first, second = sorted(copies.iterdir())[:2]
+    first.write_bytes(b"not a copy")
+    stored = location.read(segments[1])
+    obstore.put(location.store(), segments[1], stored[:-1] + bytes([stored[-1] ^ 1]))
+    with tesseradb.connect(tmp_path / "db", storage_options=s3_bucket.options) as db:
+        db.stream("s")
+        assert sorted(fetched) == [int(first.name), int(second.name)]
+        # (the replaced object is refused as damaged when read, never answered around)
+        assert not db.check().ok
+    # a read-only database reads the copies and writes none
+    for copy in copies.iterdir():
+        copy.unlink()
+    fetched.clear()
+    with tesseradb.connect(
+        tmp_path / "db", read_only=True, storage_options=s3_bucket.options
+    ) as reader:
+        reader.stream("s")
+        assert len(fetched) == len(segments)
+    assert list(copies.iterdir()) == []
+
+
 WRITER = textwrap.dedent(
     f"""
     import sys, numpy as np, pyarrow as pa, tesseradb

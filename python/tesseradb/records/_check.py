@@ -19,7 +19,7 @@ from tesseradb.checks import Finding, Verified
 from tesseradb.errors import SegmentFileError
 from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord
 from tesseradb.records._descriptor import RecordDescriptor
-from tesseradb.records._files import SEGMENT_SUFFIX
+from tesseradb.records._files import HEADER_CACHE, SEGMENT_SUFFIX
 from tesseradb.records._segment_file import (
     TEMPORARY_SUFFIX,
     fsync_directory,
@@ -128,7 +128,7 @@ def check_stream(
             files[segment_id].unlink()
     for path in sorted(directory.iterdir()):
         known = (
-            path.name in (CALL_LOG, QUARANTINE)
+            path.name in (CALL_LOG, QUARANTINE, HEADER_CACHE)
             or (path.suffix == SEGMENT_SUFFIX and path.stem.isdigit())
             or path.name.endswith(TEMPORARY_SUFFIX)
         )

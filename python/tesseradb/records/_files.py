@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from tesseradb.records._segments import Segment
     from tesseradb.storage import Location
 
-__all__ = ["SEGMENT_SUFFIX", "LocalSegments", "RemoteSegments", "SegmentFiles"]
+__all__ = ["HEADER_CACHE", "SEGMENT_SUFFIX", "LocalSegments", "RemoteSegments", "SegmentFiles"]
 
 SEGMENT_SUFFIX = ".seg"
 
@@ -119,12 +119,26 @@ class LocalSegments(SegmentFiles):
             leftover.unlink()  # a write interrupted before its rename: never confirmed
 
 
-class RemoteSegments(SegmentFiles):
-    """Objects under a prefix of an object store: one PUT each, whole or absent."""
+HEADER_CACHE = "headers"  # a stream folder's copies of its remote segments' headers
 
-    def __init__(self, location: Location) -> None:
+
+class RemoteSegments(SegmentFiles):
+    """Objects under a prefix of an object store: one PUT each, whole or absent.
+
+    Opening a stream needs every committed segment's header (its bounding box for the
+    R*-tree): one ranged GET each. The stream's folder keeps a copy of each header
+    (``headers/<id>``, written after the PUT or the first fetch), named by the object's
+    size and entity tag; the listing made at open gives both for every object, so a
+    copy is used only for the very object it was made from, and a replaced or missing
+    object is fetched or reported as before.
+    """
+
+    def __init__(self, location: Location, cache: Path | None = None) -> None:
         self.location = location
         self._ahead: dict[int, SegmentHeader | BaseException] = {}
+        self._cache = cache  # (None: a read-only database writes no copies)
+        self._cache_dir: Path | None = None
+        self._listed: dict[int, tuple[int, str | None]] = {}
 
     def where(self, segment_id: int) -> str:
         return f"{self.location.url}/{segment_name(segment_id)}"
@@ -140,9 +154,53 @@ class RemoteSegments(SegmentFiles):
             except Exception as err:  # (raised again where header() is asked for it)
                 self._ahead[segment_id] = err
 
-        if len(ids) > 1:
-            with ThreadPoolExecutor(min(16, len(ids))) as pool:
-                list(pool.map(fetch, ids))
+        missing = [i for i in ids if self._copied(i) is None]
+        if len(missing) > 1:
+            with ThreadPoolExecutor(min(16, len(missing))) as pool:
+                list(pool.map(fetch, missing))
+
+    def use_header_copies(self, folder: Path, write: bool) -> None:
+        """Read header copies from ``folder`` (and write new ones there, if ``write``)."""
+        self._cache_dir = folder
+        self._cache = folder if write else None
+
+    def _copy_path(self, segment_id: int) -> Path | None:
+        return None if self._cache_dir is None else self._cache_dir / f"{segment_id:012d}"
+
+    def _copied(self, segment_id: int) -> SegmentHeader | None:
+        """The header of segment ``segment_id`` from its copy, if the copy was made from the
+        object the listing names (the same size and entity tag)."""
+        import json
+
+        path = self._copy_path(segment_id)
+        listed = self._listed.get(segment_id)
+        if path is None or listed is None or listed[1] is None:
+            return None
+        try:
+            meta, prefix = path.read_bytes().split(b"\n", 1)
+            made = json.loads(meta)
+        except (OSError, ValueError):
+            return None  # (no copy, or one cut short by a crash: fetched instead)
+        if (made.get("size"), made.get("etag")) != listed or made.get("length") != len(prefix):
+            return None
+        return parse_header(prefix, listed[0], self.where(segment_id), check_size=False)
+
+    def _keep_copy(self, segment_id: int, prefix: bytes, size: int, etag: str | None) -> None:
+        import json
+        import os
+
+        if self._cache is None or etag is None:
+            return
+        path = self._cache / f"{segment_id:012d}"
+        meta = json.dumps({"size": size, "etag": etag, "length": len(prefix)}).encode()
+        try:
+            self._cache.mkdir(exist_ok=True)
+            temporary = path.with_name(path.name + TEMPORARY_SUFFIX)
+            temporary.write_bytes(meta + b"\n" + prefix)
+            os.replace(temporary, path)  # (a copy: no fsync; a damaged one is refetched)
+        except OSError:
+            pass  # (a copy is only a shortcut)
+        self._listed[segment_id] = (size, etag)
 
     @property
     def remote(self) -> bool:
@@ -154,13 +212,17 @@ class RemoteSegments(SegmentFiles):
             stem = stored.path.removesuffix(SEGMENT_SUFFIX)
             if stored.path.endswith(SEGMENT_SUFFIX) and "/" not in stem and stem.isdigit():
                 found.add(int(stem))
+                self._listed[int(stem)] = (stored.size, stored.etag)
         return found
 
     def header(self, segment_id: int) -> SegmentHeader:
         ahead = self._ahead.pop(segment_id, None)
         if isinstance(ahead, BaseException):
             raise ahead
-        return ahead if ahead is not None else self._fetch_header(segment_id)
+        if ahead is not None:
+            return ahead
+        copied = self._copied(segment_id)
+        return copied if copied is not None else self._fetch_header(segment_id)
 
     def _fetch_header(self, segment_id: int) -> SegmentHeader:
         import obstore
@@ -170,7 +232,10 @@ class RemoteSegments(SegmentFiles):
         with self.location.failures("read the header of", name):
             got = obstore.get(self.location.store(), name, options={"range": (0, HEADER_PREFIX)})
             prefix = bytes(got.bytes())
-        return parse_header(prefix, int(got.meta["size"]), self.where(segment_id), check_size=False)
+        size = int(got.meta["size"])
+        header = parse_header(prefix, size, self.where(segment_id), check_size=False)
+        self._keep_copy(segment_id, prefix, size, got.meta.get("e_tag"))  # (once it parsed)
+        return header
 
     def read(self, segment_id: int, descriptor: RecordDescriptor) -> Segment:
         data = self.location.read(segment_name(segment_id))  # (missing: FileNotFoundError)
@@ -178,11 +243,16 @@ class RemoteSegments(SegmentFiles):
 
     def write(self, segment: Segment, descriptor: RecordDescriptor, compress: bool) -> int:
         parts, total = encode_segment(segment, descriptor, compress)
-        self.location.write(segment_name(segment.id), b"".join(parts))
+        data = b"".join(parts)
+        etag = self.location.write(segment_name(segment.id), data)
+        self._keep_copy(segment.id, data[:HEADER_PREFIX], len(data), etag)
         return total  # (durable: the store acknowledged the PUT)
 
     def remove(self, segment_id: int) -> None:
         self.location.delete(segment_name(segment_id))
+        path = self._copy_path(segment_id)
+        if path is not None and self._cache is not None:
+            path.unlink(missing_ok=True)
 
 
 def segment_files(directory: Path, location: Any) -> SegmentFiles:

@@ -49,7 +49,7 @@ from tesseradb.records._cache import ClockCache
 from tesseradb.records._calls import CALL_LOG, CallLog, CallRecord
 from tesseradb.records._csv import csv_tables, file_size, is_file
 from tesseradb.records._descriptor import RecordDescriptor
-from tesseradb.records._files import segment_files
+from tesseradb.records._files import HEADER_CACHE, RemoteSegments, segment_files
 from tesseradb.records._segment_file import SegmentFileError
 from tesseradb.records._segments import Segment, SegmentStore, check_segmentation
 from tesseradb.records._staged import StagedCall
@@ -158,6 +158,8 @@ class Stream:
         self.options = options
         self.directory = directory  # the call log's folder (and the segments', if local)
         self._files = segment_files(directory, location)
+        if isinstance(self._files, RemoteSegments):
+            self._files.use_header_copies(directory / HEADER_CACHE, write=not read_only)
         self.location = location.url if location is not None else None  # (segments there)
         self.read_only = read_only
         self.problems: list[str] = []  # segment files refused on open, with the reason

@@ -255,11 +255,13 @@ class Location:
         with self.failures("read", path):
             return bytes(obstore.get(self.store(), path).bytes())
 
-    def write(self, path: str, data: bytes) -> None:
+    def write(self, path: str, data: bytes) -> str | None:
+        """Store ``data`` as object ``path`` (whole or not at all); its new entity tag."""
         import obstore
 
         with self.failures("write", path):
-            obstore.put(self.store(), path, data)
+            done = obstore.put(self.store(), path, data)
+        return done.get("e_tag")
 
     def download(self, key: str, target: Path, advance: Callable[[int], None]) -> None:
         """Stream object ``key`` into the local file ``target`` (``advance`` is told each
