@@ -397,6 +397,18 @@ class KeptInStorage(KindBase):
         url = self.context.storage.place(self.directory, name, None, where)
         return spec if url is None else {**spec, self.location_key: url}
 
+    def located(self, name: str, spec: dict[str, Any], location: str | None) -> dict[str, Any]:
+        """``spec`` with the ``location`` its create call asked for (an empty ``s3://``
+        prefix: a StorageError when it holds objects), or as it is when none was."""
+        if location is None:
+            return spec
+        assert self.directory is not None
+        where = f"create {self.label} {name!r}"
+        return {
+            **spec,
+            self.location_key: self.context.storage.place(self.directory, name, location, where),
+        }
+
     def stored_location(self, spec: dict[str, Any]) -> Location | None:
         """Where the object's bulk data is in a bucket; None when it is in its folder."""
         url = spec.get(self.location_key)

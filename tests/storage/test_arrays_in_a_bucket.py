@@ -104,6 +104,39 @@ def test_one_array_elsewhere_and_the_rest_local(tmp_path: Path, s3_bucket: S3Buc
         assert "again" not in db.arrays()
 
 
+def test_one_stream_and_one_associative_table_elsewhere(
+    tmp_path: Path, s3_bucket: S3Bucket
+) -> None:
+    """create_stream and create_assoc_table take a location of their own too."""
+    import pyarrow as pa
+
+    from tesseradb.storage import Location, resolve_credentials
+
+    descriptor = {"fields": [{"name": "k", "type": "int64"}], "index": ["k"]}
+    streams_at = f"{s3_bucket.url}/one/stream"
+    tables_at = f"{s3_bucket.url}/one/assoc"
+    with tesseradb.connect(tmp_path / "db", storage_options=s3_bucket.options) as db:
+        stream = db.create_stream("s", descriptor, location=streams_at, segment_bytes=65_536)
+        stream.ingest(pa.table({"k": np.arange(50_000)}), durable=True)
+        table = db.create_assoc_table("t", location=tables_at)
+        table.put_triples(["a", "b"], ["x", "y"], [1.0, 2.0])
+        assert db.catalog.get("s").spec["location"] == streams_at
+        assert db.catalog.get("t").spec["location"] == tables_at
+        for where in (streams_at, tables_at):
+            assert list(Location(where, resolve_credentials(s3_bucket.options, "t")).list())
+        with pytest.raises(StorageError, match="already holds objects"):
+            db.create_stream("again", descriptor, location=streams_at)
+        with pytest.raises(StorageError, match="already holds objects"):
+            db.create_assoc_table("again", location=tables_at)
+        assert "again" not in [o.name for o in db.catalog.objects()]
+    with tesseradb.connect(tmp_path / "db", storage_options=s3_bucket.options) as db:
+        assert db.sql("SELECT count(*), sum(k) FROM s").fetchone() == (50_000, 1_249_975_000)
+        assert {(r, c): v for r, c, v in db.assoc_table("t")[:, :].triples()} == {
+            ("a", "x"): 1.0,
+            ("b", "y"): 2.0,
+        }
+
+
 def test_the_recorded_storage_is_kept(tmp_path: Path, s3_bucket: S3Bucket) -> None:
     path = tmp_path / "db"
     with tesseradb.connect(path, storage=s3_bucket.url, storage_options=s3_bucket.options):

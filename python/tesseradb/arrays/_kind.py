@@ -114,12 +114,7 @@ class ArrayKind(KeptInStorage):
 
         validate_name(name, "array")
         schema = ArraySchema.build(dims, attrs, origin, codec, level, metadata)
-        spec: dict[str, Any] = {"schema": schema.to_dict()}
-        if location is not None:
-            spec["location"] = self.context.storage.place(
-                self.directory, name, location, f"create array {name!r}"
-            )
-        return spec
+        return self.located(name, {"schema": schema.to_dict()}, location)
 
     def in_place_spec(self, name: str, source: str) -> dict[str, Any]:
         """The catalog spec of the Icechunk repository or plain Zarr v3 store at ``source``

@@ -35,13 +35,20 @@ class AssocTableKind(KeptInStorage):
 
         return AssocCrashModel()
 
-    def new_spec(self, name: str, transpose: bool, degrees: bool, text: bool) -> dict[str, Any]:
+    def new_spec(
+        self,
+        name: str,
+        transpose: bool,
+        degrees: bool,
+        text: bool,
+        location: str | None = None,
+    ) -> dict[str, Any]:
         """The catalog spec of a new table (``db.create_assoc_table``'s arguments, checked)."""
         from tesseradb.assoc._table import table_options
         from tesseradb.catalog import validate_name
 
         validate_name(name, "associative table")
-        return {"options": table_options(transpose, degrees, text)}
+        return self.located(name, {"options": table_options(transpose, degrees, text)}, location)
 
     def open(self, name: str, spec: dict[str, Any]) -> AssocTable:
         # (imported when a table is first opened: it brings scipy, which a database that

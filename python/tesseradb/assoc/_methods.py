@@ -20,19 +20,27 @@ __all__ = ["AssocMethods"]
 
 class AssocMethods(DatabaseMethods):
     def create_assoc_table(
-        self, name: str, transpose: bool = True, degrees: bool = True, text: bool = False
+        self,
+        name: str,
+        transpose: bool = True,
+        degrees: bool = True,
+        text: bool = False,
+        location: str | None = None,
     ) -> AssocTable:
         """Create a persistent associative table in D4M 2.0's schema.
 
         It keeps its triples in row order (``Tedge``) and, with ``transpose``,
         in column order (``TedgeT``); with ``degrees`` the column degrees
         summed on insert (``TedgeDeg``); with ``text`` raw texts by row key
-        (``TedgeTxt``). See docs/assoc.md.
+        (``TedgeTxt``). See docs/assoc.md. ``location`` (an empty ``s3://bucket/prefix``)
+        keeps the table's runs there instead of in the database's storage.
         """
         require_str(name, "name", "db.create_assoc_table")
         self._check_open()
         self._registry.check_writable("create an associative table")
-        spec = self._registry.kind("assoc").new_spec(name, transpose, degrees, text)
+        if location is not None:
+            require_str(location, "location", "db.create_assoc_table")
+        spec = self._registry.kind("assoc").new_spec(name, transpose, degrees, text, location)
         table: AssocTable = self._registry.create("assoc", name, spec)
         return table
 

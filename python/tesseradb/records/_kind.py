@@ -41,7 +41,9 @@ class StreamKind(KeptInStorage):
 
         return StreamCrashModel()
 
-    def new_spec(self, name: str, descriptor: Any, options: dict[str, Any]) -> dict[str, Any]:
+    def new_spec(
+        self, name: str, descriptor: Any, options: dict[str, Any], location: str | None = None
+    ) -> dict[str, Any]:
         """The catalog spec of a new stream (``db.create_stream``'s arguments, checked)."""
         from tesseradb.catalog import validate_name
         from tesseradb.errors import DescriptorError, InvalidNameError
@@ -53,10 +55,11 @@ class StreamKind(KeptInStorage):
                 validate_name(field.name, "field")
             except InvalidNameError as err:
                 raise DescriptorError(f"stream {name!r}: {err}") from None
-        return {
+        spec = {
             "descriptor": parsed.to_dict(),
             "options": StreamOptions.from_dict(options).to_dict(),
         }
+        return self.located(name, spec, location)
 
     def load(self, request: LoadRequest) -> tuple[int, str]:
         objects = self.context.objects

@@ -19,7 +19,9 @@ __all__ = ["StreamMethods"]
 
 
 class StreamMethods(DatabaseMethods):
-    def create_stream(self, name: str, descriptor: Any, **options: Any) -> Stream:
+    def create_stream(
+        self, name: str, descriptor: Any, location: str | None = None, **options: Any
+    ) -> Stream:
         """Create a record stream (MDDS) whose records ``descriptor`` describes.
 
         ``descriptor`` is the paper's XML record descriptor, the same as a dict
@@ -28,11 +30,15 @@ class StreamMethods(DatabaseMethods):
         ``scheme`` (``random`` or ``kdtree``), ``overpacking``, ``iterator``
         (``kdtree`` or ``sequential``), ``cache_bytes``, ``writer_threads``,
         ``writer_period_ms``, ``compression`` (``zstd`` or ``none``), ``seed``.
+        ``location`` (an empty ``s3://bucket/prefix``) keeps this stream's sealed
+        segments there instead of in the database's storage (docs/storage.md).
         """
         require_str(name, "name", "db.create_stream")
         self._check_open()
         self._registry.check_writable("create a stream")
-        spec = self._registry.kind("stream").new_spec(name, descriptor, options)
+        if location is not None:
+            require_str(location, "location", "db.create_stream")
+        spec = self._registry.kind("stream").new_spec(name, descriptor, options, location)
         stream: Stream = self._registry.create("stream", name, spec)
         return stream
 
