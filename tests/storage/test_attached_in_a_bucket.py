@@ -149,6 +149,31 @@ def test_a_large_file_s_headers_come_a_level_at_a_time(
             assert _same(db, query), query
 
 
+def test_a_first_answer_costs_one_get_and_one_head(
+    tmp_path: Path, s3_bucket: S3Bucket, nights: list[Path]
+) -> None:
+    """Attaching one object by name is one GET (its size and entity tag come with the
+    body); the first statement adds only its staleness HEAD, a warm one only that."""
+    from tesseradb.attached import clear_remote_cache
+    from tesseradb.bench.proxy import fault_proxy
+
+    location = _upload(s3_bucket, nights[:1], "counted")
+    clear_remote_cache()
+    with fault_proxy(s3_bucket.endpoint.endpoint_url) as proxy:
+        options = {**s3_bucket.options, "endpoint_url": proxy.endpoint_url}
+        with tesseradb.connect(tmp_path / "db", storage_options=options) as db:
+            before = proxy.requests
+            db.attach(f"{location.url}/night0.h5", name="there")
+            assert proxy.requests - before == 1
+            db.attach(str(nights[0]), name="here")
+            before = proxy.requests
+            assert _same(db, QUERIES[0])
+            assert proxy.requests - before == 1
+            before = proxy.requests
+            assert _same(db, QUERIES[2])
+            assert proxy.requests - before == 1
+
+
 def test_one_object_and_a_glob_that_matches_nothing(
     tmp_path: Path, s3_bucket: S3Bucket, nights: list[Path]
 ) -> None:

@@ -86,20 +86,30 @@ def remote_identity(location: Location, key: str) -> dict[str, Any]:
 
 def opening_identity(location: Location, key: str) -> dict[str, Any]:
     """What identifies an object's current content (as :func:`remote_identity`), learnt
-    from a GET of its first PART bytes instead of a HEAD: the bytes go into the block
-    cache, so a file of up to one PART is fetched with this one request."""
+    from one plain GET instead of a HEAD: the answer's size and entity tag belong to the
+    body it carries. A file of up to WHOLE bytes is kept whole in the block cache, so it
+    is attached with this one request; of a larger one the first PART bytes are kept and
+    the rest of the answer is dropped unread."""
     import obstore
 
     url = f"{location.url}/{key}"
     try:
-        got = obstore.get(location.store(), key, options={"range": (0, PART)})
-        meta, data = got.meta, bytes(got.bytes())
-    except Exception:  # (an empty object refuses any range; the HEAD says what is wrong)
+        got = obstore.get(location.store(), key)
+        size, etag = int(got.meta["size"]), got.meta.get("e_tag")
+        keep = size if size <= WHOLE else min(size, PART)
+        pieces, have = [], 0
+        for piece in got.stream(min_chunk_size=BLOCK):
+            pieces.append(bytes(piece))
+            have += len(pieces[-1])
+            if have >= keep:
+                break
+        data = b"".join(pieces)[:keep]
+    except Exception:  # (whatever went wrong, the HEAD says it with the right error)
         return remote_identity(location, key)
-    size, etag = int(meta["size"]), meta.get("e_tag")
-    if len(data) != min(size, PART):
+    if len(data) != keep:
         return remote_identity(location, key)
-    for b in range(-(-len(data) // BLOCK)):
+    whole_blocks = len(data) // BLOCK + (1 if len(data) == size and len(data) % BLOCK else 0)
+    for b in range(whole_blocks):
         BLOCK_CACHE.put((url, etag or "", b), data[b * BLOCK : (b + 1) * BLOCK])
     return {"path": url, "size": size, "etag": etag}
 
