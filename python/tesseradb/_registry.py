@@ -253,6 +253,17 @@ class Registry:
                 )
             self.session[name.lower()] = relation
 
+    def registered(self, name: str) -> bool:
+        """Whether a relation is registered under ``name`` (db.register or a temporary one)."""
+        with self._lock:
+            return name.lower() in self.session
+
+    def register_temporary(self, name: str, relation: Relation) -> None:
+        """Register ``relation``, replacing one registered under ``name`` before (a kind's
+        temporary object made again; the caller checked the name is not an object's)."""
+        with self._lock:
+            self.session[name.lower()] = relation
+
     def unregister(self, name: str) -> None:
         with self._lock:
             if self.session.pop(name.lower(), None) is None:

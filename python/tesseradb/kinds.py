@@ -114,6 +114,15 @@ class OpenObjects(Protocol):
         """Record an object's new catalog spec (an attachment's new indexes)."""
         ...
 
+    def registered(self, name: str) -> bool:
+        """Whether a relation is registered under ``name`` for this database's SQL."""
+        ...
+
+    def register_temporary(self, name: str, relation: Relation) -> None:
+        """Show ``relation`` to this database's SQL as ``name`` until it closes (replacing
+        one registered before under that name; in no catalog)."""
+        ...
+
 
 @dataclass(frozen=True)
 class KindContext:

@@ -94,9 +94,10 @@ class CollectionKind(KindBase):
         validate_name(name, "collection")
         return {"backend": backend or DEFAULT_BACKEND, "mapping": mapping or DEFAULT_MAPPING}
 
-    def argo(self, text: str, params: Any) -> list[dict[str, Any]]:
+    def argo(self, text: str, params: Any, into: str | None = None) -> list[dict[str, Any]]:
         """What ``db.argo`` does: one Argo/SQL statement (an INSERT into a collection that
-        does not exist creates it, as Argo does)."""
+        does not exist creates it, as Argo does); with ``into``, a SELECT's results also
+        become the temporary collection of that name."""
         from tesseradb.documents._argosql import Insert, Select, parse_statement
         from tesseradb.errors import InvalidArgumentError, require_params
 
@@ -107,6 +108,8 @@ class CollectionKind(KindBase):
         require_params(params, "db.argo")
 
         statement = parse_statement(text, params)
+        if into is not None:
+            self._check_temporary_name(into, statement)
         if isinstance(statement, Insert) and not self._exists(statement.collection):
             self.check_writable("create a collection")
             spec = self.new_spec(statement.collection, None, None)
@@ -115,12 +118,49 @@ class CollectionKind(KindBase):
         other = None
         if isinstance(statement, Select) and statement.join is not None:
             other = self.collection(statement.join.collection)
-        return collection._run(statement, other)
+        results = collection._run(statement, other)
+        if into is not None:
+            self._keep_results(into, results)
+        return results
+
+    # --- temporary collections (Argo/SQL results kept for the next statements) -----
+    def _check_temporary_name(self, name: Any, statement: Any) -> None:
+        """``into=`` names a collection for a SELECT's results: not a stored object's name,
+        nor a relation registered otherwise (a temporary one is replaced)."""
+        from tesseradb.catalog import validate_name
+        from tesseradb.documents._argosql import Select
+        from tesseradb.errors import DocumentError, ObjectExistsError, require_str
+
+        require_str(name, "into", "db.argo")
+        validate_name(name, "collection")
+        if not isinstance(statement, Select):
+            raise DocumentError(
+                f"db.argo: into={name!r} keeps the results of a SELECT; this statement is "
+                f"a {type(statement).__name__.upper()}"
+            )
+        if self._stored(name):
+            raise ObjectExistsError(
+                f"db.argo: into={name!r} names an object of the database; temporary results "
+                "need a name of their own"
+            )
+        if name.lower() not in self.store.temporaries and self.context.objects.registered(name):
+            raise ObjectExistsError(
+                f"db.argo: into={name!r} names a relation registered with db.register"
+            )
+
+    def _keep_results(self, name: str, results: list[dict[str, Any]]) -> None:
+        """Keep ``results`` as the temporary collection ``name``: Argo/SQL and ``db.sql``
+        read it until the database closes (in no catalog, in no other process)."""
+        made = self.store.make_temporary(name, results)
+        self.context.objects.register_temporary(name, CollectionRelation(made))
 
     def collection(self, name: str) -> Collection:
-        """The collection called ``name`` (UnknownCollectionError, with suggestions)."""
+        """The collection called ``name`` (UnknownCollectionError, with suggestions): a
+        temporary one first, as SQL's temporary tables hide stored ones."""
         from tesseradb.errors import ObjectNotFoundError, UnknownCollectionError
 
+        if self._store is not None and name.lower() in self._store.temporaries:
+            return self._store.temporaries[name.lower()]
         try:
             found: Collection = self.context.objects.get(name, self.name)
         except ObjectNotFoundError as err:
@@ -128,6 +168,11 @@ class CollectionKind(KindBase):
         return found
 
     def _exists(self, name: str) -> bool:
+        if self._store is not None and name.lower() in self._store.temporaries:
+            return True
+        return self._stored(name)
+
+    def _stored(self, name: str) -> bool:
         from tesseradb.errors import ObjectNotFoundError
 
         try:

@@ -47,13 +47,19 @@ class CollectionMethods(DatabaseMethods):
         """Names of the JSON collections."""
         return [o.name for o in self.catalog.objects("collection")]
 
-    def argo(self, text: str, params: Any = None) -> list[dict[str, Any]]:
+    def argo(self, text: str, params: Any = None, into: str | None = None) -> list[dict[str, Any]]:
         """Run one Argo/SQL statement; its result objects (in objid order unless ORDER BY).
 
         ``INSERT INTO c OBJECT {...}`` creates ``c`` on the default backend if
         it does not exist, as Argo does. ``params`` binds ``?`` (a sequence)
         or ``:name`` (a mapping) placeholders. Each statement is one
         transaction on the collection's backend.
+
+        ``into`` keeps a SELECT's results as a temporary collection of that name (the
+        Argo paper's "the final result is inserted into a temporary table"): later
+        Argo/SQL statements, ``db.collection`` and ``db.sql`` read it until the database
+        closes. It is in no catalog and no other process sees it, so a read-only
+        database makes them too; the same ``into`` again replaces it.
         """
         self._check_open()
-        return self._registry.kind("collection").argo(text, params)
+        return self._registry.kind("collection").argo(text, params, into)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from tesseradb.documents._backends import DUCKDB_FILE, EMBEDDED_BACKENDS, SQLITE_FILE, Backend
@@ -45,6 +46,11 @@ class DocumentStore:
         self._backends: dict[str, Backend] = {}
         self._collections: dict[str, Collection] = {}
         self._lock = threading.Lock()
+        # Argo/SQL results kept for the next statements (db.argo(..., into=)): collections
+        # on a SQLite file in a private temporary folder, in no catalog, gone at close
+        self._temporary_folder: Path | None = None
+        self._temporary_backend: Backend | None = None
+        self.temporaries: dict[str, Collection] = {}
 
     @staticmethod
     def check_options(backend: str, mapping: str) -> None:
@@ -90,6 +96,30 @@ class DocumentStore:
         with self._lock:
             return self._collections.setdefault(key, collection)
 
+    def make_temporary(self, name: str, objects: list[Any]) -> Collection:
+        """A new temporary collection ``name`` holding ``objects`` (one made before under
+        the name is replaced)."""
+        import tempfile
+
+        with self._lock:
+            if self._temporary_backend is None:
+                self._temporary_folder = Path(tempfile.mkdtemp(prefix="tessera-argo-"))
+                self._temporary_backend = SQLiteBackend(self._temporary_folder / SQLITE_FILE, False)
+            backend = self._temporary_backend
+            old = self.temporaries.pop(name.lower(), None)
+        if old is not None:
+            old._drop()
+        made = Collection(name, backend, make_mapping(DEFAULT_MAPPING, name, backend))
+        made._create()
+        try:
+            made.insert_many(objects)
+        except BaseException:
+            made._drop()
+            raise
+        with self._lock:
+            self.temporaries[name.lower()] = made
+        return made
+
     def open_backends(self) -> list[Backend]:
         """The backends opened so far (each collection opened opens its own)."""
         with self._lock:
@@ -100,11 +130,20 @@ class DocumentStore:
             self._collections.pop(name.lower(), None)
 
     def close(self) -> None:
+        import shutil
+
         with self._lock:
             for backend in self._backends.values():
                 backend.close()
             self._backends.clear()
             self._collections.clear()
+            self.temporaries.clear()
+            if self._temporary_backend is not None:
+                self._temporary_backend.close()
+                self._temporary_backend = None
+            if self._temporary_folder is not None:
+                shutil.rmtree(self._temporary_folder, ignore_errors=True)
+                self._temporary_folder = None
 
 
 def open_backend(
