@@ -142,6 +142,12 @@ def test_a_large_file_s_headers_come_a_level_at_a_time(
     # which opening a dataset reads (at most two blocks each here)
     assert not [h for h in headers for start, end in later if start <= h < end]
     assert len(later) <= 2 * chunked
+    # a level of very many headers fetches at most HEADER_BLOCKS blocks at once
+    monkeypatch.setattr(_bytes, "HEADER_BLOCKS", 2)
+    _bytes.clear_remote_cache()
+    gets.clear()
+    source.warm(range(0, source.size, 4096))
+    assert sum((end - start) // 4096 for start, end in gets) <= 2
     with tesseradb.connect(tmp_path / "db", storage_options=s3_bucket.options) as db:
         db.attach(str(nights[0].parent / "night*.h5"), name="here")
         db.attach(f"{s3_bucket.url}/large/night*.h5", name="there")

@@ -47,6 +47,9 @@ PARTS = 8
 # next block too when a header starts this close to a block's end
 HEADER_FETCHES = 16
 HEADER_REACH = 8 << 10
+# ... and at most this many blocks (64 MiB) for one level: past it (a group of thousands of
+# datasets spread over a huge file) the rest are read as HDF5 asks, not all fetched at once
+HEADER_BLOCKS = 256
 
 
 class LocalBytes:
@@ -175,7 +178,7 @@ class RemoteBytes:
                     wanted.add(offset // BLOCK + 1)
         missing = sorted(
             b for b in wanted if BLOCK_CACHE.get((self.url, self.etag or "", b)) is None
-        )
+        )[:HEADER_BLOCKS]
         runs: list[list[int]] = []
         for b in missing:  # (adjacent blocks in one GET)
             if runs and runs[-1][-1] == b - 1:
