@@ -133,12 +133,12 @@ class RemoteSegments(SegmentFiles):
     object is fetched or reported as before.
     """
 
-    def __init__(self, location: Location, cache: Path | None = None) -> None:
+    def __init__(self, location: Location) -> None:
         self.location = location
         self._ahead: dict[int, SegmentHeader | BaseException] = {}
-        self._cache = cache  # (None: a read-only database writes no copies)
-        self._cache_dir: Path | None = None
-        self._listed: dict[int, tuple[int, str | None]] = {}
+        self._cache_dir: Path | None = None  # where header copies are read (none: not used)
+        self._cache: Path | None = None  # where they are written (none: a read-only database)
+        self._listed: dict[int, tuple[int, str | None]] = {}  # id -> (size, entity tag)
 
     def where(self, segment_id: int) -> str:
         return f"{self.location.url}/{segment_name(segment_id)}"
@@ -253,6 +253,11 @@ class RemoteSegments(SegmentFiles):
         path = self._copy_path(segment_id)
         if path is not None and self._cache is not None:
             path.unlink(missing_ok=True)
+
+    def prepare(self) -> None:
+        if self._cache is not None and self._cache.is_dir():
+            for leftover in self._cache.glob(f"*{TEMPORARY_SUFFIX}"):
+                leftover.unlink()  # a copy interrupted before its rename
 
 
 def segment_files(directory: Path, location: Any) -> SegmentFiles:
