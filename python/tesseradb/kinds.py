@@ -395,28 +395,20 @@ class KeptInStorage(KindBase):
 
     location_key = "location"  # (the spec's key: attachments keep only indexes there)
 
-    def placed(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        """``spec`` with where the new object's bulk data goes: the place asked for, or a
-        fresh prefix under the database's storage when it has one (every object the
-        database makes: by its create call, a load, an operator's ``into=``)."""
-        if self.location_key in spec:
+    def placed(
+        self, name: str, spec: dict[str, Any], location: str | None = None
+    ) -> dict[str, Any]:
+        """``spec`` with where the new object's bulk data goes: ``location`` when its create
+        call asked for one (an empty ``s3://`` prefix: a StorageError when it holds
+        objects), else a fresh prefix under the database's storage when it has one (every
+        object the database makes: by its create call, a load, an operator's ``into=``).
+        A spec placed already is kept as it is."""
+        if location is None and self.location_key in spec:
             return spec
         assert self.directory is not None  # (a kind that keeps data has a folder of its own)
         where = f"create {self.label} {name!r}"
-        url = self.context.storage.place(self.directory, name, None, where)
+        url = self.context.storage.place(self.directory, name, location, where)
         return spec if url is None else {**spec, self.location_key: url}
-
-    def located(self, name: str, spec: dict[str, Any], location: str | None) -> dict[str, Any]:
-        """``spec`` with the ``location`` its create call asked for (an empty ``s3://``
-        prefix: a StorageError when it holds objects), or as it is when none was."""
-        if location is None:
-            return spec
-        assert self.directory is not None
-        where = f"create {self.label} {name!r}"
-        return {
-            **spec,
-            self.location_key: self.context.storage.place(self.directory, name, location, where),
-        }
 
     def stored_location(self, spec: dict[str, Any]) -> Location | None:
         """Where the object's bulk data is in a bucket; None when it is in its folder."""

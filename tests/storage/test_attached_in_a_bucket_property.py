@@ -41,6 +41,11 @@ def files(draw: st.DrawFn) -> dict[str, Any]:
 
 bounds = st.tuples(st.integers(-60, 60), st.integers(-60, 60))
 
+# the reader's own settings, and the ones that make every test file "large"
+SMALL_FILE = {n: getattr(_bytes, n) for n in ("WHOLE", "PART", "BLOCK", "LARGE", "HEADER_REACH")}
+REAL_GET = _bytes.RemoteBytes._get  # (each example counts the reads through it)
+LARGE_FILE = {"WHOLE": 0, "PART": 4096, "BLOCK": 4096, "LARGE": 4 * 4096, "HEADER_REACH": 512}
+
 
 @settings(
     max_examples=12,
@@ -57,13 +62,19 @@ def test_answers_equal_plain_duckdb(
     x_range: tuple[int, int],
     tag: str,
 ) -> None:
-    if made["large"]:
-        monkeypatch.setattr(_bytes, "WHOLE", 0)
-        monkeypatch.setattr(_bytes, "BLOCK", 4096)
-        monkeypatch.setattr(_bytes, "LARGE", 4 * 4096)
-        monkeypatch.setattr(_bytes, "HEADER_REACH", 512)
-    else:
-        monkeypatch.setattr(_bytes, "WHOLE", 64 << 20)
+    # "large": nothing is fetched whole, the attach's GET keeps only the first 4 KiB block,
+    # the rest is read block by block; otherwise the file comes whole with that one GET
+    # (the same settings every example: monkeypatch undoes them only when the test ends)
+    settings_now = LARGE_FILE if made["large"] else SMALL_FILE
+    for setting, value in settings_now.items():
+        monkeypatch.setattr(_bytes, setting, value)
+    gets: list[tuple[int, int]] = []
+
+    def counted(self: _bytes.RemoteBytes, start: int, end: int) -> bytes:
+        gets.append((start, end))
+        return REAL_GET(self, start, end)
+
+    monkeypatch.setattr(_bytes.RemoteBytes, "_get", counted)
     name = uuid.uuid4().hex[:12]
     local = tmp_path / f"{name}.h5"
     options: dict[str, Any] = {}
@@ -104,3 +115,8 @@ def test_answers_equal_plain_duckdb(
             got = db.sql(query.format(t="there.obs")).fetchall()
             expected = plain.execute(query.format(t="obs")).fetchall()
             assert got == expected, query
+    # the path asked for is the one that answered
+    if made["large"]:
+        assert gets, "the file was never read block by block"
+    else:
+        assert gets == [], "a small file was read again after the attach's one GET"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
-import os
 import threading
 from collections import abc
 from concurrent.futures import ThreadPoolExecutor
@@ -49,17 +48,6 @@ __all__ = ["ArrayBase", "ArrayFork", "ArraySnapshot", "ChunkView", "require_call
 # Reads of several attributes over a box of at least OVERLAP_CELLS cells go two at a time,
 # so fetching one attribute's chunks overlaps decoding another's
 OVERLAP_CELLS = 1 << 18
-_ATTRIBUTE_READS: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _attribute_reads() -> ThreadPoolExecutor:
-    """This process's two threads for attribute reads (made once per process: a forked
-    child has none of its parent's threads)."""
-    global _ATTRIBUTE_READS
-    if _ATTRIBUTE_READS is None or _ATTRIBUTE_READS[0] != os.getpid():
-        pool = ThreadPoolExecutor(2, thread_name_prefix="tessera-attr-read")
-        _ATTRIBUTE_READS = (os.getpid(), pool)
-    return _ATTRIBUTE_READS[1]
 
 
 @dataclass
@@ -197,7 +185,9 @@ class ArrayBase(TripleWrites):
         if len(wanted) > 1 and region.size >= OVERLAP_CELLS:
             # one attribute's chunks are fetched (I/O, the GIL released) while another's
             # are decoded (in Rust, the GIL released): the two overlap instead of alternating
-            boxes = _attribute_reads().map(lambda a: self._read_box(session, a, region), wanted)
+            boxes = Threads(2).map(
+                lambda a: self._read_box(session, a, region), wanted, what=f"read of {self.name!r}"
+            )
             return {a.name: region.squeeze(b) for a, b in zip(wanted, boxes, strict=True)}
         return {a.name: region.squeeze(self._read_box(session, a, region)) for a in wanted}
 

@@ -114,7 +114,7 @@ class ArrayKind(KeptInStorage):
 
         validate_name(name, "array")
         schema = ArraySchema.build(dims, attrs, origin, codec, level, metadata)
-        return self.located(name, {"schema": schema.to_dict()}, location)
+        return self.placed(name, {"schema": schema.to_dict()}, location)
 
     def in_place_spec(self, name: str, source: str) -> dict[str, Any]:
         """The catalog spec of the Icechunk repository or plain Zarr v3 store at ``source``

@@ -48,7 +48,7 @@ class AssocTableKind(KeptInStorage):
         from tesseradb.catalog import validate_name
 
         validate_name(name, "associative table")
-        return self.located(name, {"options": table_options(transpose, degrees, text)}, location)
+        return self.placed(name, {"options": table_options(transpose, degrees, text)}, location)
 
     def open(self, name: str, spec: dict[str, Any]) -> AssocTable:
         # (imported when a table is first opened: it brings scipy, which a database that

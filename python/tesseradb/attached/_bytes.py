@@ -73,6 +73,13 @@ class LocalBytes:
 BLOCK_CACHE: ByteBudgetCache[tuple[str, str, int], bytes] = ByteBudgetCache(4 * WHOLE)
 
 
+def _keep_blocks(url: str, etag: str | None, first: int, data: bytes) -> None:
+    """Cache ``data``, a file's bytes from the start of block ``first`` on, block by block
+    (a short last block only where the file ends)."""
+    for i in range(-(-len(data) // BLOCK)):
+        BLOCK_CACHE.put((url, etag or "", first + i), data[i * BLOCK : (i + 1) * BLOCK])
+
+
 def clear_remote_cache() -> None:
     """Forget every cached block of files in buckets (later reads fetch them again)."""
     BLOCK_CACHE.clear()
@@ -109,11 +116,9 @@ def opening_identity(location: Location, key: str) -> dict[str, Any]:
         data = b"".join(pieces)[:keep]
     except Exception:  # (whatever went wrong, the HEAD says it with the right error)
         return remote_identity(location, key)
-    if len(data) != keep:
+    if len(data) != keep:  # (cut short: a whole file, or whole blocks, or nothing)
         return remote_identity(location, key)
-    whole_blocks = len(data) // BLOCK + (1 if len(data) == size and len(data) % BLOCK else 0)
-    for b in range(whole_blocks):
-        BLOCK_CACHE.put((url, etag or "", b), data[b * BLOCK : (b + 1) * BLOCK])
+    _keep_blocks(url, etag, 0, data)
     return {"path": url, "size": size, "etag": etag}
 
 
@@ -195,18 +200,12 @@ class RemoteBytes:
         def fetch(run: list[int]) -> None:
             # (a run may skip cached blocks: fetched from its first to its last block)
             first, last = run[0], run[-1]
-            data = self._get(first * BLOCK, (last + 1) * BLOCK)
-            for b in range(first, last + 1):
-                part = data[(b - first) * BLOCK : (b - first + 1) * BLOCK]
-                BLOCK_CACHE.put((self.url, self.etag or "", b), part)
+            _keep_blocks(self.url, self.etag, first, self._get(first * BLOCK, (last + 1) * BLOCK))
 
-        if len(runs) == 1:
-            fetch(runs[0])
-            return
-        from concurrent.futures import ThreadPoolExecutor
+        from tesseradb.executor import Threads
 
-        with ThreadPoolExecutor(min(len(runs), at_once)) as pool:
-            list(pool.map(fetch, runs))  # (the first error, if any, is raised here)
+        # (the first error, if any, is raised here)
+        Threads(at_once).map(fetch, runs, what=f"reading {self.url}")
 
     def pread(self, size: int, offset: int) -> bytes:
         if size <= 0 or offset >= self.size:

@@ -144,9 +144,9 @@ class RemoteSegments(SegmentFiles):
         return f"{self.location.url}/{segment_name(segment_id)}"
 
     def prefetch_headers(self, ids: list[int]) -> None:
-        """(opening a stream) One ranged GET per segment, 16 at once rather than one after
-        another: a stream of many segments opens in a few round trips."""
-        from concurrent.futures import ThreadPoolExecutor
+        """(opening a stream) One ranged GET per segment without a header copy, 16 at once
+        rather than one after another: a stream of many segments opens in a few round trips."""
+        from tesseradb.executor import Threads
 
         def fetch(segment_id: int) -> None:
             try:
@@ -155,9 +155,7 @@ class RemoteSegments(SegmentFiles):
                 self._ahead[segment_id] = err
 
         missing = [i for i in ids if self._copied(i) is None]
-        if len(missing) > 1:
-            with ThreadPoolExecutor(min(16, len(missing))) as pool:
-                list(pool.map(fetch, missing))
+        Threads(16).map(fetch, missing, what="reading segment headers")
 
     def use_header_copies(self, folder: Path, write: bool) -> None:
         """Read header copies from ``folder`` (and write new ones there, if ``write``)."""

@@ -59,7 +59,7 @@ class StreamKind(KeptInStorage):
             "descriptor": parsed.to_dict(),
             "options": StreamOptions.from_dict(options).to_dict(),
         }
-        return self.located(name, spec, location)
+        return self.placed(name, spec, location)
 
     def load(self, request: LoadRequest) -> tuple[int, str]:
         objects = self.context.objects

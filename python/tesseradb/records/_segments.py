@@ -445,12 +445,9 @@ class SegmentStore:
     def segments(self, ids: Sequence[int]) -> list[Segment]:
         """The segments ``ids`` in order; those to be loaded, ``parallel_loads`` at a time
         (a stream whose segments are in an object store: one round trip each)."""
-        if self.parallel_loads <= 1 or len(ids) < 2:
-            return [self.segment(i) for i in ids]
-        from concurrent.futures import ThreadPoolExecutor
+        from tesseradb.executor import Threads
 
-        with ThreadPoolExecutor(min(self.parallel_loads, len(ids))) as pool:
-            return list(pool.map(self.segment, ids))
+        return Threads(self.parallel_loads).map(self.segment, ids, what="loading segments")
 
     def segment(self, segment_id: int) -> Segment:
         """A segment by id: resident, cached, or loaded from its file into the cache."""
