@@ -88,6 +88,33 @@ fn build_into(
     if part.is_empty() {
         return -1;
     }
+    let at = split(keys, dims, part, dim, scratch);
+    let record = part[at];
+    let index = nodes.len();
+    nodes.push(KdNode {
+        record,
+        left: -1,
+        right: -1,
+    });
+    let next = (dim + 1) % dims;
+    let (left, rest) = part.split_at_mut(at);
+    let l = build_into(keys, dims, left, next, nodes, scratch);
+    let r = build_into(keys, dims, &mut rest[1..], next, nodes, scratch);
+    nodes[index].left = l;
+    nodes[index].right = r;
+    index as i32
+}
+
+/// One level of the build: reorders the non-empty `part` so that the node's record
+/// (the median on `dim`) is at the returned position, every record before it has a
+/// key `<=` the node's and every record after it a greater one.
+fn split(
+    keys: &[f64],
+    dims: usize,
+    part: &mut [u32],
+    dim: usize,
+    scratch: &mut Vec<(f64, u32)>,
+) -> usize {
     let mid = part.len() / 2;
     // quickselect on (key, record) pairs copied side by side: the selection then
     // reads memory in order instead of jumping through record positions
@@ -109,21 +136,7 @@ fn build_into(
     for (slot, &(_, r)) in part.iter_mut().zip(scratch.iter()) {
         *slot = r;
     }
-    let at = mid + equal;
-    let record = part[at];
-    let index = nodes.len();
-    nodes.push(KdNode {
-        record,
-        left: -1,
-        right: -1,
-    });
-    let next = (dim + 1) % dims;
-    let (left, rest) = part.split_at_mut(at);
-    let l = build_into(keys, dims, left, next, nodes, scratch);
-    let r = build_into(keys, dims, &mut rest[1..], next, nodes, scratch);
-    nodes[index].left = l;
-    nodes[index].right = r;
-    index as i32
+    mid + equal
 }
 
 /// Per dimension the smallest and the largest key of row-major `coords`: NaN, if
@@ -214,111 +227,92 @@ pub fn build_segments(
     });
     (order, bounds, segments)
 }
-/// Kd-tree partitioning (MDDS §IV-B): divide a chunk's records into segments of at
-/// most `max_records` by the node counts of subtrees.
+/// Kd-tree partitioning (MDDS §IV-B): divide the records of row-major `coords`
+/// into segments of at most `max_records` by the node counts of the chunk's kd-tree
+/// (built as [`build`] builds it, from dimension 0).
 ///
 /// From the root, in pre-order, the larger child is visited first (ties: the left
 /// one); a subtree whose remaining node count fits becomes a segment and is
-/// detached, and counts are updated as the recursion returns, so what is left of a
-/// node's subtree becomes a segment once it fits. Returns, per record, its
-/// segment number, and per segment the depth of its root (the dimension to start
-/// its own kd-tree from is that depth plus the tree's `initial_dimension`).
+/// detached, and what is left of a node's subtree (the node and its other child's
+/// subtree) becomes a segment once it fits. Returns, per record, its segment
+/// number, and per segment the depth of its root (the dimension to start its own
+/// kd-tree from).
+///
+/// Only the levels above the segments are built: a subtree that fits is never
+/// split further, as its records go to one segment whatever its shape. A node
+/// with its records of a subtree lies next to them in the build's order, so every
+/// segment is one run of that order. The labels are those of partitioning the
+/// whole tree (a test checks that against the full build).
 ///
 /// # Panics
-/// If `max_records` is 0.
-pub fn partition(tree: &PackedKdTree, max_records: usize) -> (Vec<u32>, Vec<u32>) {
+/// If `max_records` is 0, or `dims` is 0 or does not divide `coords.len()`.
+pub fn partition(coords: &[f64], dims: usize, max_records: usize) -> (Vec<u32>, Vec<u32>) {
     assert!(max_records > 0, "a segment holds at least one record");
-    let n = tree.nodes.len();
-    let mut count = vec![0usize; n];
-    // pre-order puts children after their parents: sum the counts bottom-up
-    for i in (0..n).rev() {
-        let node = tree.nodes[i];
-        count[i] =
-            1 + if node.left >= 0 {
-                count[node.left as usize]
-            } else {
-                0
-            } + if node.right >= 0 {
-                count[node.right as usize]
-            } else {
-                0
-            };
-    }
+    assert!(
+        dims > 0 && coords.len().is_multiple_of(dims),
+        "coords must hold n * dims values"
+    );
+    let n = coords.len() / dims;
+    let keys: Vec<f64> = coords.iter().map(|&v| key(v)).collect();
+    let mut order: Vec<u32> = (0..n as u32).collect();
     let mut state = Partition {
-        tree,
-        count,
-        detached: vec![false; n],
-        label: vec![0u32; n],
-        roots: Vec::new(),
+        keys: &keys,
+        dims,
         max_records,
+        scratch: Vec::new(),
+        labels: vec![0u32; n],
+        roots: Vec::new(),
     };
     if n > 0 {
-        state.visit(0, 0);
+        state.visit(&mut order, 0, 0);
     }
-    let mut by_record = vec![0u32; n];
-    for (i, node) in tree.nodes.iter().enumerate() {
-        by_record[node.record as usize] = state.label[i];
-    }
-    (by_record, state.roots)
+    (state.labels, state.roots)
 }
 
 struct Partition<'a> {
-    tree: &'a PackedKdTree,
-    count: Vec<usize>,
-    detached: Vec<bool>,
-    label: Vec<u32>, // per node
-    roots: Vec<u32>, // per segment: the depth of its root
+    keys: &'a [f64],
+    dims: usize,
     max_records: usize,
+    scratch: Vec<(f64, u32)>,
+    labels: Vec<u32>, // per record
+    roots: Vec<u32>,  // per segment: the depth of its root
 }
 
 impl Partition<'_> {
-    fn child(&self, index: i32) -> Option<usize> {
-        (index >= 0 && !self.detached[index as usize]).then_some(index as usize)
-    }
-
-    fn recount(&mut self, node: usize) {
-        let n = self.tree.nodes[node];
-        self.count[node] = 1
-            + self.child(n.left).map_or(0, |c| self.count[c])
-            + self.child(n.right).map_or(0, |c| self.count[c]);
-    }
-
-    fn visit(&mut self, node: usize, depth: u32) {
-        if self.count[node] <= self.max_records {
-            self.emit(node, depth);
+    fn visit(&mut self, part: &mut [u32], dim: usize, depth: u32) {
+        if part.len() <= self.max_records {
+            self.emit(part, depth);
             return;
         }
-        let n = self.tree.nodes[node];
-        let (left, right) = (self.child(n.left), self.child(n.right));
-        let size = |c: Option<usize>| c.map_or(0, |c| self.count[c]);
-        let (first, second) = if size(right) > size(left) {
-            (right, left)
-        } else {
-            (left, right)
-        };
-        for child in [first, second].into_iter().flatten() {
-            self.visit(child, depth + 1);
-            self.recount(node);
-            if self.count[node] <= self.max_records {
-                break;
+        let at = split(self.keys, self.dims, part, dim, &mut self.scratch);
+        let next = (dim + 1) % self.dims;
+        let right_larger = part.len() - at - 1 > at;
+        if right_larger {
+            self.visit(&mut part[at + 1..], next, depth + 1);
+            if at < self.max_records {
+                // the node and the whole left subtree: part[..=at]
+                self.emit(&part[..=at], depth);
+                return;
             }
+            self.visit(&mut part[..at], next, depth + 1);
+        } else {
+            self.visit(&mut part[..at], next, depth + 1);
+            if part.len() - at - 1 < self.max_records {
+                // the node and the whole right subtree: part[at..]
+                self.emit(&part[at..], depth);
+                return;
+            }
+            self.visit(&mut part[at + 1..], next, depth + 1);
         }
-        self.emit(node, depth);
+        self.emit(&part[at..=at], depth);
     }
 
-    /// Make what is left of `node`'s subtree one segment, and detach it.
-    fn emit(&mut self, node: usize, depth: u32) {
+    fn emit(&mut self, records: &[u32], depth: u32) {
         let segment = self.roots.len() as u32;
         self.roots.push(depth);
-        let mut stack = vec![node];
-        while let Some(i) = stack.pop() {
-            self.label[i] = segment;
-            let n = self.tree.nodes[i];
-            stack.extend(self.child(n.left));
-            stack.extend(self.child(n.right));
-            self.detached[i] = true;
+        for &r in records {
+            self.labels[r as usize] = segment;
         }
-        self.count[node] = 0;
     }
 }
 
@@ -339,6 +333,12 @@ impl QueryBox {
         })
     }
 }
+
+/// The depth down to which the `auto` iterator walks a tree to choose how to search it.
+pub const PROBE_DEPTH: u32 = 8;
+/// The `auto` iterator looks at every node when a descent would enter at least
+/// 1 / this of the subtrees at [`PROBE_DEPTH`] (chosen by measuring the MDDS queries).
+pub const SEQUENTIAL_SHARE_DENOMINATOR: usize = 3;
 
 /// A packed kd-tree with each node's keys copied next to each other in node order.
 ///
@@ -373,9 +373,62 @@ impl NodeOrderedTree {
     /// The record positions of nodes `found`, ascending.
     pub fn records(&self, found: &[u32]) -> Vec<u32> {
         let nodes = &self.tree.nodes;
-        let mut out: Vec<u32> = found.iter().map(|&i| nodes[i as usize].record).collect();
-        out.sort_unstable();
+        let n = nodes.len();
+        if found.len() < n / 32 {
+            let mut out: Vec<u32> = found.iter().map(|&i| nodes[i as usize].record).collect();
+            out.sort_unstable();
+            return out;
+        }
+        // many found: mark them in a bitmap and read it in order, O(n / 64 + found)
+        // where sorting is O(found log found)
+        let mut marks = vec![0u64; n.div_ceil(64)];
+        for &i in found {
+            let r = nodes[i as usize].record as usize;
+            marks[r / 64] |= 1 << (r % 64);
+        }
+        let mut out = Vec::with_capacity(found.len());
+        for (w, &word) in marks.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                out.push((w * 64) as u32 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
         out
+    }
+
+    /// Whether looking at every node is likely cheaper than descending the tree
+    /// for `query` (the `auto` iterator). A descent costs more per node than the
+    /// sequential pass, so it pays only where it skips most of the tree; how much
+    /// it would skip shows in its top levels: it walks the tree down to depth
+    /// [`PROBE_DEPTH`] only and counts the subtrees there it would enter. A query
+    /// that keeps a large share of the records, or bounds few of the dimensions
+    /// (a descent prunes only at the levels that split those), enters most.
+    pub fn prefers_sequential(&self, query: &QueryBox) -> bool {
+        let nodes = &self.tree.nodes;
+        let cells = 1usize << PROBE_DEPTH;
+        if nodes.len() < 2 * cells {
+            return false; // a small tree: its descent is cheap whatever it enters
+        }
+        let dims = self.tree.dims;
+        let mut entered = 0usize;
+        let mut stack: Vec<(i32, usize, u32)> = vec![(0, self.tree.initial_dimension, 0)];
+        while let Some((index, dim, depth)) = stack.pop() {
+            if depth == PROBE_DEPTH {
+                entered += 1;
+                continue;
+            }
+            let node = nodes[index as usize];
+            let pivot = self.keys[index as usize * dims + dim];
+            let next = (dim + 1) % dims;
+            if node.left >= 0 && cmp(query.lo[dim], pivot) != std::cmp::Ordering::Greater {
+                stack.push((node.left, next, depth + 1));
+            }
+            if node.right >= 0 && cmp(query.hi[dim], pivot) == std::cmp::Ordering::Greater {
+                stack.push((node.right, next, depth + 1));
+            }
+        }
+        entered * SEQUENTIAL_SHARE_DENOMINATOR >= cells
     }
 
     /// Whether one of `found` (node indices from [`Self::search_nodes`]) has the
@@ -587,6 +640,170 @@ mod tests {
         assert_eq!(ordered.search(&below_inf, false), vec![1, 2, 3, 4]);
     }
 
+    /// Partitioning by the whole tree, as MDDS describes it: the reference the
+    /// partial build of [`partition`] must agree with.
+    fn partition_of_full_tree(tree: &PackedKdTree, max_records: usize) -> (Vec<u32>, Vec<u32>) {
+        let n = tree.nodes.len();
+        let mut count = vec![0usize; n];
+        for i in (0..n).rev() {
+            let node = tree.nodes[i];
+            count[i] = 1 + [node.left, node.right]
+                .iter()
+                .filter(|&&c| c >= 0)
+                .map(|&c| count[c as usize])
+                .sum::<usize>();
+        }
+        let mut label = vec![0u32; n];
+        let mut detached = vec![false; n];
+        let mut roots = Vec::new();
+        fn emit(
+            tree: &PackedKdTree,
+            node: usize,
+            depth: u32,
+            label: &mut [u32],
+            detached: &mut [bool],
+            count: &mut [usize],
+            roots: &mut Vec<u32>,
+        ) {
+            let segment = roots.len() as u32;
+            roots.push(depth);
+            let mut stack = vec![node];
+            while let Some(i) = stack.pop() {
+                label[i] = segment;
+                detached[i] = true;
+                let n = tree.nodes[i];
+                for c in [n.left, n.right] {
+                    if c >= 0 && !detached[c as usize] {
+                        stack.push(c as usize);
+                    }
+                }
+            }
+            count[node] = 0;
+        }
+        #[allow(clippy::too_many_arguments)]
+        fn visit(
+            tree: &PackedKdTree,
+            node: usize,
+            depth: u32,
+            max: usize,
+            label: &mut [u32],
+            detached: &mut [bool],
+            count: &mut [usize],
+            roots: &mut Vec<u32>,
+        ) {
+            if count[node] <= max {
+                emit(tree, node, depth, label, detached, count, roots);
+                return;
+            }
+            let n = tree.nodes[node];
+            let live = |c: i32, d: &[bool]| (c >= 0 && !d[c as usize]).then_some(c as usize);
+            let size = |c: Option<usize>, count: &[usize]| c.map_or(0, |c| count[c]);
+            let (l, r) = (live(n.left, detached), live(n.right, detached));
+            let (first, second) = if size(r, count) > size(l, count) {
+                (r, l)
+            } else {
+                (l, r)
+            };
+            for child in [first, second].into_iter().flatten() {
+                visit(tree, child, depth + 1, max, label, detached, count, roots);
+                count[node] =
+                    1 + size(live(n.left, detached), count) + size(live(n.right, detached), count);
+                if count[node] <= max {
+                    break;
+                }
+            }
+            emit(tree, node, depth, label, detached, count, roots);
+        }
+        if n > 0 {
+            visit(
+                tree,
+                0,
+                0,
+                max_records,
+                &mut label,
+                &mut detached,
+                &mut count,
+                &mut roots,
+            );
+        }
+        let mut by_record = vec![0u32; n];
+        for (i, node) in tree.nodes.iter().enumerate() {
+            by_record[node.record as usize] = label[i];
+        }
+        (by_record, roots)
+    }
+
+    #[test]
+    fn partition_agrees_with_partitioning_the_whole_tree() {
+        let mut rng = Rng(0x5EED_F00D_7EE5);
+        for case in 0..300 {
+            let dims = 1 + case % 4;
+            let n = (rng.next() % 700) as usize;
+            // few distinct values in some cases: ties at the pivots
+            let coords: Vec<f64> = (0..n * dims)
+                .map(|_| {
+                    if case % 3 == 0 {
+                        (rng.next() % 4) as f64
+                    } else {
+                        value(&mut rng)
+                    }
+                })
+                .collect();
+            let max = 1 + (rng.next() % 80) as usize;
+            assert_eq!(
+                partition(&coords, dims, max),
+                partition_of_full_tree(&build(&coords, dims, 0), max),
+                "case {case}"
+            );
+        }
+    }
+
+    #[test]
+    fn auto_iterator_chooses_by_the_top_levels_and_finds_what_a_scan_finds() {
+        let mut rng = Rng(0xA070_17E5_0000_0001);
+        let (n, dims) = (4000, 6);
+        // dimension 0 takes 10 values (an element id); the others are spread
+        let coords: Vec<f64> = (0..n * dims)
+            .map(|i| {
+                if i % dims == 0 {
+                    (rng.next() % 10) as f64
+                } else {
+                    (rng.next() % 1_000_000) as f64
+                }
+            })
+            .collect();
+        let ordered = NodeOrderedTree::new(build(&coords, dims, 0), &coords);
+        let unbounded = |d: usize, lo: f64, hi: f64| {
+            let mut q = QueryBox {
+                lo: vec![f64::NEG_INFINITY; dims],
+                hi: vec![f64::NAN; dims],
+            };
+            q.lo[d] = lo;
+            q.hi[d] = hi;
+            q
+        };
+        // half the range of one of six dimensions: the descent would enter half the
+        // subtrees at depth 8, pruning only at the levels that split dimension 2
+        let half = unbounded(2, 0.0, 500_000.0);
+        assert!(ordered.prefers_sequential(&half));
+        // a narrow range on every dimension: it enters few
+        let narrow = QueryBox {
+            lo: vec![3.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            hi: vec![3.0, 300_000.0, 300_000.0, 300_000.0, 300_000.0, 300_000.0],
+        };
+        assert!(!ordered.prefers_sequential(&narrow));
+        for q in [half, narrow, unbounded(0, 3.0, 3.0)] {
+            let expected = scan(&coords, dims, &q);
+            let sequential = ordered.prefers_sequential(&q);
+            assert_eq!(ordered.search(&q, sequential), expected);
+            assert_eq!(ordered.search(&q, !sequential), expected);
+        }
+        // a small tree is always descended
+        let small =
+            NodeOrderedTree::new(build(&coords[..100 * dims], dims, 0), &coords[..100 * dims]);
+        assert!(!small.prefers_sequential(&unbounded(0, 3.0, 3.0)));
+    }
+
     #[test]
     fn partition_covers_every_record_once_within_the_limit() {
         let mut rng = Rng(0x1234_5678_9ABC_DEF1);
@@ -594,9 +811,8 @@ mod tests {
             let dims = 1 + case % 4;
             let n = (rng.next() % 500) as usize;
             let coords: Vec<f64> = (0..n * dims).map(|_| value(&mut rng)).collect();
-            let tree = build(&coords, dims, 0);
             let max = 1 + (rng.next() % 64) as usize;
-            let (labels, roots) = partition(&tree, max);
+            let (labels, roots) = partition(&coords, dims, max);
             assert_eq!(labels.len(), n);
             let mut sizes = vec![0usize; roots.len()];
             for &l in &labels {
@@ -617,7 +833,7 @@ mod tests {
         for i in (1..values.len()).rev() {
             values.swap(i, (rng.next() % (i as u64 + 1)) as usize);
         }
-        let (labels, roots) = partition(&build(&values, 1, 0), 100);
+        let (labels, roots) = partition(&values, 1, 100);
         let mut ranges = vec![(f64::INFINITY, f64::NEG_INFINITY); roots.len()];
         for (r, &l) in labels.iter().enumerate() {
             let range = &mut ranges[l as usize];
@@ -632,7 +848,7 @@ mod tests {
     #[test]
     fn partition_of_a_small_chunk_is_one_segment() {
         let coords: Vec<f64> = (0..40).map(|i| i as f64).collect();
-        let (labels, roots) = partition(&build(&coords, 2, 0), 100);
+        let (labels, roots) = partition(&coords, 2, 100);
         assert!(labels.iter().all(|&l| l == 0));
         assert_eq!(roots, vec![0]);
     }

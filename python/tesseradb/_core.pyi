@@ -133,7 +133,7 @@ def search_segments(
     trees: list[KdTree],
     lo: list[float],
     hi: list[float],
-    sequential: bool = False,
+    iterator: str = "kdtree",
     probes: Sequence[tuple[int, float]] = ...,
 ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], list[bool]]:
     """Rows inside ``[lo, hi]`` in many segments' trees at once, searched in parallel (rayon).
@@ -143,8 +143,9 @@ def search_segments(
     ascending within a tree; and per probe ``(dimension, value)`` whether a
     record found holds that value on that dimension (as DuckDB compares:
     -0.0 equals 0.0, NaN equals NaN).
-    ``sequential`` looks at every row instead of descending the trees
-    (MDDS's sequential iterator).
+    ``iterator``: ``kdtree`` descends each tree, ``sequential`` looks at
+    every row (MDDS's sequential iterator), ``auto`` chooses per tree from
+    64 sampled rows (every row when at least an eighth of them is inside).
     """
 
 def build_segments(

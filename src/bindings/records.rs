@@ -65,8 +65,7 @@ pub fn kdtree_partition<'py>(
     if max_records == 0 {
         return Err(PyValueError::new_err("max_records must be at least 1"));
     }
-    let (labels, roots) =
-        py.detach(|| kdtree::partition(&kdtree::build(data, dims, 0), max_records));
+    let (labels, roots) = py.detach(|| kdtree::partition(data, dims, max_records));
     Ok((labels.into_pyarray(py), roots.into_pyarray(py)))
 }
 
@@ -205,16 +204,26 @@ impl PyKdTree {
 /// that value on that dimension (how an aggregate learns that a row sits on a
 /// float literal's ambiguity point without reading the column).
 #[pyfunction]
-#[pyo3(signature = (trees, lo, hi, sequential = false, probes = Vec::new()))]
+#[pyo3(signature = (trees, lo, hi, iterator = "kdtree", probes = Vec::new()))]
 pub fn search_segments<'py>(
     py: Python<'py>,
     trees: Vec<Py<PyKdTree>>,
     lo: Vec<f64>,
     hi: Vec<f64>,
-    sequential: bool,
+    iterator: &str,
     probes: Vec<(usize, f64)>,
 ) -> PyResult<Found<'py>> {
     use rayon::prelude::*;
+    let sequential = match iterator {
+        "kdtree" => Some(false),
+        "sequential" => Some(true),
+        "auto" => None, // per tree, by its estimate
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "iterator must be 'kdtree', 'sequential' or 'auto', not {other:?}"
+            )))
+        }
+    };
     let dims = lo.len();
     let query = query_box(lo, hi, dims)?;
     if let Some(&(d, _)) = probes.iter().find(|(d, _)| *d >= dims) {
@@ -232,7 +241,11 @@ pub fn search_segments<'py>(
     let (segments, found, held) = py.detach(|| {
         let found: Vec<(Vec<u32>, Vec<bool>)> = crate::pool::install(|| {
             refs.par_iter()
-                .map(|t| t.find_probing(&query, sequential, &probes))
+                .map(|t| {
+                    let sequential =
+                        sequential.unwrap_or_else(|| t.inner.prefers_sequential(&query));
+                    t.find_probing(&query, sequential, &probes)
+                })
                 .collect()
         });
         let total = found.iter().map(|(rows, _)| rows.len()).sum();

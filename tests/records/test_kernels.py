@@ -61,9 +61,11 @@ def test_kdtree_search_and_scan_equal_numpy(
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(problems(), min_size=1, max_size=5), st.booleans())
+@given(
+    st.lists(problems(), min_size=1, max_size=5), st.sampled_from(["kdtree", "sequential", "auto"])
+)
 def test_many_segments_are_searched_and_gathered_together(
-    segments: list[tuple[np.ndarray, list[float], list[float], int]], sequential: bool
+    segments: list[tuple[np.ndarray, list[float], list[float], int]], iterator: str
 ) -> None:
     dims = segments[0][0].shape[1]
     same = [p for p in segments if p[0].shape[1] == dims]
@@ -72,7 +74,7 @@ def test_many_segments_are_searched_and_gathered_together(
     # probe each dimension for a value some records hold, and for one they may not
     probes = [(d, float(same[0][0][0, d])) for d in range(dims)] if len(same[0][0]) else []
     probes += [(d, 0.5) for d in range(dims)]
-    which, rows, held = _core.search_segments(trees, lo, hi, sequential, probes)
+    which, rows, held = _core.search_segments(trees, lo, hi, iterator, probes)
     expected = [(k, r) for k, (coords, *_) in enumerate(same) for r in reference(coords, lo, hi)]
     assert list(zip(which.tolist(), rows.tolist(), strict=True)) == expected
     found = [same[k][0][r] for k, r in expected]
@@ -239,6 +241,8 @@ def test_bad_input_is_refused_clearly() -> None:
         _core.KdTree.from_parts(np.zeros((5, 2)), records, left, right, 0)
     with pytest.raises(ValueError, match="dimensions"):
         _core.search_segments([tree], [0.0], [1.0])
+    with pytest.raises(ValueError, match="iterator must be"):
+        _core.search_segments([tree], [0.0, 0.0], [1.0, 1.0], "zigzag")
     with pytest.raises(ValueError, match="outside column"):
         _core.gather([np.zeros(8, np.uint8)], 8, np.zeros(1, np.uint32), np.ones(1, np.uint32))
     with pytest.raises(ValueError, match="1 to 9 dimensions"):

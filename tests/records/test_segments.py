@@ -84,7 +84,7 @@ def test_index_answers_equal_a_linear_scan(
     scheme = data.draw(st.sampled_from(["random", "kdtree"]))
     stores = [
         SegmentStore(descriptor, chunk, size, iterator=it, seed=1, scheme=scheme)
-        for it in ("kdtree", "sequential")
+        for it in ("kdtree", "sequential", "auto")
     ]
     cut = data.draw(st.integers(0, table.num_rows))
     for store in stores:
@@ -94,16 +94,58 @@ def test_index_answers_equal_a_linear_scan(
     for _ in range(3):
         pred = data.draw(predicates(descriptor))
         wanted = plain_answer(table, pred)
-        kd, seq = (
+        kd, seq, auto = (
             sorted((r["rid"], r) for b in store.scan(None, pred) for r in b.to_pylist())
             for store in stores
         )
-        assert [r for r, _ in kd] == [
-            r for r, _ in seq
-        ]  # the kd-tree finds what looking at every record finds
+        # the kd-tree finds what looking at every record finds, and so does the choice
+        assert [r for r, _ in kd] == [r for r, _ in seq] == [r for r, _ in auto]
         # a superset is allowed (a bound a column cannot compare with restricts nothing);
         # the reference filter on what came back is exactly the answer
         assert sorted(r for r, row in kd if pred.matches(row)) == wanted, str(pred)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lo=st.integers(0, 9), width=st.integers(0, 9), x_lo=st.floats(-1, 1), x_width=st.floats(0, 2)
+)
+def test_auto_iterator_answers_equal_numpy_on_large_segments(
+    lo: int, width: int, x_lo: float, x_width: float
+) -> None:
+    """Segments big enough (thousands of records) that ``auto`` looks at every
+    record for wide boxes and descends the tree for narrow ones: both equal numpy."""
+    descriptor = RecordDescriptor.parse(
+        {
+            "fields": [
+                {"name": "e", "type": "int32"},
+                {"name": "x", "type": "double"},
+                {"name": "y", "type": "double"},
+            ],
+            "index": ["e", "x", "y"],
+        }
+    )
+    rng = np.random.default_rng(7)
+    n = 20_000
+    table = pa.table(
+        {
+            "e": rng.integers(0, 10, n).astype(np.int32),
+            "x": rng.uniform(-1, 1, n),
+            "y": rng.uniform(-1, 1, n),
+        }
+    )
+    store = SegmentStore(descriptor, n, 1 << 20, iterator="auto", scheme="kdtree")
+    store.ingest(table)
+    pred = Predicate.on(
+        "e", ColumnDomain.values(RangeSet.of([Interval(lo, lo + width, True, True)]))
+    ).and_(
+        Predicate.on(
+            "x", ColumnDomain.values(RangeSet.of([Interval(x_lo, x_lo + x_width, True, True)]))
+        )
+    )
+    found = sorted((r["e"], r["x"], r["y"]) for b in store.scan(None, pred) for r in b.to_pylist())
+    e, x, y = (table.column(c).to_numpy() for c in "exy")
+    hit = (e >= lo) & (e <= lo + width) & (x >= x_lo) & (x <= x_lo + x_width)
+    assert found == sorted(zip(e[hit].tolist(), x[hit].tolist(), y[hit].tolist(), strict=True))
 
 
 def test_segments_are_pruned_by_the_r_tree() -> None:
@@ -177,6 +219,42 @@ def test_bad_records_are_refused_and_nothing_is_kept() -> None:
     with pytest.raises(DescriptorError, match="pyarrow Table"):
         store.ingest([1, 2])
     assert store.num_records == 0 and store.num_segments == 0
+
+
+_TEXT_PIECES = st.lists(
+    st.tuples(
+        st.lists(st.text(alphabet="ab\x00\u00e9", max_size=6), max_size=8),
+        st.integers(0, 8),
+        st.integers(0, 8),
+    ),
+    max_size=4,
+)
+
+
+@given(pieces=_TEXT_PIECES, limit=st.integers(0, 6), large=st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_text_checks_read_the_buffers_as_arrow_reads_the_rows(
+    pieces: list[tuple[list[str], int, int]], limit: int, large: bool
+) -> None:
+    """The ingest checks for NUL characters and over-long text look at the string
+    buffers directly (sliced pieces included); they name the same first row as
+    Arrow's row-by-row functions."""
+    import pyarrow.compute as pc
+
+    from tesseradb.records._segments import _first_too_long, _first_with_nul
+
+    type_ = pa.large_string() if large else pa.string()
+    arrays = []
+    for values, start, length in pieces:
+        start = min(start, len(values))
+        arrays.append(pa.array(values, type_).slice(start, length))
+    column = pa.chunked_array(arrays, type_)
+    has_nul = pc.match_substring(column, "\x00")
+    expected_nul = pc.index(has_nul, True).as_py() if pc.any(has_nul).as_py() else None
+    assert _first_with_nul(column) == expected_nul
+    too_long = pc.greater(pc.binary_length(column), limit)
+    expected_long = pc.index(too_long, True).as_py() if pc.any(too_long).as_py() else None
+    assert _first_too_long(column, limit) == expected_long
 
 
 def test_queries_during_ingest_see_whole_segments() -> None:

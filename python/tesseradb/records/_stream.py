@@ -51,7 +51,13 @@ from tesseradb.records._csv import csv_tables, file_size, is_file
 from tesseradb.records._descriptor import RecordDescriptor
 from tesseradb.records._files import HEADER_CACHE, RemoteSegments, segment_files
 from tesseradb.records._segment_file import SegmentFileError
-from tesseradb.records._segments import Segment, SegmentStore, check_segmentation
+from tesseradb.records._segments import (
+    DEFAULT_CHUNK_RECORDS,
+    DEFAULT_SCHEME,
+    Segment,
+    SegmentStore,
+    check_segmentation,
+)
 from tesseradb.records._staged import StagedCall
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Estimate
@@ -72,11 +78,13 @@ STAGE_BYTES = 128 << 20  # prepared segments a bounded call holds before writing
 class StreamOptions:
     """A stream's settings, with MDDS's meanings (defaults from its Table III where it gives them)."""
 
-    max_chunk_records: int = 100_000  # records per chunk, the unit split into segments
+    max_chunk_records: int = (
+        DEFAULT_CHUNK_RECORDS  # records per chunk, the unit split into segments
+    )
     segment_bytes: int = 1 << 20  # target segment size (the paper's 1M)
-    scheme: str = "random"  # segmentation: random assignment or kd-tree partitioning
+    scheme: str = DEFAULT_SCHEME  # segmentation: kd-tree partitioning or random assignment
     overpacking: float = 4.0  # kd-tree scheme: a segment may hold this many x segment_bytes
-    iterator: str = "kdtree"  # record iterator for queries: kdtree or sequential
+    iterator: str = "auto"  # record iterator for queries: auto, kdtree or sequential
     cache_bytes: int = 1 << 30  # memory for segments read back from disk
     writer_threads: int = 1
     writer_period_ms: int = 500  # how often writers wake to persist queued segments
