@@ -150,6 +150,7 @@ class SQLEngine:
         # whenever a statement may have changed one (sessions read theirs again then)
         self._default_settings: dict[str, str] | None = None
         self._settings_epoch = 0
+        self.small_results = SmallResults()
 
     # --- lifecycle ----------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -600,7 +601,7 @@ class SQLEngine:
                     if wrap:
                         cursor.execute("BEGIN TRANSACTION")
                     with watching(cursor, run.watch):
-                        table, types = self._fetch(cursor, run)
+                        fetched = self._fetch(cursor, run)
                     after = (
                         transaction_state(run.found, before) if run.found is not None else before
                     )
@@ -664,39 +665,84 @@ class SQLEngine:
                     instance.keep(kept)
                 else:
                     cursor.close()
-        conversion = Conversion(types, session.conversion_settings, session.lossless)
-        return Result(
-            table,
-            {scan.relation.name: scan.stats for scan in scans.values()},
-            conversion=conversion,
-        )
+        conversion = Conversion(fetched.types, session.conversion_settings, session.lossless)
+        stats = {scan.relation.name: scan.stats for scan in scans.values()}
+        if fetched.rows is not None and fetched.schema is not None:
+            return Result.of_rows(fetched.rows, fetched.schema, stats, conversion=conversion)
+        assert fetched.table is not None
+        return Result(fetched.table, stats, conversion=conversion)
 
-    def _fetch(
-        self, cursor: duckdb.DuckDBPyConnection, run: _Run
-    ) -> tuple[pa.Table, tuple[str, ...]]:
+    def _small_result_key(self, run: _Run) -> tuple[str, int, bool] | None:
+        """The key under which a query's result shape is remembered, or None when the
+        statement is not a lone query read straight into a result."""
+        analysis = run.analysis
+        if (
+            run.sink is not None
+            or run.found is not None
+            or not analysis.parsed
+            or not analysis.is_query
+            or analysis.statement_count != 1
+            or analysis.relations
+            or _WRITING_FUNCTIONS.search(run.text) is not None
+        ):
+            return None
+        return (run.text, self._settings_epoch, run.session.restricted)
+
+    def _fetch(self, cursor: duckdb.DuckDBPyConnection, run: _Run) -> _Fetched:
         """Run the text and take its rows: Arrow that loses no value (the cursor fetches
         losslessly), or handed to the sink (as DuckDB's own Arrow, unless ``exact``); and
-        the DuckDB type of each column."""
+        the DuckDB type of each column.
+
+        A query seen before with a small result of plain types (see
+        :class:`SmallResults`) runs as DuckDB's ``execute`` and ``fetchall``: a
+        relation's bind and an Arrow result cost more than a few rows' worth. Its
+        columns' names and types are checked against the earlier run's; the Arrow
+        form, if asked for, is built from the rows with the earlier run's schema."""
+        import duckdb
         import pyarrow as pa
 
+        key = self._small_result_key(run)
+        shape = self.small_results.get(key) if key is not None else None
+        if shape is not None:
+            try:
+                if run.params is not None:
+                    cursor.execute(run.text, run.params)
+                else:
+                    cursor.execute(run.text)
+                columns = tuple((d[0], str(d[1])) for d in cursor.description or ())
+                if columns == shape.described:
+                    return _Fetched(None, shape.types, cursor.fetchall(), shape.schema)
+            except BaseException:
+                # (a result cut short by an error must not hold the cursor: the next
+                # statement on it would be refused)
+                with contextlib.suppress(duckdb.Error):
+                    cursor.abort()
+                raise
+            # another shape than last time (a table changed): the query, which writes
+            # nothing, runs again as a relation, whose Arrow is the lossless form
+            cursor.abort()
+            self.small_results.forget(key)
         relation = (
             cursor.sql(run.text, params=run.params)
             if run.params is not None
             else cursor.sql(run.text)
         )
         if relation is None:
-            return pa.table({}), ()
+            return _Fetched(pa.table({}), ())
         types = tuple(str(t) for t in relation.types)
         if any("AGGREGATE_STATE" in t for t in types):
             # (DuckDB 2.0.1 crashes exporting some aggregate states losslessly; they have
             # no lossless form of their own anyway)
             cursor.execute("SET SESSION arrow_lossless_conversion = false")
             try:
-                return relation.to_arrow_table(), types
+                return _Fetched(relation.to_arrow_table(), types)
             finally:
                 cursor.execute("SET SESSION arrow_lossless_conversion = true")
         if run.sink is None:
-            return relation.to_arrow_table(), types
+            table = relation.to_arrow_table()
+            if key is not None:
+                self.small_results.learn(key, table, types)
+            return _Fetched(table, types)
         reader = relation.to_arrow_reader(_SINK_BATCH_ROWS)
         conversion = Conversion(types, run.session.conversion_settings, run.session.lossless)
         if run.exact:  # lossless, saying how to read it exactly
@@ -705,7 +751,7 @@ class SQLEngine:
             run.sink(reader)
         else:  # as DuckDB's own Arrow, batch by batch
             run.sink(as_duckdb_arrow_batches(reader, conversion))
-        return pa.table({}), types
+        return _Fetched(pa.table({}), types)
 
     def _session_changed(self, session: SQLSession, run: _Run) -> None:
         """A statement that may have changed the session ran: settings are read again
@@ -753,6 +799,79 @@ class SQLEngine:
                     f"(a {existing}); nothing of the statement was kept"
                 )
             validate_name(name, kind)
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """What a statement gave: lossless Arrow, or the rows of a small plain result with
+    the Arrow schema they have as a table; and each column's DuckDB type."""
+
+    table: pa.Table | None
+    types: tuple[str, ...]
+    rows: list[tuple[Any, ...]] | None = None
+    schema: pa.Schema | None = None
+
+
+@dataclass(frozen=True)
+class _Shape:
+    described: tuple[tuple[str, str], ...]  # (name, DuckDB type) per column
+    types: tuple[str, ...]
+    schema: pa.Schema  # the lossless Arrow schema the relation path gave
+
+
+class SmallResults:
+    """The result shapes of queries whose last run gave a few rows of plain types (those
+    whose Python values DuckDB's ``fetchall`` and pyarrow give alike), by text, settings
+    epoch and restriction: such a query runs next time as ``execute`` and ``fetchall``.
+
+    A shape only says which path to try: every run checks the columns' names and types
+    DuckDB describes against it, and a change of settings starts a new epoch. Bounded
+    (least recently used first out), as statement texts are unbounded."""
+
+    ROWS = 1024  # results up to this many rows are small (DuckDB gives rows as fast as Arrow)
+    ENTRIES = 512
+
+    def __init__(self) -> None:
+        from collections import OrderedDict
+
+        self._shapes: OrderedDict[tuple[str, int, bool], _Shape] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0  # (how often a shape was found: the tests see the path was taken)
+
+    def get(self, key: tuple[str, int, bool]) -> _Shape | None:
+        with self._lock:
+            shape = self._shapes.get(key)
+            if shape is not None:
+                self._shapes.move_to_end(key)
+                self.hits += 1
+            return shape
+
+    def learn(self, key: tuple[str, int, bool], table: pa.Table, types: tuple[str, ...]) -> None:
+        """Remember the shape of ``table`` if it is a small result of plain types."""
+        import pyarrow as pa
+
+        from tesseradb.sql.values import Conversion
+
+        if table.num_rows > self.ROWS or not types or not Conversion(types).plain:
+            return
+        if any(
+            isinstance(f.type, pa.BaseExtensionType) and f.type.extension_name != "arrow.bool8"
+            for f in table.schema
+        ):
+            return  # (only BOOLEAN's lossless form is an extension the rows can be put back in)
+        shape = _Shape(tuple(zip(table.column_names, types, strict=True)), types, table.schema)
+        with self._lock:
+            self._shapes[key] = shape
+            self._shapes.move_to_end(key)
+            while len(self._shapes) > self.ENTRIES:
+                self._shapes.popitem(last=False)
+
+    def forget(self, key: tuple[str, int, bool]) -> None:
+        with self._lock:
+            self._shapes.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._shapes)
 
 
 @dataclass

@@ -19,7 +19,8 @@ __all__ = ["Result"]
 
 
 class Result:
-    """Rows returned by :meth:`Database.sql`, held as one Arrow table.
+    """Rows returned by :meth:`Database.sql`, held as one Arrow table (a small result of
+    plain types as the rows DuckDB gave, its Arrow table made when first asked for).
 
     Statements that return nothing (DDL) give an empty result with no columns.
     """
@@ -31,7 +32,9 @@ class Result:
         shortcut: str | None = None,
         conversion: Conversion | None = None,
     ) -> None:
-        self._table = table  # (as fetched: lossless Arrow where DuckDB ran the statement)
+        self._held: pa.Table | None = table  # (lossless Arrow where DuckDB ran the statement)
+        self._rows: list[tuple[Any, ...]] | None = None  # (a small result's, see of_rows)
+        self._schema: pa.Schema | None = None
         self._conversion = conversion
         self.scan_stats: dict[str, ScanStats] = scan_stats or {}
         """Per relation read (by name): the scans, batches and rows it produced."""
@@ -42,16 +45,50 @@ class Result:
         ``"lookup"`` (plain columns of the rows its scan found, filtered by the engine
         exactly as SQL would); None when DuckDB ran the statement over scanned rows."""
 
+    @classmethod
+    def of_rows(
+        cls,
+        rows: list[tuple[Any, ...]],
+        schema: pa.Schema,
+        scan_stats: dict[str, ScanStats] | None = None,
+        conversion: Conversion | None = None,
+    ) -> Result:
+        """A small result fetched as rows of plain types (whose Python values DuckDB and
+        pyarrow give alike); its Arrow table, with ``schema``, is made when asked for."""
+        result = cls(None, scan_stats, conversion=conversion)  # type: ignore[arg-type]
+        result._rows, result._schema = rows, schema
+        return result
+
+    @property
+    def _table(self) -> pa.Table:
+        if self._held is None:
+            import pyarrow as pa
+
+            assert self._rows is not None and self._schema is not None
+            columns = list(zip(*self._rows, strict=True)) if self._rows else []
+            self._held = pa.table(
+                [
+                    _column(list(columns[i]) if columns else [], field.type)
+                    for i, field in enumerate(self._schema)
+                ],
+                schema=self._schema,
+            )
+        return self._held
+
     @property
     def columns(self) -> list[str]:
+        if self._schema is not None:
+            return list(self._schema.names)
         return list(self._table.column_names)
 
     @property
     def num_rows(self) -> int:
+        if self._rows is not None:
+            return len(self._rows)
         return self._table.num_rows
 
     def __len__(self) -> int:
-        return self._table.num_rows
+        return self.num_rows
 
     @property
     def conversion(self) -> Conversion:
@@ -89,11 +126,15 @@ class Result:
         """The rows as a list of tuples of the Python values DuckDB's ``fetchall`` gives."""
         from tesseradb.sql.values import python_rows
 
+        if self._rows is not None:
+            return list(self._rows)
         return python_rows(self._table, self.conversion)
 
     def fetchone(self) -> tuple[Any, ...] | None:
         from tesseradb.sql.values import python_rows
 
+        if self._rows is not None:
+            return self._rows[0] if self._rows else None
         rows = python_rows(self._table.slice(0, 1), self.conversion)
         return rows[0] if rows else None
 
@@ -152,3 +193,14 @@ class Result:
 
     def __repr__(self) -> str:
         return f"Result({self._table.num_rows} rows: {', '.join(self.columns)})"
+
+
+def _column(values: list[Any], type_: pa.DataType) -> pa.Array:
+    """Python values of a plain column as Arrow of ``type_``; DuckDB's lossless BOOLEAN
+    is the ``arrow.bool8`` extension, stored as int8."""
+    import pyarrow as pa
+
+    if isinstance(type_, pa.BaseExtensionType):
+        storage = pa.array([None if v is None else int(v) for v in values], type_.storage_type)
+        return pa.ExtensionArray.from_storage(type_, storage)
+    return pa.array(values, type=type_)
