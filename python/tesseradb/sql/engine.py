@@ -668,7 +668,7 @@ class SQLEngine:
         conversion = Conversion(fetched.types, session.conversion_settings, session.lossless)
         stats = {scan.relation.name: scan.stats for scan in scans.values()}
         if fetched.rows is not None and fetched.schema is not None:
-            return Result.of_rows(fetched.rows, fetched.schema, stats, conversion=conversion)
+            return Result._of_rows(fetched.rows, fetched.schema, stats, conversion=conversion)
         assert fetched.table is not None
         return Result(fetched.table, stats, conversion=conversion)
 

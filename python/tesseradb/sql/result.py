@@ -33,7 +33,7 @@ class Result:
         conversion: Conversion | None = None,
     ) -> None:
         self._held: pa.Table | None = table  # (lossless Arrow where DuckDB ran the statement)
-        self._rows: list[tuple[Any, ...]] | None = None  # (a small result's, see of_rows)
+        self._rows: list[tuple[Any, ...]] | None = None  # (a small result's, see _of_rows)
         self._schema: pa.Schema | None = None
         self._conversion = conversion
         self.scan_stats: dict[str, ScanStats] = scan_stats or {}
@@ -46,7 +46,7 @@ class Result:
         exactly as SQL would); None when DuckDB ran the statement over scanned rows."""
 
     @classmethod
-    def of_rows(
+    def _of_rows(
         cls,
         rows: list[tuple[Any, ...]],
         schema: pa.Schema,
