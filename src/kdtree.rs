@@ -446,15 +446,21 @@ impl NodeOrderedTree {
     pub fn search_nodes(&self, query: &QueryBox, sequential: bool) -> Vec<u32> {
         let dims = self.tree.dims;
         let nodes = &self.tree.nodes;
+        // Bounds and keys compared as integers in the total order (`ordered`): the keys
+        // are folded already, the bounds are folded once here, and each comparison is
+        // then two integer compares instead of two folds and a `total_cmp`.
+        let lo: Vec<i64> = query.lo.iter().map(|&v| ordered(key(v))).collect();
+        let hi: Vec<i64> = query.hi.iter().map(|&v| ordered(key(v))).collect();
         // the dimensions the box restricts: the others need no check
-        let bounded: Vec<usize> = (0..dims)
+        let bounded: Vec<(usize, i64, i64)> = (0..dims)
             .filter(|&d| query.lo[d] != f64::NEG_INFINITY || !query.hi[d].is_nan())
+            .map(|d| (d, lo[d], hi[d]))
             .collect();
         let inside = |node: usize| {
             let row = &self.keys[node * dims..node * dims + dims];
-            bounded.iter().all(|&d| {
-                cmp(row[d], query.lo[d]) != std::cmp::Ordering::Less
-                    && cmp(row[d], query.hi[d]) != std::cmp::Ordering::Greater
+            bounded.iter().all(|&(d, l, h)| {
+                let v = ordered(row[d]);
+                l <= v && v <= h
             })
         };
         let mut out = Vec::new();
@@ -468,19 +474,27 @@ impl NodeOrderedTree {
                 if inside(index) {
                     out.push(index as u32);
                 }
-                let pivot = self.keys[index * dims + dim];
+                let pivot = ordered(self.keys[index * dims + dim]);
                 let next = (dim + 1) % dims;
                 // left holds keys <= pivot, right keys > pivot
-                if node.left >= 0 && cmp(query.lo[dim], pivot) != std::cmp::Ordering::Greater {
+                if node.left >= 0 && lo[dim] <= pivot {
                     stack.push((node.left, next));
                 }
-                if node.right >= 0 && cmp(query.hi[dim], pivot) == std::cmp::Ordering::Greater {
+                if node.right >= 0 && hi[dim] > pivot {
                     stack.push((node.right, next));
                 }
             }
         }
         out
     }
+}
+
+/// A folded key as an integer in the same order as `total_cmp` (NaN, folded to one
+/// positive NaN, above +inf): the sign bit flips the rest for negative values.
+#[inline]
+fn ordered(folded: f64) -> i64 {
+    let bits = folded.to_bits() as i64;
+    bits ^ ((((bits >> 63) as u64) >> 1) as i64)
 }
 
 /// Positions of the records inside `query`, by looking at every record (the sequential iterator).
