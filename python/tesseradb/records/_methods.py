@@ -27,8 +27,9 @@ class StreamMethods(DatabaseMethods):
         ``descriptor`` is the paper's XML record descriptor, the same as a dict
         or JSON text, or a :class:`RecordDescriptor`. ``options`` are those of
         :class:`StreamOptions`: ``max_chunk_records``, ``segment_bytes``,
-        ``scheme`` (``random`` or ``kdtree``), ``overpacking``, ``iterator``
-        (``kdtree`` or ``sequential``), ``cache_bytes``, ``writer_threads``,
+        ``scheme`` (``kdtree``, the default, or ``random``), ``overpacking``,
+        ``iterator`` (``auto``, the default, ``kdtree`` or ``sequential``),
+        ``cache_bytes``, ``writer_threads``,
         ``writer_period_ms``, ``compression`` (``zstd`` or ``none``), ``seed``.
         ``location`` (an empty ``s3://bucket/prefix``) keeps this stream's sealed
         segments there instead of in the database's storage (docs/storage.md).
