@@ -679,11 +679,9 @@ class SQLEngine:
         if (
             run.sink is not None
             or run.found is not None
-            or not analysis.parsed
-            or not analysis.is_query
             or analysis.statement_count != 1
             or analysis.relations
-            or _WRITING_FUNCTIONS.search(run.text) is not None
+            or _may_write(run)
         ):
             return None
         return (run.text, self._settings_epoch, run.session.restricted)
