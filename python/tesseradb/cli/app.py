@@ -608,8 +608,13 @@ def serve(
     statement_seconds: Annotated[
         float, typer.Option(help="Time limit of one statement, in seconds.")
     ] = 300.0,
+    pg_port: Annotated[
+        int | None,
+        typer.Option(help="Also speak the PostgreSQL wire protocol on this port (psql, psycopg)."),
+    ] = None,
 ) -> None:
-    """Serve the database over HTTP: the API, the web console at /, remote clients."""
+    """Serve the database over HTTP (the API, the web console at /, remote clients) and,
+    with --pg-port, the PostgreSQL wire protocol."""
     from tesseradb.catalog import CATALOG_FILE
     from tesseradb.errors import TesseraError
     from tesseradb.server import Users
@@ -632,7 +637,8 @@ def serve(
             certfile=None if certfile is None else str(certfile),
             keyfile=None if keyfile is None else str(keyfile),
             statement_seconds=statement_seconds,
-            ready=lambda url: console.print(f"serving {path} at {url}/ (Ctrl-C stops)"),
+            pg_port=pg_port,
+            ready=lambda url: console.print(f"serving {path} at {url} (Ctrl-C stops)"),
         )
     except TesseraError as err:
         _fail(str(err))

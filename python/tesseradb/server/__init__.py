@@ -67,10 +67,25 @@ def _uvicorn(app: Any, host: str, port: int, **options: Any) -> Any:
     return uvicorn.Server(config)
 
 
+def _pg_listener(
+    app: Any, host: str, port: int, certfile: str | None = None, keyfile: str | None = None
+) -> Any:
+    """The PostgreSQL-protocol listener beside the HTTP app, sharing its server state
+    (users, rights, running statements), started."""
+    from tesseradb.errors import ServerError
+    from tesseradb.server._pgwire import PgServer
+
+    try:
+        return PgServer(app.state.server, host, port, certfile, keyfile).start()
+    except OSError as err:
+        raise ServerError(f"cannot serve the PostgreSQL protocol on {host}:{port}: {err}") from None
+
+
 class ServerThread:
     """An open database served from a thread of this process (a notebook, a test):
     ``with ServerThread(db, port=0) as server: ... server.url ...``; ``port=0`` picks a
-    free port. ``options`` are :class:`ServerOptions` fields."""
+    free port. ``options`` are :class:`ServerOptions` fields, and ``pg_port`` (0 picks
+    one) also serves the PostgreSQL wire protocol, on ``server.pg_port``."""
 
     def __init__(
         self, db: Database, host: str = "127.0.0.1", port: int = 0, **options: Any
@@ -82,7 +97,11 @@ class ServerThread:
         from tesseradb.server._app import ServerOptions
 
         self.db = db
-        self.server = _uvicorn(make_app(db, ServerOptions(**options)), host, port)
+        pg_port = options.pop("pg_port", None)
+        app = make_app(db, ServerOptions(**options))
+        self.server = _uvicorn(app, host, port)
+        self.pg = None if pg_port is None else _pg_listener(app, host, pg_port)
+        self.pg_port = None if self.pg is None else self.pg.port
         self.thread = threading.Thread(target=self.server.run, name="tessera-serve", daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -95,6 +114,8 @@ class ServerThread:
 
     def stop(self) -> None:
         """Stop serving (the database stays open)."""
+        if self.pg is not None:
+            self.pg.stop()
         self.server.should_exit = True
         self.thread.join(timeout=30)
 
@@ -189,11 +210,14 @@ def serve(
     certfile: str | None = None,
     keyfile: str | None = None,
     statement_seconds: float = 300.0,
+    pg_port: int | None = None,
     ready: Any = None,
 ) -> None:
     """Serve the database at ``path`` until interrupted (then close it cleanly).
 
-    ``ready`` (a callable) is told the URL once the server listens.
+    ``pg_port`` also serves the PostgreSQL wire protocol there (psql, psycopg, JDBC;
+    TLS with the same certificate). ``ready`` (a callable) is told the URL once the
+    server listens.
     """
     import threading
     import time
@@ -204,9 +228,10 @@ def serve(
 
     if (certfile is None) != (keyfile is None):
         raise InvalidArgumentError("serve: TLS needs both certfile and keyfile")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        # (an out-of-range port would be taken modulo 65536 by the socket call)
-        raise InvalidArgumentError(f"serve: port is 0 to 65535, not {port!r}")
+    for name, given in (("port", port), ("pg_port", 0 if pg_port is None else pg_port)):
+        if isinstance(given, bool) or not isinstance(given, int) or not 0 <= given <= 65535:
+            # (an out-of-range port would be taken modulo 65536 by the socket call)
+            raise InvalidArgumentError(f"serve: {name} is 0 to 65535, not {given!r}")
     if not isinstance(statement_seconds, (int, float)) or not 0 < statement_seconds < float("inf"):
         raise InvalidArgumentError(
             f"serve: statement_seconds is a positive number, not {statement_seconds!r}"
@@ -222,6 +247,7 @@ def serve(
             ssl_keyfile=keyfile,
             timeout_graceful_shutdown=5,
         )
+        pg = None if pg_port is None else _pg_listener(app, host, pg_port, certfile, keyfile)
         if ready is not None:
 
             def tell() -> None:
@@ -231,9 +257,14 @@ def serve(
                     bound = port
                     with contextlib.suppress(Exception):  # (the port it listens on: 0 picks)
                         bound = server.servers[0].sockets[0].getsockname()[1]
-                    ready(f"{'https' if certfile else 'http'}://{host}:{bound}")
+                    url = f"{'https' if certfile else 'http'}://{host}:{bound}"
+                    ready(url if pg is None else f"{url} and postgresql://{host}:{pg.port}")
 
             threading.Thread(target=tell, name="tessera-serve-ready", daemon=True).start()
-        server.run()
+        try:
+            server.run()
+        finally:
+            if pg is not None:
+                pg.stop()
     finally:
         db.close()

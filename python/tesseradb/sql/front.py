@@ -64,6 +64,11 @@ class Session:
         self._check_open()
         return self.database._explain(text, params, self._session, "session.explain")
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction begun with ``BEGIN`` is open in this session."""
+        return bool(self._session.in_transaction)
+
     def _check_open(self) -> None:
         from tesseradb.errors import DatabaseClosedError
 

@@ -1,0 +1,853 @@
+"""The PostgreSQL wire protocol (version 3) for ``tessera serve --pg-port``: what psql,
+psycopg, JDBC and other PostgreSQL clients speak.
+
+Each connection is a thread with a SQL session of its own (restricted for a user without
+the admin right, as over HTTP); its statements go through the same guard, the same
+running-statement list (the console sees and cancels them) and the same engine as the
+HTTP API's. A user logs in with its name, and its token as the password (cleartext, as
+many PostgreSQL-protocol servers ask: use TLS, ``--certfile``/``--keyfile``, off
+loopback).
+
+What is spoken: the startup (TLS or not, protocol 3.0; a client asking for a newer minor
+version is told 3.0), the simple query protocol (several statements in one query run as
+one transaction, as PostgreSQL runs them), the extended one (Parse, Bind, Describe,
+Execute with a row limit, Close, Sync, Flush; parameters in text or binary), cancel
+requests, and the session settings clients send at start (``SET application_name``,
+``extra_float_digits``, ``statement_timeout`` ...). Values go in text, or binary where
+the client asks (:mod:`tesseradb.server._pgtypes`).
+
+Differences a client can see: a portal's statement runs when it is first described or
+executed, and its rows are then held until sent; statements between two Syncs are not
+one implicit transaction (each commits on its own unless ``BEGIN`` opened one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import re
+import secrets
+import socket
+import socketserver
+import ssl
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tesseradb.errors import (
+    CancelledError,
+    InterruptedStatementError,
+    ReadOnlyError,
+    TesseraError,
+)
+from tesseradb.server._guard import Refused, check_statement, may_write
+from tesseradb.server._pgtypes import TEXT, ParameterError, PgType, pg_type, read_parameter
+
+if TYPE_CHECKING:
+    from tesseradb.database import Session
+    from tesseradb.server._http import Running, Server
+    from tesseradb.server._users import User
+
+__all__ = ["PgServer"]
+
+PROTOCOL_3 = 3 << 16
+SSL_REQUEST = 80877103
+GSS_REQUEST = 80877104
+CANCEL_REQUEST = 80877102
+MAX_STARTUP_BYTES = 10_000  # PostgreSQL's own limit on a startup packet
+STARTUP_SECONDS = 30.0  # a connection must have logged in by then
+FLUSH_BYTES = 1 << 16  # rows are sent whenever this much is waiting
+SERVER_VERSION = "15.0"  # (what clients read to choose their catalog queries)
+
+# settings PostgreSQL clients send that mean nothing to DuckDB: kept per connection,
+# shown by SHOW, never passed on
+_CLIENT_SETTINGS = {
+    "application_name": "",
+    "client_encoding": "UTF8",
+    "datestyle": "ISO, MDY",
+    "intervalstyle": "postgres",
+    "extra_float_digits": "1",
+    "statement_timeout": "0",
+    "lock_timeout": "0",
+    "idle_in_transaction_session_timeout": "0",
+    "client_min_messages": "notice",
+    "standard_conforming_strings": "on",
+    "bytea_output": "hex",
+    "jit": "off",
+    "default_transaction_isolation": "serializable",
+    "transaction_isolation": "serializable",
+    "server_version": SERVER_VERSION,
+    "server_encoding": "UTF8",
+    "integer_datetimes": "on",
+}
+_REPORTED = ("application_name", "client_encoding", "DateStyle", "IntervalStyle")
+_SET = re.compile(
+    r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+)?([A-Za-z_]+)\s*(?:=|\s+TO\s+)\s*(.*?)\s*;?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_SHOW = re.compile(r"^\s*SHOW\s+([A-Za-z_ ]+?)\s*;?\s*$", re.IGNORECASE)
+_FIRST_WORDS = re.compile(
+    r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)(?:\s+(?:OR\s+REPLACE\s+)?"
+    r"(?:TEMP\s+|TEMPORARY\s+|UNIQUE\s+)?([A-Za-z]+))?",
+    re.DOTALL,
+)
+_ROW_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM", "SHOW", "DESCRIBE", "SUMMARIZE"}
+_ROW_WORDS |= {"EXPLAIN", "PIVOT", "UNPIVOT", "CALL", "PRAGMA"}
+_COUNT_WORDS = {"INSERT", "UPDATE", "DELETE", "MERGE"}
+_TRANSACTION_TAGS = {
+    "BEGIN": "BEGIN",
+    "START": "START TRANSACTION",
+    "COMMIT": "COMMIT",
+    "END": "COMMIT",
+    "ROLLBACK": "ROLLBACK",
+    "ABORT": "ROLLBACK",
+}
+# SQLSTATEs by the class of DuckDB's error, then by ours
+_DUCKDB_STATES = (
+    ("Parser Error", "42601"),
+    ("Catalog Error", "42P01"),
+    ("Binder Error", "42703"),
+    ("Conversion Error", "22P02"),
+    ("Out of Range Error", "22003"),
+    ("Invalid Input Error", "22P02"),
+    ("Division by zero", "22012"),
+    ("Duplicate key", "23505"),
+    ("NOT NULL constraint", "23502"),
+    ("CHECK constraint", "23514"),
+    ("foreign key", "23503"),
+    ("Constraint Error", "23000"),
+    ("TransactionContext Error", "25P02"),
+    ("Permission Error", "42501"),
+)
+
+
+class ProtocolViolation(Exception):
+    """The client broke the protocol: told so (SQLSTATE 08P01), then disconnected."""
+
+
+class SQLStateError(Exception):
+    """An error of this layer with its SQLSTATE."""
+
+    def __init__(self, state: str, message: str) -> None:
+        super().__init__(message)
+        self.state = state
+
+
+def sqlstate(err: BaseException) -> str:
+    if isinstance(err, SQLStateError):
+        return err.state
+    if isinstance(err, (Refused, ReadOnlyError)):
+        return "42501" if isinstance(err, Refused) else "25006"
+    if isinstance(err, (CancelledError, InterruptedStatementError)):
+        return "57014"
+    if isinstance(err, ParameterError):
+        return "22P02"
+    text = str(err)
+    for marker, state in _DUCKDB_STATES:
+        if marker in text:
+            return state
+    if isinstance(err, LookupError):
+        return "42P01"
+    if isinstance(err, ValueError):
+        return "22023"
+    return "XX000" if not isinstance(err, TesseraError) else "42000"
+
+
+@dataclass
+class Outcome:
+    """A statement's answer as the protocol sends it: no columns means no RowDescription."""
+
+    tag: str
+    names: list[str] = field(default_factory=list)
+    types: list[PgType] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    sent: int = 0  # rows sent so far (a portal's Execute may ask for some at a time)
+
+    @property
+    def has_rows(self) -> bool:
+        return bool(self.names)
+
+
+@dataclass
+class Prepared:
+    text: str
+    types: list[int]  # the parameter types the client named (0: let the statement say)
+
+
+@dataclass
+class Portal:
+    prepared: Prepared
+    params: list[Any]
+    formats: list[int]  # per result column: 0 text, 1 binary
+    outcome: Outcome | None = None
+
+
+# PostgreSQL-only spellings in the catalog queries of psql and drivers, said as DuckDB
+# says them (DuckDB's own pg_catalog answers the rest)
+_PG_SPELLINGS = (
+    (re.compile(r"OPERATOR\(\s*pg_catalog\.([~!<>=*+-]+)\s*\)", re.I), r"\1"),
+    (re.compile(r"\s+COLLATE\s+pg_catalog\.(?:default|\"default\"|\"C\")", re.I), ""),
+    (re.compile(r"pg_catalog\.pg_get_userbyid\s*\([^()]*\)", re.I), "'tessera'"),
+    (re.compile(r"pg_catalog\.pg_encoding_to_char\s*\([^()]*\)", re.I), "'UTF8'"),
+)
+
+
+def _duckdb_spelling(text: str) -> str:
+    """A client's catalog query in DuckDB's spelling (other statements are left alone)."""
+    if "pg_catalog" not in text:
+        return text
+    for pattern, replacement in _PG_SPELLINGS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _first_words(text: str) -> tuple[str, str]:
+    found = _FIRST_WORDS.match(text)
+    if found is None:
+        return "", ""
+    return found.group(1).upper(), (found.group(2) or "").upper()
+
+
+def _parameter_count(text: str) -> int:
+    """The highest ``$n`` in the text outside quotes and comments."""
+    plain = re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    numbers = [int(n) for n in re.findall(r"\$(\d+)", plain)]
+    return max(numbers, default=0)
+
+
+def _split(text: str) -> list[str]:
+    """The statements of a simple query (DuckDB's parser splits it; one it cannot read
+    stays whole, for the engine to name its syntax error)."""
+    body = text.strip()
+    while body.endswith(";"):
+        body = body[:-1].rstrip()
+    if ";" not in body:
+        return [body] if body else []
+    import duckdb
+
+    try:
+        return [s.query.strip() for s in duckdb.extract_statements(text) if s.query.strip()]
+    except duckdb.Error:
+        return [body]
+
+
+class Watchdog:
+    """Stops statements that pass their time limit (one thread for every connection)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._due: dict[int, tuple[float, Running]] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, key: int, run: Running, seconds: float) -> None:
+        with self._lock:
+            self._due[key] = (time.monotonic() + seconds, run)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="pg-watchdog", daemon=True)
+                self._thread.start()
+
+    def forget(self, key: int) -> None:
+        with self._lock:
+            self._due.pop(key, None)
+
+    def _loop(self) -> None:
+        from tesseradb.server._http import time_out
+
+        while True:
+            with self._lock:
+                self._lock.wait(0.1)
+                now = time.monotonic()
+                late = [k for k, (due, _) in self._due.items() if due <= now]
+                runs = [self._due.pop(k)[1] for k in late]
+            for run in runs:
+                time_out(run)
+
+
+class Backend:
+    """One client connection: its login, its session, its prepared statements and portals."""
+
+    def __init__(self, pg: PgServer, sock: socket.socket) -> None:
+        self.pg = pg
+        self.server = pg.server
+        self.sock: socket.socket = sock
+        self.rfile = sock.makefile("rb", buffering=FLUSH_BYTES)
+        self.out = bytearray()
+        self.user: User | None = None
+        self.session: Session | None = None
+        self.settings = dict(_CLIENT_SETTINGS)
+        self.key = (secrets.randbelow(1 << 31), secrets.randbelow(1 << 31))
+        self.running: Running | None = None
+        self.prepared: dict[str, Prepared] = {}
+        self.portals: dict[str, Portal] = {}
+        self.failed = False  # the open transaction failed: only ROLLBACK helps
+        self.skipping = False  # an extended-protocol error: messages are ignored until Sync
+
+    # --- bytes in and out ----------------------------------------------------------
+    def read(self, size: int) -> bytes:
+        data = self.rfile.read(size)
+        if data is None or len(data) < size:
+            raise EOFError("the client disconnected")
+        return data
+
+    def read_message(self) -> tuple[bytes, bytes]:
+        head = self.read(5)
+        kind, size = head[:1], struct.unpack("!i", head[1:])[0]
+        if size < 4 or size - 4 > self.server.options.max_body_bytes:
+            raise ProtocolViolation(f"a message of {size} bytes (type {kind!r}) is refused")
+        return kind, self.read(size - 4)
+
+    def send(self, kind: bytes, payload: bytes = b"") -> None:
+        self.out += kind + struct.pack("!i", len(payload) + 4) + payload
+        if len(self.out) >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.out:
+            self.sock.sendall(self.out)
+            self.out.clear()
+
+    def send_error(self, err: BaseException, severity: str = "ERROR") -> None:
+        message = str(err) or type(err).__name__
+        fields = [b"S" + severity.encode(), b"V" + severity.encode()]
+        fields += [b"C" + sqlstate(err).encode(), b"M" + message.encode(errors="replace")]
+        self.send(b"E", b"\0".join(fields) + b"\0\0")
+
+    def ready(self) -> None:
+        status = b"I"
+        if self.session is not None and self.session.in_transaction:
+            status = b"E" if self.failed else b"T"
+        else:
+            self.failed = False
+        self.send(b"Z", status)
+        self.flush()
+
+    # --- the connection's life -----------------------------------------------------
+    def run(self) -> None:
+        try:
+            self.sock.settimeout(STARTUP_SECONDS)
+            if not self.startup():
+                return
+            self.sock.settimeout(None)
+            self.pg.register(self)
+            self.serve()
+        except ProtocolViolation as err:
+            with contextlib.suppress(OSError):
+                self.send_error(SQLStateError("08P01", str(err)), "FATAL")
+                self.flush()
+        except (EOFError, OSError, ssl.SSLError):
+            pass  # (the client left, or its bytes were not TLS)
+        finally:
+            self.pg.unregister(self)
+            if self.running is not None:
+                self.running.cancel.cancel()
+            if self.session is not None:
+                with contextlib.suppress(Exception):
+                    self.session.close()  # (an open transaction is rolled back)
+            with contextlib.suppress(OSError):
+                self.rfile.close()
+                self.sock.close()
+
+    def startup(self) -> bool:
+        """Read the startup packet (after TLS if asked), log the user in; False when the
+        connection ends here (a cancel request, a refused login)."""
+        while True:
+            size = struct.unpack("!i", self.read(4))[0]
+            if not 8 <= size <= MAX_STARTUP_BYTES:
+                raise ProtocolViolation(f"a startup packet of {size} bytes")
+            body = self.read(size - 4)
+            code = struct.unpack("!i", body[:4])[0]
+            if code == SSL_REQUEST:
+                if self.pg.tls is None:
+                    self.sock.sendall(b"N")
+                    continue
+                self.sock.sendall(b"S")
+                self.sock = self.pg.tls.wrap_socket(self.sock, server_side=True)
+                self.rfile = self.sock.makefile("rb", buffering=FLUSH_BYTES)
+                continue
+            if code == GSS_REQUEST:
+                self.sock.sendall(b"N")
+                continue
+            if code == CANCEL_REQUEST:
+                if len(body) == 12:
+                    self.pg.cancel(*struct.unpack("!ii", body[4:12]))
+                return False
+            break
+        major, minor = code >> 16, code & 0xFFFF
+        if major != 3:
+            raise ProtocolViolation(
+                f"protocol version {major}.{minor} is not spoken here; this server speaks 3.0"
+            )
+        parts = body[4:].split(b"\0")
+        if len(parts) < 2 or parts[-1] != b"" or parts[-2] != b"" or len(parts) % 2:
+            raise ProtocolViolation("the startup packet's parameters are not name/value pairs")
+        try:
+            params = {parts[i].decode(): parts[i + 1].decode() for i in range(0, len(parts) - 2, 2)}
+        except UnicodeDecodeError:
+            raise ProtocolViolation("the startup packet is not UTF-8") from None
+        if minor:
+            unknown = [k.encode() for k in params if k.startswith("_pq_.")]
+            self.send(
+                b"v",
+                struct.pack("!ii", PROTOCOL_3, len(unknown)) + b"".join(k + b"\0" for k in unknown),
+            )
+        name = params.get("user", "")
+        if not name:
+            self.send_error(SQLStateError("28000", "the startup packet names no user"), "FATAL")
+            self.flush()
+            return False
+        self.send(b"R", struct.pack("!i", 3))  # the password, in clear (the user's token)
+        self.flush()
+        kind, payload = self.read_message()
+        if kind != b"p":
+            raise ProtocolViolation(f"a password message was expected, not {kind!r}")
+        token = payload.rstrip(b"\0").decode(errors="replace")
+        user = self.server.users.authenticate(token)
+        if user is None or user.name != name:
+            self.send_error(
+                SQLStateError("28P01", f'password authentication failed for user "{name}"'),
+                "FATAL",
+            )
+            self.flush()
+            return False
+        self.user = user
+        self.session = self.server.db.session(restricted=not user.is_admin)
+        self.settings["application_name"] = params.get("application_name", "")
+        self.send(b"R", struct.pack("!i", 0))
+        shown = {
+            "server_version": SERVER_VERSION,
+            "server_encoding": "UTF8",
+            "client_encoding": "UTF8",
+            "DateStyle": "ISO, MDY",
+            "IntervalStyle": "postgres",
+            "TimeZone": "UTC",
+            "integer_datetimes": "on",
+            "standard_conforming_strings": "on",
+            "is_superuser": "on" if user.is_admin else "off",
+            "session_authorization": user.name,
+            "application_name": self.settings["application_name"],
+        }
+        for key, value in shown.items():
+            self.send(b"S", key.encode() + b"\0" + value.encode() + b"\0")
+        self.send(b"K", struct.pack("!ii", *self.key))
+        self.ready()
+        return True
+
+    def serve(self) -> None:
+        handlers = {
+            b"Q": self.on_query,
+            b"P": self.on_parse,
+            b"B": self.on_bind,
+            b"D": self.on_describe,
+            b"E": self.on_execute,
+            b"C": self.on_close,
+        }
+        while True:
+            kind, body = self.read_message()
+            if kind == b"X":
+                return
+            if kind == b"S":
+                self.skipping = False
+                if self.session is not None and not self.session.in_transaction:
+                    self.portals.clear()  # (portals live as long as their transaction)
+                self.ready()
+                continue
+            if kind == b"H":
+                self.flush()
+                continue
+            if kind in (b"d", b"c", b"f"):
+                continue  # COPY data outside a COPY: ignored, as PostgreSQL does
+            handler = handlers.get(kind)
+            if handler is None:
+                raise ProtocolViolation(f"message type {kind!r} is not known here")
+            if self.skipping and kind != b"Q":
+                continue
+            try:
+                handler(body)
+            except (ProtocolViolation, EOFError, OSError):
+                raise
+            except Exception as err:  # every statement error goes to the client
+                if self.session is not None and self.session.in_transaction:
+                    self.failed = True
+                self.send_error(err)
+                if kind == b"Q":
+                    self.ready()
+                else:
+                    self.skipping = True
+
+    # --- statements ----------------------------------------------------------------
+    def execute(self, text: str, params: list[Any]) -> Outcome:
+        """Run one statement in the session, through the server's guard and running list."""
+        assert self.user is not None and self.session is not None
+        handled = self.client_setting(text)
+        if handled is not None:
+            return handled
+        text = _duckdb_spelling(text)
+        word, second = _first_words(text)
+        if self.failed and word not in ("ROLLBACK", "ABORT", "COMMIT", "END"):
+            raise SQLStateError(
+                "25P02",
+                "current transaction is aborted, commands ignored until end of transaction block",
+            )
+        check_statement(text, self.user.is_admin, self.user.may, self.server.kind_of)
+        if self.server.options.read_only and may_write(text):
+            raise ReadOnlyError("the server is read-only: it runs queries only")
+        run = self.server.start(self.user, text, None)
+        self.running = run
+        limit = self.server.options.statement_seconds
+        own = int(self.settings.get("statement_timeout", "0") or 0) / 1000
+        seconds = min(limit, own) if own > 0 else limit
+        self.pg.watchdog.watch(id(self), run, seconds)
+        try:
+            result = self.session.sql(text, params or None, cancel=run.cancel)
+        except (CancelledError, InterruptedStatementError):
+            if run.timed_out:
+                raise SQLStateError(
+                    "57014",
+                    f"the statement ran past its time limit of {seconds:g} s and was "
+                    "stopped; nothing was kept",
+                ) from None
+            raise SQLStateError("57014", "the statement was cancelled; nothing was kept") from None
+        finally:
+            self.pg.watchdog.forget(id(self))
+            self.running = None
+            self.server.finish(run)
+        if word in ("COMMIT", "END", "ROLLBACK", "ABORT"):
+            self.failed = False
+        columns = result.columns
+        if word in _COUNT_WORDS and columns == ["Count"]:
+            count = result.fetchall()
+            done = int(count[0][0]) if count and count[0][0] is not None else 0
+            return Outcome(f"INSERT 0 {done}" if word == "INSERT" else f"{word} {done}")
+        if word in _TRANSACTION_TAGS:
+            return Outcome(_TRANSACTION_TAGS[word])
+        if word in ("CREATE", "DROP", "ALTER") and second:
+            return Outcome(f"{word} {second}")
+        if word not in _ROW_WORDS and word not in _COUNT_WORDS and columns in ([], ["Count"]):
+            return Outcome(word or "OK")
+        rows = result.fetchall()
+        tag = f"{word} {len(rows)}" if word in _COUNT_WORDS else f"SELECT {len(rows)}"
+        if word == "INSERT":
+            tag = f"INSERT 0 {len(rows)}"
+        return Outcome(tag, columns, [pg_type(t) for t in result.types], rows)
+
+    def client_setting(self, text: str) -> Outcome | None:
+        """A ``SET`` or ``SHOW`` of a setting PostgreSQL clients send, answered here."""
+        found = _SET.match(text)
+        if found is not None:
+            name = found.group(1).lower()
+            if name not in _CLIENT_SETTINGS:
+                return None
+            value = found.group(2).strip().strip("'\"")
+            if name == "client_encoding" and value.upper().replace("-", "") not in (
+                "UTF8",
+                "UNICODE",
+            ):
+                raise SQLStateError("22023", f"client_encoding is UTF8 here, not {value!r}")
+            if name == "statement_timeout":
+                value = str(_milliseconds(value))
+            self.settings[name] = value
+            reported = {k.lower(): k for k in _REPORTED}
+            if name in reported:
+                self.send(b"S", reported[name].encode() + b"\0" + value.encode() + b"\0")
+            return Outcome("SET")
+        found = _SHOW.match(text)
+        if found is not None:
+            name = "_".join(found.group(1).lower().split())
+            if name == "transaction_isolation_level":
+                name = "transaction_isolation"
+            if name in _CLIENT_SETTINGS:
+                return Outcome("SHOW", [name], [PgType(TEXT)], [(self.settings[name],)])
+        return None
+
+    def send_rows(self, outcome: Outcome, formats: list[int], limit: int = 0) -> bool:
+        """Send the outcome's rows not yet sent (at most ``limit``; 0: all); True when all
+        are sent."""
+        kinds = outcome.types
+        coders = [
+            t.binary if (formats[i] if len(formats) > 1 else (formats or [0])[0]) else t.text
+            for i, t in enumerate(kinds)
+        ]
+        count = struct.pack("!h", len(kinds))
+        end = len(outcome.rows) if limit <= 0 else min(len(outcome.rows), outcome.sent + limit)
+        null = b"\xff\xff\xff\xff"
+        for row in outcome.rows[outcome.sent : end]:
+            parts = [count]
+            for value, coder in zip(row, coders, strict=True):
+                if value is None:
+                    parts.append(null)
+                else:
+                    data = coder(value)
+                    parts.append(struct.pack("!i", len(data)))
+                    parts.append(data)
+            self.send(b"D", b"".join(parts))
+        outcome.sent = end
+        return end == len(outcome.rows)
+
+    def describe_rows(self, outcome: Outcome, formats: list[int]) -> None:
+        if not outcome.has_rows:
+            self.send(b"n")
+            return
+        fields = [struct.pack("!h", len(outcome.names))]
+        for i, (name, kind) in enumerate(zip(outcome.names, outcome.types, strict=True)):
+            fmt = formats[i] if len(formats) > 1 else (formats or [0])[0]
+            fields.append(name.encode() + b"\0")
+            fields.append(struct.pack("!ihihih", 0, 0, kind.oid, kind.width, -1, fmt))
+        self.send(b"T", b"".join(fields))
+
+    # --- the simple query protocol -------------------------------------------------
+    def on_query(self, body: bytes) -> None:
+        self.skipping = False
+        text = _cstring(body)[0]
+        statements = _split(text)
+        if not statements:
+            self.send(b"I")
+            self.ready()
+            return
+        assert self.session is not None and self.user is not None
+        words = [_first_words(s)[0] for s in statements]
+        several = len(statements) > 1 and not self.session.in_transaction
+        several = several and not any(w in _TRANSACTION_TAGS for w in words)
+        if several and not self.user.is_admin and any(may_write(s) for s in statements):
+            raise Refused(
+                "a query of several statements that write runs as one transaction, and "
+                "transactions are for admins: send them one at a time"
+            )
+        wrap = several and self.user.is_admin
+        if wrap:
+            self.session.sql("BEGIN TRANSACTION")
+        try:
+            for statement in statements:
+                outcome = self.execute(statement, [])
+                if outcome.has_rows:
+                    self.describe_rows(outcome, [])
+                self.send_rows(outcome, [])
+                self.send(b"C", outcome.tag.encode() + b"\0")
+        except BaseException:
+            if wrap and self.session.in_transaction:
+                with contextlib.suppress(Exception):
+                    self.session.sql("ROLLBACK")
+            raise
+        if wrap:
+            self.session.sql("COMMIT")
+        self.ready()
+
+    # --- the extended query protocol -----------------------------------------------
+    def on_parse(self, body: bytes) -> None:
+        name, rest = _cstring(body)
+        text, rest = _cstring(rest)
+        count = _short(rest, 0)
+        types = [_int(rest, 2 + 4 * i) & 0xFFFFFFFF for i in range(count)]
+        if name and name in self.prepared:
+            raise SQLStateError("42P05", f'prepared statement "{name}" already exists')
+        self.prepared[name] = Prepared(text, types)
+        self.send(b"1")
+
+    def on_bind(self, body: bytes) -> None:
+        portal, rest = _cstring(body)
+        name, rest = _cstring(rest)
+        prepared = self.prepared.get(name)
+        if prepared is None:
+            raise SQLStateError("26000", f'prepared statement "{name}" does not exist')
+        at = 0
+        nformats = _short(rest, at)
+        formats = [_short(rest, at + 2 + 2 * i) for i in range(nformats)]
+        at += 2 + 2 * nformats
+        nparams = _short(rest, at)
+        at += 2
+        if nformats not in (0, 1, nparams):
+            raise ProtocolViolation(f"{nformats} parameter format codes for {nparams} parameters")
+        params = []
+        for i in range(nparams):
+            size = _int(rest, at)
+            at += 4
+            data = None
+            if size >= 0:
+                data = rest[at : at + size]
+                if len(data) != size:
+                    raise ProtocolViolation("a Bind message ends inside a parameter")
+                at += size
+            fmt = formats[i] if nformats > 1 else (formats or [0])[0]
+            oid = prepared.types[i] if i < len(prepared.types) else 0
+            params.append(read_parameter(data, oid, fmt == 1, i + 1))
+        nresults = _short(rest, at)
+        results = [_short(rest, at + 2 + 2 * i) for i in range(nresults)]
+        if any(f not in (0, 1) for f in formats + results):
+            raise ProtocolViolation("a format code is 0 (text) or 1 (binary)")
+        self.portals[portal] = Portal(prepared, params, results)
+        self.send(b"2")
+
+    def on_describe(self, body: bytes) -> None:
+        what, name = body[:1], _cstring(body[1:])[0]
+        if what == b"S":
+            prepared = self.prepared.get(name)
+            if prepared is None:
+                raise SQLStateError("26000", f'prepared statement "{name}" does not exist')
+            count = max(_parameter_count(prepared.text), len(prepared.types))
+            types = [prepared.types[i] if i < len(prepared.types) else 0 for i in range(count)]
+            types = [t or TEXT for t in types]  # (an untyped parameter is read as text)
+            self.send(b"t", struct.pack(f"!h{count}I", count, *types))
+            self.describe_rows(self.preview(prepared, count), [])
+            return
+        if what != b"P":
+            raise ProtocolViolation(f"Describe of {what!r}: 'S' or 'P'")
+        portal = self.portal(name)
+        self.describe_rows(self.outcome(portal), portal.formats)
+
+    def preview(self, prepared: Prepared, count: int) -> Outcome:
+        """The columns of a prepared query, from a run with no rows and NULL parameters
+        (a statement that is not a query describes no rows)."""
+        word = _first_words(prepared.text)[0]
+        if word not in ("SELECT", "WITH", "VALUES", "TABLE", "FROM"):
+            return Outcome("")
+        body = prepared.text.strip().rstrip(";")
+        try:
+            return self.execute(f"SELECT * FROM ({body}) AS described LIMIT 0", [None] * count)
+        except Exception:
+            return Outcome("")
+
+    def portal(self, name: str) -> Portal:
+        portal = self.portals.get(name)
+        if portal is None:
+            raise SQLStateError("34000", f'portal "{name}" does not exist')
+        return portal
+
+    def outcome(self, portal: Portal) -> Outcome:
+        if portal.outcome is None:
+            text = portal.prepared.text
+            if not text.strip():
+                portal.outcome = Outcome("")
+            else:
+                portal.outcome = self.execute(text, portal.params)
+        return portal.outcome
+
+    def on_execute(self, body: bytes) -> None:
+        name, rest = _cstring(body)
+        limit = _int(rest, 0)
+        portal = self.portal(name)
+        outcome = self.outcome(portal)
+        if not outcome.tag:
+            self.send(b"I")  # an empty query
+            return
+        if outcome.has_rows and not self.send_rows(outcome, portal.formats, limit):
+            self.send(b"s")  # suspended: the next Execute goes on
+            return
+        self.send(b"C", outcome.tag.encode() + b"\0")
+
+    def on_close(self, body: bytes) -> None:
+        what, name = body[:1], _cstring(body[1:])[0]
+        if what == b"S":
+            self.prepared.pop(name, None)
+        elif what == b"P":
+            self.portals.pop(name, None)
+        else:
+            raise ProtocolViolation(f"Close of {what!r}: 'S' or 'P'")
+        self.send(b"3")
+
+
+def _milliseconds(value: str) -> int:
+    found = re.fullmatch(r"\s*(\d+)\s*(ms|s|min)?\s*", value.lower())
+    if found is None:
+        raise SQLStateError(
+            "22023", f"statement_timeout is a number of milliseconds, not {value!r}"
+        )
+    scale = {"s": 1000, "min": 60_000}.get(found.group(2) or "ms", 1)
+    return int(found.group(1)) * scale
+
+
+def _cstring(data: bytes) -> tuple[str, bytes]:
+    end = data.find(b"\0")
+    if end < 0:
+        raise ProtocolViolation("a string in the message has no terminating NUL")
+    try:
+        return data[:end].decode(), data[end + 1 :]
+    except UnicodeDecodeError:
+        raise ProtocolViolation("a string in the message is not UTF-8") from None
+
+
+def _short(data: bytes, at: int) -> int:
+    if at + 2 > len(data):
+        raise ProtocolViolation("the message ends early")
+    return int(struct.unpack_from("!h", data, at)[0])
+
+
+def _int(data: bytes, at: int) -> int:
+    if at + 4 > len(data):
+        raise ProtocolViolation("the message ends early")
+    return int(struct.unpack_from("!i", data, at)[0])
+
+
+class _Listener(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+class PgServer:
+    """The PostgreSQL-protocol listener of a served database (threads of this process)."""
+
+    def __init__(
+        self,
+        server: Server,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+    ) -> None:
+        self.server = server
+        self.tls: ssl.SSLContext | None = None
+        if certfile is not None:
+            self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls.load_cert_chain(certfile, keyfile)
+        self.watchdog = Watchdog()
+        self._backends: dict[int, Backend] = {}
+        self._lock = threading.Lock()
+        pg = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                sock = self.request
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                Backend(pg, sock).run()
+
+        self._listener = _Listener((host, port), Handler)
+        self.port = int(self._listener.server_address[1])
+        self._thread = threading.Thread(
+            target=self._listener.serve_forever, name="tessera-pg", daemon=True
+        )
+
+    def start(self) -> PgServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._listener.shutdown()
+        self._listener.server_close()
+        with self._lock:
+            backends = list(self._backends.values())
+        for backend in backends:  # (their threads end on the closed sockets)
+            with contextlib.suppress(OSError):
+                backend.sock.shutdown(socket.SHUT_RDWR)
+
+    def register(self, backend: Backend) -> None:
+        with self._lock:
+            self._backends[backend.key[0]] = backend
+
+    def unregister(self, backend: Backend) -> None:
+        with self._lock:
+            if self._backends.get(backend.key[0]) is backend:
+                del self._backends[backend.key[0]]
+
+    def cancel(self, pid: int, secret: int) -> None:
+        """A cancel request: stop the statement of the backend with that key, if any (a
+        wrong secret is ignored, as PostgreSQL ignores it)."""
+        with self._lock:
+            backend = self._backends.get(pid)
+        if backend is None or not hmac.compare_digest(
+            struct.pack("!i", backend.key[1]), struct.pack("!i", secret)
+        ):
+            return
+        running = backend.running
+        if running is not None:
+            running.cancel.cancel()

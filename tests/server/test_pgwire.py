@@ -1,0 +1,403 @@
+"""The PostgreSQL wire protocol (``tessera serve --pg-port``) with real clients: Debian's
+psql and psycopg. Answers equal the database's own, writes are kept only when
+acknowledged, the guard refuses the same attacks, and broken or hostile bytes get a
+protocol error while the server keeps serving."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import tesseradb
+from tesseradb.server import ServerProcess, ServerThread, Users, parse_rights
+
+from .test_rights import ATTACKS
+
+
+@pytest.fixture
+def pg(tmp_path: Path) -> Iterator[tuple[ServerThread, dict[str, str]]]:
+    db = tesseradb.connect(tmp_path / "db")
+    db.sql(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, s VARCHAR, x DOUBLE, d DATE, ts TIMESTAMP, "
+        "b BLOB, l INTEGER[], n DECIMAL(12, 3), flag BOOLEAN, big BIGINT, u UUID)"
+    )
+    db.sql(
+        "INSERT INTO t VALUES "
+        "(1, 'a', 1.5, '2024-01-02', '2024-01-02 03:04:05.5', '\\x01\\x02'::BLOB, [1, 2, NULL], "
+        "12.345, true, 9223372036854775807, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'), "
+        "(2, NULL, -0.1, NULL, NULL, NULL, [], -1.5, false, -9223372036854775808, NULL), "
+        "(3, 'quote''s, {brace} \"x\" é', 'NaN', '1999-12-31', '1970-01-01 00:00:00', "
+        "''::BLOB, [NULL], 0, NULL, 0, NULL), "
+        "(4, '', 'Infinity', '2000-01-01', '2262-04-11 23:47:16.854775', NULL, NULL, "
+        "-999999999.999, true, 1, NULL)"
+    )
+    db.sql("CREATE TABLE plain AS SELECT range AS i, range * 0.5 AS f FROM range(1000)")
+    users = Users(db.path)
+    tokens = {
+        "admin": users.add("admin", parse_rights(["admin"])),
+        "reader": users.add("reader", parse_rights(["read"])),
+        "writer": users.add("writer", parse_rights(["write"])),
+    }
+    server = ServerThread(db, port=0, pg_port=0, statement_seconds=5.0)
+    yield server, tokens
+    server.stop()
+    db.close()
+
+
+def connect(server: ServerThread, tokens: dict[str, str], user: str = "admin", **kw: object):
+    return psycopg.connect(
+        host="127.0.0.1",
+        port=server.pg_port,
+        user=user,
+        password=tokens[user],
+        dbname="db",
+        connect_timeout=10,
+        **kw,
+    )
+
+
+def same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_psycopg_reads_every_value_as_the_database_gives_it(pg, binary: bool) -> None:
+    server, tokens = pg
+    expected = server.db.sql("SELECT * FROM t ORDER BY id").fetchall()
+    with connect(server, tokens) as con:
+        cur = con.execute("SELECT * FROM t ORDER BY id", binary=binary)
+        got = cur.fetchall()
+        names = [c.name for c in cur.description]
+    assert names == ["id", "s", "x", "d", "ts", "b", "l", "n", "flag", "big", "u"]
+    assert len(got) == len(expected)
+    for row, want in zip(got, expected, strict=True):
+        for value, wanted in zip(row, want, strict=True):
+            if isinstance(value, (bytes, memoryview)):
+                value = bytes(value)
+            if hasattr(value, "hex") and type(value).__name__ == "UUID":
+                value = str(value)
+                wanted = str(wanted)
+            assert same(value, wanted), (row, want)
+
+
+def test_psycopg_parameters_in_text_and_binary(pg) -> None:
+    server, tokens = pg
+    with connect(server, tokens, autocommit=True) as con:
+        for marker in ("%s", "%b"):
+            q = f"SELECT id FROM t WHERE id = {marker} OR s = {marker} OR d = {marker}"
+            assert con.execute(q, [1, "", dt.date(1999, 12, 31)]).fetchall() == [(1,), (3,), (4,)]
+            q = f"SELECT {marker}::DOUBLE, {marker}::DECIMAL(10, 2), {marker}::BOOLEAN, {marker}"
+            row = con.execute(q, [2.5, Decimal("-3.25"), True, None]).fetchone()
+            assert row == (2.5, Decimal("-3.25"), True, None)
+            got = con.execute(f"SELECT {marker}::TIMESTAMP", [dt.datetime(2020, 5, 6, 7, 8, 9)])
+            assert got.fetchone() == (dt.datetime(2020, 5, 6, 7, 8, 9),)
+            assert con.execute(f"SELECT {marker}::BLOB", [b"\x00\xff"]).fetchone() == (b"\x00\xff",)
+        # a value that is not of its column's type: an error naming it, then on as before
+        with pytest.raises(psycopg.errors.DataError):
+            con.execute("SELECT * FROM t WHERE id = %s", ["one"])
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (4,)
+
+
+def test_writes_are_kept_only_once_committed(pg) -> None:
+    server, tokens = pg
+    db = server.db
+    with connect(server, tokens) as con:  # psycopg opens a transaction: BEGIN
+        con.execute("INSERT INTO plain VALUES (%s, %s)", [5000, 1.0])
+        assert db.sql("SELECT count(*) FROM plain WHERE i = 5000").scalar() == 0
+        con.rollback()
+        assert db.sql("SELECT count(*) FROM plain WHERE i = 5000").scalar() == 0
+        cur = con.execute("INSERT INTO plain VALUES (5001, 1.0), (5002, 2.0)")
+        assert cur.rowcount == 2 and cur.statusmessage == "INSERT 0 2"
+        con.commit()
+        cur = con.execute("UPDATE plain SET f = -1 WHERE i >= 5001")
+        assert cur.statusmessage == "UPDATE 2"
+        # a failed statement leaves the transaction failed until ROLLBACK
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            con.execute("INSERT INTO t (id) VALUES (1)")
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            con.execute("SELECT 1")
+        con.rollback()
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (4,)
+    assert db.sql("SELECT list(f ORDER BY i) FROM plain WHERE i > 4000").scalar() == [1.0, 2.0]
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql (postgresql-client) is absent")
+def test_psql_runs_queries_and_a_script_as_one_transaction(pg) -> None:
+    server, tokens = pg
+
+    def psql(*args: str, user: str = "admin") -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ, PGPASSWORD=tokens[user], PGCONNECT_TIMEOUT="10")
+        command = ["psql", "-h", "127.0.0.1", "-p", str(server.pg_port), "-U", user, "-d", "db"]
+        return subprocess.run(
+            [*command, "-X", "-v", "ON_ERROR_STOP=1", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    shown = psql("-A", "-t", "-c", "SELECT id, s, ts, l, flag FROM t WHERE id < 3 ORDER BY id")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "1|a|2024-01-02 03:04:05.5|{1,2,NULL}|t",
+        "2|||{}|f",
+    ]
+    # the statements of one query are one transaction: the failing second undoes the first
+    failed = psql("-c", "INSERT INTO plain VALUES (7000, 0); INSERT INTO t (id) VALUES (1)")
+    assert failed.returncode != 0 and "Duplicate key" in failed.stderr
+    assert server.db.sql("SELECT count(*) FROM plain WHERE i = 7000").scalar() == 0
+    # a wrong password is refused, naming the user
+    env = dict(os.environ, PGPASSWORD="nope")
+    refused = subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-p", str(server.pg_port), "-U", "reader", "-c", "SELECT 1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode != 0
+    assert 'password authentication failed for user "reader"' in refused.stderr
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_a_writer_cannot_reach_files_extensions_or_settings_over_the_pg_protocol(
+    pg, tmp_path: Path, attack: str
+) -> None:
+    server, tokens = pg
+    db = server.db
+    before = sorted(db.tables())
+    text = attack.format(tmp=tmp_path)
+    with connect(server, tokens, "writer", autocommit=True) as con:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            con.execute(text, prepare=False)
+        assert con.execute("SELECT count(*) FROM plain").fetchone() == (1000,)
+    assert not list(tmp_path.glob("stolen*")) and not (tmp_path / "dump").exists()
+    assert sorted(db.tables()) == before
+
+
+def test_rights_are_those_of_the_http_api(pg) -> None:
+    server, tokens = pg
+    with connect(server, tokens, "reader", autocommit=True) as con:
+        assert con.execute("SELECT sum(i) FROM plain").fetchone() == (499500,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="write right"):
+            con.execute("DELETE FROM plain")
+        # a non-admin's session runs no transaction: the default of psycopg needs
+        # autocommit, and says so
+    with connect(server, tokens, "reader") as con, pytest.raises(psycopg.errors.Error):
+        con.execute("SELECT 1")
+    with connect(server, tokens, "writer", autocommit=True) as con:
+        assert con.execute("INSERT INTO plain VALUES (8000, 1)").statusmessage == "INSERT 0 1"
+    assert server.db.sql("SELECT count(*) FROM plain").scalar() == 1001
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(
+            host="127.0.0.1", port=server.pg_port, user="admin", password=tokens["reader"]
+        )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_cancel_and_the_statement_time_limit_stop_a_statement(tmp_path: Path) -> None:
+    # (served from a child process: libpq's cancel holds this process's GIL while it
+    # waits for the server, which a server thread of this process would need)
+    path = tmp_path / "db"
+    tesseradb.connect(path).close()
+    token = Users(path).add("admin", parse_rights(["admin"]))
+    port = free_port()
+    served = ServerProcess(path, 0, "--pg-port", str(port), "--statement-seconds", "20")
+    slow = "SELECT count(*) FROM range(100000000000) a WHERE a % 7 = 3"
+    try:
+        with psycopg.connect(
+            host="127.0.0.1", port=port, user="admin", password=token, autocommit=True
+        ) as con:
+            timer = threading.Timer(0.5, con.cancel)
+            timer.start()
+            started = time.monotonic()
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                con.execute(slow)
+            assert time.monotonic() - started < 10
+            assert con.execute("SELECT 42").fetchone() == (42,)
+            con.execute("SET statement_timeout = 300")
+            assert con.execute("SHOW statement_timeout").fetchone() == ("300",)
+            with pytest.raises(psycopg.errors.QueryCanceled, match="time limit"):
+                con.execute(slow)
+            assert con.execute("SELECT 43").fetchone() == (43,)
+    finally:
+        served.stop()
+
+
+# --- the protocol by hand: broken, truncated and hostile bytes ------------------------
+def message(kind: bytes, payload: bytes) -> bytes:
+    return kind + struct.pack("!i", len(payload) + 4) + payload
+
+
+def startup(user: str, version: int = 196608) -> bytes:
+    body = struct.pack("!i", version) + b"user\0" + user.encode() + b"\0database\0db\0\0"
+    return struct.pack("!i", len(body) + 4) + body
+
+
+def read_all(sock: socket.socket) -> bytes:
+    """What the server sends until it is ready for a query, closes, or waits 5 s."""
+    sock.settimeout(5)
+    data = b""
+    while not data.endswith((b"Z\x00\x00\x00\x05I", b"Z\x00\x00\x00\x05T")):
+        try:
+            chunk = sock.recv(65536)
+        except (TimeoutError, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def logged_in(server: ServerThread, token: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.pg_port), timeout=5)
+    sock.sendall(startup("admin"))
+    assert read_all_until(sock, b"R")[:1] == b"R"
+    sock.sendall(message(b"p", token.encode() + b"\0"))
+    read_all(sock)
+    return sock
+
+
+def read_all_until(sock: socket.socket, kind: bytes) -> bytes:
+    sock.settimeout(5)
+    data = sock.recv(65536)
+    assert data.startswith(kind), data
+    return data
+
+
+BROKEN = [
+    b"\x00\x00\x00\x03",  # a startup length below its own header
+    b"\x7f\xff\xff\xff" + b"x" * 100,  # a startup packet of 2 GiB
+    startup("admin", version=2 << 16),  # protocol 2
+    startup("admin", version=4 << 16),
+    b"\x00\x00\x00\x10\x00\x03\x00\x00user\0admin",  # parameters not NUL-ended
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # another protocol
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS hello without SSLRequest
+    startup("admin")[:9],  # cut off
+]
+
+
+@pytest.mark.parametrize("data", BROKEN, ids=range(len(BROKEN)))
+def test_broken_startups_are_refused_and_the_server_goes_on(pg, data: bytes) -> None:
+    server, tokens = pg
+    with socket.create_connection(("127.0.0.1", server.pg_port), timeout=5) as sock:
+        sock.sendall(data)
+        with contextlib.suppress(OSError):  # (the server may have closed already)
+            sock.shutdown(socket.SHUT_WR)
+        answer = read_all(sock)
+    assert answer == b"" or answer[:1] in (b"E", b"R"), answer
+    with connect(server, tokens, autocommit=True) as con:
+        assert con.execute("SELECT count(*) FROM plain").fetchone() == (1000,)
+
+
+AFTER_LOGIN = [
+    message(b"Q", b"SELECT 1"),  # no NUL at the end of the text
+    message(b"P", b"s\0SELECT $1\0\x00\x05"),  # 5 parameter types announced, none given
+    message(b"B", b"\0nosuch\0\x00\x00\x00\x00\x00\x00"),  # an unknown statement
+    message(b"B", b"\0\0\x00\x01\x00\x07"),  # a format code of 7
+    message(b"Z", b""),  # a message only the server sends
+    message(b"E", b"\0\x00\x00\x00\x00"),  # an unknown portal
+    b"Q\x7f\xff\xff\xff",  # a query of 2 GiB announced
+    b"Q\x00\x00\x00\x02",  # a length below its own size
+    message(b"D", b"X"),  # Describe of neither S nor P
+    message(b"Q", b"\xff\xfe\0"),  # not UTF-8
+]
+
+
+@pytest.mark.parametrize("data", AFTER_LOGIN, ids=range(len(AFTER_LOGIN)))
+def test_broken_messages_get_an_error_and_change_nothing(pg, data: bytes) -> None:
+    server, tokens = pg
+    sock = logged_in(server, tokens["admin"])
+    try:
+        sock.sendall(data + message(b"S", b""))
+        answer = read_all(sock)
+        assert b"E" in answer[:1] or answer == b"", answer
+    finally:
+        sock.close()
+    with connect(server, tokens, autocommit=True) as con:
+        assert con.execute("SELECT count(*) FROM plain").fetchone() == (1000,)
+
+
+def test_a_portal_hands_its_rows_over_in_parts_and_a_client_may_leave_mid_result(pg) -> None:
+    server, tokens = pg
+    sock = logged_in(server, tokens["admin"])
+    sock.sendall(
+        message(b"P", b"\0SELECT i FROM plain ORDER BY i\0\x00\x00")
+        + message(b"B", b"\0\0\x00\x00\x00\x00\x00\x00")
+        + message(b"E", b"\0" + struct.pack("!i", 3))
+        + message(b"E", b"\0" + struct.pack("!i", 2))
+        + message(b"S", b"")
+    )
+    answer = read_all(sock)
+    rows = [answer[i + 11 : i + 11 + answer[i + 10]] for i in _positions(answer, b"D")]
+    assert rows == [b"0", b"1", b"2", b"3", b"4"]
+    assert answer.count(b"s\x00\x00\x00\x04") == 2  # suspended twice, never complete
+    # a cancel request with the wrong secret key is ignored
+    with socket.create_connection(("127.0.0.1", server.pg_port), timeout=5) as other:
+        other.sendall(struct.pack("!iiii", 16, 80877102, 1, 2))
+        assert other.recv(10) == b""
+    sock.sendall(message(b"Q", b"SELECT * FROM plain\0"))  # and leave mid-result
+    sock.close()
+    with connect(server, tokens, autocommit=True) as con:
+        assert con.execute("SELECT count(*) FROM plain").fetchone() == (1000,)
+
+
+def _positions(data: bytes, kind: bytes) -> list[int]:
+    """Where the messages of ``kind`` start in a stream of backend messages."""
+    found, at = [], 0
+    while at + 5 <= len(data):
+        size = struct.unpack("!i", data[at + 1 : at + 5])[0]
+        if data[at : at + 1] == kind:
+            found.append(at)
+        at += 1 + size
+    return found
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+def test_tls_and_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    path = tmp_path / "db"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE kept (i INTEGER)")
+    token = Users(path).add("u", parse_rights(["admin"]))
+    pg_port = free_port()
+    served = ServerProcess(
+        path, 0, "--pg-port", str(pg_port), "--certfile", str(cert), "--keyfile", str(key)
+    )
+    try:
+        args = {"host": "127.0.0.1", "port": pg_port, "user": "u", "password": token}
+        with psycopg.connect(**args, sslmode="require", autocommit=True) as con:
+            assert con.pgconn.ssl_in_use
+            for i in range(20):
+                con.execute("INSERT INTO kept VALUES (%s)", [i])
+        served.kill()
+    finally:
+        served.stop()
+    with tesseradb.connect(path) as db:
+        assert db.sql("SELECT list(i ORDER BY i) FROM kept").scalar() == list(range(20))
