@@ -4,14 +4,16 @@ in-process as the floor.
 - ``query_small``: one point query at a time (``seconds`` a query, the median of
   several batches): tessera's remote client against ``tessera serve`` in
   another process; tessera in-process (``query_small_in_process``);
-  PostgreSQL through psycopg over loopback; DuckDB in-process.
+  PostgreSQL through psycopg over loopback; DuckDB in-process; and psycopg against
+  ``tessera serve --pg-port`` (``query_small_pgwire``: the PostgreSQL protocol).
 - ``arrow_download``: a result of ``download_bytes`` (1 GB at ``small``)
   streamed as Arrow IPC over loopback to the remote client (``per_second``,
   bytes); DuckDB's ``fetch_arrow_table`` in-process is the floor.
 - ``queries_32_clients``: 32 clients in 4 processes of 8 threads each run a
   read-mostly mix (90% point queries, 5% small range aggregates, 5% inserts)
   for ``seconds``: queries a second, and p50/p99 latencies
-  (``queries_32_clients_p50``/``_p99``, seconds) for tessera and PostgreSQL.
+  (``queries_32_clients_p50``/``_p99``, seconds) for tessera and PostgreSQL, and for
+  tessera's PostgreSQL protocol through psycopg (``queries_32_clients_pgwire``...).
 
 Every system's answers to the point queries, the download (rows and sums)
 and the mix's writes are checked to agree.
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from tesseradb.bench.runner import BenchContext
 
 ROWS = 1_000_000  # the point-query table
+PGWIRE_CLIENTS = 1000  # the first client number of the mix over the PostgreSQL protocol
 POINT = "SELECT f FROM points WHERE i = ?"
 
 
@@ -127,12 +130,15 @@ def _mix_worker(args: tuple[str, str, str, int, int, float, int]) -> dict[str, A
     return {"latencies": latencies, "count": counts[0], "writes": writes}
 
 
-def _mix(system: str, url: str, token: str, ctx: BenchContext) -> dict[str, Any]:
+def _mix(system: str, url: str, token: str, ctx: BenchContext, first: int = 0) -> dict[str, Any]:
+    """The mix's figures, its clients numbered from ``first``."""
     import multiprocessing
 
     processes, threads = 4, 8
     seconds = float(ctx.params["seconds"])
-    jobs = [(system, url, token, threads, p * threads, seconds, ROWS) for p in range(processes)]
+    jobs = [
+        (system, url, token, threads, first + p * threads, seconds, ROWS) for p in range(processes)
+    ]
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
         parts = pool.map(_mix_worker, jobs)
     latencies = sorted(x for p in parts for x in p["latencies"])
@@ -142,6 +148,14 @@ def _mix(system: str, url: str, token: str, ctx: BenchContext) -> dict[str, Any]
         "p99": latencies[int(len(latencies) * 0.99)],
         "writes": sorted(w for p in parts for w in p["writes"]),
     }
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 # --- the benchmark -------------------------------------------------------------------------
@@ -174,9 +188,25 @@ def run(ctx: BenchContext) -> None:
     answers_download: dict[str, Any] = {}
     mixes: dict[str, dict[str, Any]] = {}
     if ctx.wants("tessera"):
-        served = ServerProcess(path)
+        pg_port = _free_port()
+        served = ServerProcess(path, 0, "--pg-port", str(pg_port))
         url = served.url
+        conninfo = f"host=127.0.0.1 port={pg_port} user=bench password={token} dbname=served"
         try:
+            import psycopg
+
+            with psycopg.connect(conninfo, autocommit=True) as pgwire:
+                ctx.progress("query_small: tessera over the PostgreSQL protocol")
+
+                def point_pgwire(i: int) -> Any:
+                    with pgwire.cursor() as cur:
+                        cur.execute(POINT.replace("?", "%s"), [_key(i)])
+                        return cur.fetchall()
+
+                ctx.record("tessera", "query_small_pgwire", _per_query(point_pgwire, 100))
+                answers_point["tessera_pgwire"] = pgwire.execute(
+                    POINT.replace("?", "%s"), [12345]
+                ).fetchall()
             with tesseradb.connect(url, token=token) as remote:
                 ctx.progress("query_small: tessera over loopback")
                 runs = _per_query(lambda i: remote.sql(POINT, [_key(i)]), 100)
@@ -193,10 +223,16 @@ def run(ctx: BenchContext) -> None:
                 del table
             ctx.progress("queries_32_clients: tessera")
             mixes["tessera"] = _mix("tessera", url, token, ctx)
+            ctx.progress("queries_32_clients: tessera over the PostgreSQL protocol")
+            mixes["tessera_pgwire"] = _mix("pgwire", conninfo, "", ctx, PGWIRE_CLIENTS)
         finally:
             served.stop()
         with tesseradb.connect(path, read_only=True) as db:
-            mixes["tessera"]["stored"] = sorted(db.sql("SELECT * FROM writes").fetchall())
+            stored = sorted(db.sql("SELECT * FROM writes").fetchall())
+        # (both mixes wrote to the one table; the PostgreSQL protocol's clients are
+        # numbered from PGWIRE_CLIENTS)
+        mixes["tessera"]["stored"] = [w for w in stored if w[0] < PGWIRE_CLIENTS]
+        mixes["tessera_pgwire"]["stored"] = [w for w in stored if w[0] >= PGWIRE_CLIENTS]
     if ctx.wants("duckdb"):
         con = duckdb.connect()
         con.execute(f"CREATE TABLE points AS {points_sql}")
@@ -243,10 +279,12 @@ def run(ctx: BenchContext) -> None:
                 mixes["postgresql"]["stored"] = sorted(
                     tuple(r) for r in pg.execute("SELECT * FROM writes").fetchall()
                 )
-    for system, mix in mixes.items():
-        ctx.record(system, "queries_32_clients", [mix["qps"]], "per_second", "queries/s")
-        ctx.record(system, "queries_32_clients_p50", [mix["p50"]])
-        ctx.record(system, "queries_32_clients_p99", [mix["p99"]])
+    for name, mix in mixes.items():
+        system, _, protocol = name.partition("_")
+        case = "queries_32_clients" + (f"_{protocol}" if protocol else "")
+        ctx.record(system, case, [mix["qps"]], "per_second", "queries/s")
+        ctx.record(system, f"{case}_p50", [mix["p50"]])
+        ctx.record(system, f"{case}_p99", [mix["p99"]])
     if len(answers_point) > 1:
         ctx.check("query_small", answers_point)
     if len(answers_download) > 1:
@@ -274,7 +312,8 @@ register(
         default_scale="tiny",
         notes=(
             "query_small is seconds a point query (median of 5 batches of 100); "
-            "query_small_in_process is the same query in-process",
+            "query_small_in_process is the same query in-process; query_small_pgwire "
+            "the same through psycopg over tessera's PostgreSQL protocol",
             "arrow_download is bytes a second of a result streamed as Arrow IPC",
             "queries_32_clients: 32 clients in 4 processes, 90% point queries, 5% range "
             "aggregates, 5% inserts",
