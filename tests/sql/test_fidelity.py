@@ -313,6 +313,27 @@ def test_sessions_are_apart(tmp_path: Path) -> None:
             one.sql("SELECT 1")
 
 
+def test_a_new_session_answers_under_the_settings_of_now(tmp_path: Path) -> None:
+    """New sessions share one read of the settings a fresh cursor sees, per settings
+    epoch: a global setting changed since must reach the next new session."""
+    query = "SELECT x FROM (VALUES (1), (NULL)) v(x) ORDER BY x"
+    with tesseradb.connect(tmp_path / "db.tdb") as db:
+        for _ in range(2):
+            with db.session() as fresh:
+                assert fresh.sql(query).fetchall() == [(1,), (None,)]
+        db.sql("SET default_null_order = 'nulls_first'")  # (global in DuckDB)
+        with db.session() as fresh:
+            assert fresh.sql(query).fetchall() == [(None,), (1,)]
+        with db.session() as other:  # a session-scoped change stays in its session
+            other.sql("SET SESSION default_null_order = 'nulls_last'")
+            assert other.sql(query).fetchall() == [(1,), (None,)]
+        with db.session() as fresh:
+            assert fresh.sql(query).fetchall() == [(None,), (1,)]
+        db.sql("RESET default_null_order")
+        with db.session() as fresh:
+            assert fresh.sql(query).fetchall() == [(1,), (None,)]
+
+
 def test_a_transaction_left_open_at_close_is_rolled_back(tmp_path: Path) -> None:
     with tesseradb.connect(tmp_path / "db.tdb") as db:
         db.sql("CREATE TABLE t (i INTEGER)")

@@ -149,6 +149,8 @@ class SQLEngine:
         # settings: their values when the database was opened, and an epoch that moves
         # whenever a statement may have changed one (sessions read theirs again then)
         self._default_settings: dict[str, str] | None = None
+        # (epoch, values) of the settings a fresh cursor sees, read once per epoch
+        self._fresh_settings: tuple[int, dict[str, str]] | None = None
         self._settings_epoch = 0
         self.small_results = SmallResults()
 
@@ -279,12 +281,18 @@ class SQLEngine:
             try:
                 if session.cursor is not None:
                     values = read_settings(session.cursor.cursor)
+                elif self._fresh_settings is not None and self._fresh_settings[0] == epoch:
+                    # every session without a cursor of its own sees what a fresh cursor
+                    # sees: read once per epoch (the read is a DuckDB statement of
+                    # milliseconds, and a served client's request makes a new session)
+                    values = self._fresh_settings[1]
                 else:
                     kept = main.cursor()
                     try:
                         values = read_settings(kept.cursor)
                     finally:
                         main.keep(kept)
+                    self._fresh_settings = (epoch, values)
             except duckdb.Error:
                 return  # (a transaction DuckDB aborted answers nothing: read them later)
         if self._default_settings is None:
