@@ -8,7 +8,8 @@ in-process as the floor.
   ``tessera serve --pg-port`` (``query_small_pgwire``: the PostgreSQL protocol).
 - ``arrow_download``: a result of ``download_bytes`` (1 GB at ``small``)
   streamed as Arrow IPC over loopback to the remote client (``per_second``,
-  bytes); DuckDB's ``fetch_arrow_table`` in-process is the floor.
+  bytes); over Flight SQL with ADBC (``arrow_download_flight``); DuckDB's
+  ``fetch_arrow_table`` in-process is the floor.
 - ``queries_32_clients``: 32 clients in 4 processes of 8 threads each run a
   read-mostly mix (90% point queries, 5% small range aggregates, 5% inserts)
   for ``seconds``: queries a second, and p50/p99 latencies
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 ROWS = 1_000_000  # the point-query table
 PGWIRE_CLIENTS = 1000  # the first client number of the mix over the PostgreSQL protocol
+FLIGHT_CLIENTS = 2000  # and over Flight SQL
 POINT = "SELECT f FROM points WHERE i = ?"
 
 
@@ -87,6 +89,17 @@ def _mix_worker(args: tuple[str, str, str, int, int, float, int]) -> dict[str, A
 
             def query(sql: str, params: list[Any]) -> Any:
                 return remote.sql(sql, params).fetchall()
+        elif system == "flight":
+            import adbc_driver_flightsql.dbapi as flight_sql
+
+            adbc = flight_sql.connect(
+                url, db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"}
+            )
+
+            def query(sql: str, params: list[Any]) -> Any:
+                with adbc.cursor() as cur:
+                    cur.execute(sql, params)
+                    return cur.fetchall()
         else:
             import psycopg
 
@@ -158,6 +171,12 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _adbc_rows(adbc: Any, sql: str, params: list[Any]) -> list[Any]:
+    with adbc.cursor() as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall())
+
+
 # --- the benchmark -------------------------------------------------------------------------
 def run(ctx: BenchContext) -> None:
     import duckdb
@@ -188,8 +207,11 @@ def run(ctx: BenchContext) -> None:
     answers_download: dict[str, Any] = {}
     mixes: dict[str, dict[str, Any]] = {}
     if ctx.wants("tessera"):
-        pg_port = _free_port()
-        served = ServerProcess(path, 0, "--pg-port", str(pg_port))
+        pg_port, flight_port = _free_port(), _free_port()
+        served = ServerProcess(
+            path, 0, "--pg-port", str(pg_port), "--flight-port", str(flight_port)
+        )
+        flight_url = f"grpc://127.0.0.1:{flight_port}"
         url = served.url
         conninfo = f"host=127.0.0.1 port={pg_port} user=bench password={token} dbname=served"
         try:
@@ -221,10 +243,45 @@ def run(ctx: BenchContext) -> None:
                 )
                 answers_download["tessera"] = _download_answer(table)
                 del table
+            import adbc_driver_flightsql.dbapi as flight_sql
+
+            with flight_sql.connect(
+                flight_url,
+                db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"},
+            ) as adbc:
+                ctx.progress("query_small: tessera over Flight SQL")
+
+                def point_flight(i: int) -> Any:
+                    with adbc.cursor() as cur:
+                        cur.execute(POINT, [_key(i)])
+                        return cur.fetchall()
+
+                ctx.record("tessera", "query_small_flight", _per_query(point_flight, 100))
+                answers_point["tessera_flight"] = [
+                    tuple(r) for r in _adbc_rows(adbc, POINT, [12345])
+                ]
+
+                def download_flight() -> Any:
+                    with adbc.cursor() as cur:
+                        cur.execute("SELECT * FROM big")
+                        return cur.fetch_arrow_table()
+
+                table = ctx.measure(
+                    "tessera",
+                    "arrow_download_flight",
+                    download_flight,
+                    "per_second",
+                    "B/s",
+                    amount=size,
+                )
+                answers_download["tessera_flight"] = _download_answer(table)
+                del table
             ctx.progress("queries_32_clients: tessera")
             mixes["tessera"] = _mix("tessera", url, token, ctx)
             ctx.progress("queries_32_clients: tessera over the PostgreSQL protocol")
             mixes["tessera_pgwire"] = _mix("pgwire", conninfo, "", ctx, PGWIRE_CLIENTS)
+            ctx.progress("queries_32_clients: tessera over Flight SQL")
+            mixes["tessera_flight"] = _mix("flight", flight_url, token, ctx, FLIGHT_CLIENTS)
         finally:
             served.stop()
         with tesseradb.connect(path, read_only=True) as db:
@@ -232,7 +289,10 @@ def run(ctx: BenchContext) -> None:
         # (both mixes wrote to the one table; the PostgreSQL protocol's clients are
         # numbered from PGWIRE_CLIENTS)
         mixes["tessera"]["stored"] = [w for w in stored if w[0] < PGWIRE_CLIENTS]
-        mixes["tessera_pgwire"]["stored"] = [w for w in stored if w[0] >= PGWIRE_CLIENTS]
+        mixes["tessera_pgwire"]["stored"] = [
+            w for w in stored if PGWIRE_CLIENTS <= w[0] < FLIGHT_CLIENTS
+        ]
+        mixes["tessera_flight"]["stored"] = [w for w in stored if w[0] >= FLIGHT_CLIENTS]
     if ctx.wants("duckdb"):
         con = duckdb.connect()
         con.execute(f"CREATE TABLE points AS {points_sql}")
@@ -314,7 +374,8 @@ register(
             "query_small is seconds a point query (median of 5 batches of 100); "
             "query_small_in_process is the same query in-process; query_small_pgwire "
             "the same through psycopg over tessera's PostgreSQL protocol",
-            "arrow_download is bytes a second of a result streamed as Arrow IPC",
+            "arrow_download is bytes a second of a result streamed as Arrow IPC over HTTP; "
+            "arrow_download_flight the same over Flight SQL (ADBC)",
             "queries_32_clients: 32 clients in 4 processes, 90% point queries, 5% range "
             "aggregates, 5% inserts",
         ),

@@ -612,9 +612,13 @@ def serve(
         int | None,
         typer.Option(help="Also speak the PostgreSQL wire protocol on this port (psql, psycopg)."),
     ] = None,
+    flight_port: Annotated[
+        int | None,
+        typer.Option(help="Also speak Arrow Flight SQL on this port (ADBC, Flight SQL JDBC)."),
+    ] = None,
 ) -> None:
     """Serve the database over HTTP (the API, the web console at /, remote clients) and,
-    with --pg-port, the PostgreSQL wire protocol."""
+    with --pg-port and --flight-port, the PostgreSQL wire protocol and Arrow Flight SQL."""
     from tesseradb.catalog import CATALOG_FILE
     from tesseradb.errors import TesseraError
     from tesseradb.server import Users
@@ -638,6 +642,7 @@ def serve(
             keyfile=None if keyfile is None else str(keyfile),
             statement_seconds=statement_seconds,
             pg_port=pg_port,
+            flight_port=flight_port,
             ready=lambda url: console.print(f"serving {path} at {url} (Ctrl-C stops)"),
         )
     except TesseraError as err:

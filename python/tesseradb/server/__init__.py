@@ -81,11 +81,27 @@ def _pg_listener(
         raise ServerError(f"cannot serve the PostgreSQL protocol on {host}:{port}: {err}") from None
 
 
+def _flight_listener(
+    app: Any, host: str, port: int, certfile: str | None = None, keyfile: str | None = None
+) -> Any:
+    """The Arrow Flight SQL listener beside the HTTP app, sharing its server state, started."""
+    import pyarrow as pa
+
+    from tesseradb.errors import ServerError
+    from tesseradb.server._flightsql import FlightSQLServer
+
+    try:
+        return FlightSQLServer(app.state.server, host, port, certfile, keyfile).start()
+    except (OSError, pa.ArrowException) as err:
+        raise ServerError(f"cannot serve Arrow Flight SQL on {host}:{port}: {err}") from None
+
+
 class ServerThread:
     """An open database served from a thread of this process (a notebook, a test):
     ``with ServerThread(db, port=0) as server: ... server.url ...``; ``port=0`` picks a
-    free port. ``options`` are :class:`ServerOptions` fields, and ``pg_port`` (0 picks
-    one) also serves the PostgreSQL wire protocol, on ``server.pg_port``."""
+    free port. ``options`` are :class:`ServerOptions` fields; ``pg_port`` (0 picks one)
+    also serves the PostgreSQL wire protocol, on ``server.pg_port``, and ``flight_port``
+    Arrow Flight SQL, on ``server.flight_port``."""
 
     def __init__(
         self, db: Database, host: str = "127.0.0.1", port: int = 0, **options: Any
@@ -98,10 +114,13 @@ class ServerThread:
 
         self.db = db
         pg_port = options.pop("pg_port", None)
+        flight_port = options.pop("flight_port", None)
         app = make_app(db, ServerOptions(**options))
         self.server = _uvicorn(app, host, port)
         self.pg = None if pg_port is None else _pg_listener(app, host, pg_port)
         self.pg_port = None if self.pg is None else self.pg.port
+        self.flight = None if flight_port is None else _flight_listener(app, host, flight_port)
+        self.flight_port = None if self.flight is None else self.flight.port
         self.thread = threading.Thread(target=self.server.run, name="tessera-serve", daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -116,6 +135,8 @@ class ServerThread:
         """Stop serving (the database stays open)."""
         if self.pg is not None:
             self.pg.stop()
+        if self.flight is not None:
+            self.flight.stop()
         self.server.should_exit = True
         self.thread.join(timeout=30)
 
@@ -211,12 +232,13 @@ def serve(
     keyfile: str | None = None,
     statement_seconds: float = 300.0,
     pg_port: int | None = None,
+    flight_port: int | None = None,
     ready: Any = None,
 ) -> None:
     """Serve the database at ``path`` until interrupted (then close it cleanly).
 
-    ``pg_port`` also serves the PostgreSQL wire protocol there (psql, psycopg, JDBC;
-    TLS with the same certificate). ``ready`` (a callable) is told the URL once the
+    ``pg_port`` also serves the PostgreSQL wire protocol there (psql, psycopg, JDBC),
+    and ``flight_port`` Arrow Flight SQL (ADBC), both with TLS from the same certificate. ``ready`` (a callable) is told the URL once the
     server listens.
     """
     import threading
@@ -228,7 +250,8 @@ def serve(
 
     if (certfile is None) != (keyfile is None):
         raise InvalidArgumentError("serve: TLS needs both certfile and keyfile")
-    for name, given in (("port", port), ("pg_port", 0 if pg_port is None else pg_port)):
+    ports = (("port", port), ("pg_port", pg_port or 0), ("flight_port", flight_port or 0))
+    for name, given in ports:
         if isinstance(given, bool) or not isinstance(given, int) or not 0 <= given <= 65535:
             # (an out-of-range port would be taken modulo 65536 by the socket call)
             raise InvalidArgumentError(f"serve: {name} is 0 to 65535, not {given!r}")
@@ -248,6 +271,9 @@ def serve(
             timeout_graceful_shutdown=5,
         )
         pg = None if pg_port is None else _pg_listener(app, host, pg_port, certfile, keyfile)
+        flight = None
+        if flight_port is not None:
+            flight = _flight_listener(app, host, flight_port, certfile, keyfile)
         if ready is not None:
 
             def tell() -> None:
@@ -258,7 +284,12 @@ def serve(
                     with contextlib.suppress(Exception):  # (the port it listens on: 0 picks)
                         bound = server.servers[0].sockets[0].getsockname()[1]
                     url = f"{'https' if certfile else 'http'}://{host}:{bound}"
-                    ready(url if pg is None else f"{url} and postgresql://{host}:{pg.port}")
+                    if pg is not None:
+                        url += f", postgresql://{host}:{pg.port}"
+                    if flight is not None:
+                        scheme = "grpc+tls" if certfile else "grpc"
+                        url += f", {scheme}://{host}:{flight.port} (Flight SQL)"
+                    ready(url)
 
             threading.Thread(target=tell, name="tessera-serve-ready", daemon=True).start()
         try:
@@ -266,5 +297,7 @@ def serve(
         finally:
             if pg is not None:
                 pg.stop()
+            if flight is not None:
+                flight.stop()
     finally:
         db.close()

@@ -1,0 +1,275 @@
+"""Arrow Flight SQL (``tessera serve --flight-port``) with a real client, ADBC's Flight SQL
+driver: Arrow answers equal the database's own, writes are kept once acknowledged,
+rights and the guard hold, the catalog calls list every kind, and broken commands get
+an error while the server keeps serving."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import adbc_driver_flightsql.dbapi as flight_sql
+import adbc_driver_manager
+import numpy as np
+import pyarrow.flight as flight
+import pytest
+
+import tesseradb
+from tesseradb.server import ServerProcess, ServerThread, Users, parse_rights
+from tesseradb.server._flightsql import Proto, pack_any
+
+from .test_rights import ATTACKS
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[ServerThread, dict[str, str]]]:
+    db = tesseradb.connect(tmp_path / "db")
+    db.sql(
+        "CREATE TABLE t AS SELECT range AS i, range * 0.5 AS f, 'n' || range AS s, "
+        "range % 3 = 0 AS b, DATE '2024-01-01' + range::INTEGER AS d, "
+        "CASE WHEN range % 5 = 0 THEN NULL ELSE range END AS maybe FROM range(10000)"
+    )
+    db.sql("CREATE TABLE plain AS SELECT range AS i FROM range(1000)")
+    img = db.create_array("img", [{"name": "y", "end": 8, "chunk": 4}], {"v": "float32"})
+    img[0:8] = {"v": np.arange(8, dtype="f4")}
+    db.create_collection("docs").insert_many([{"k": i} for i in range(5)])
+    users = Users(db.path)
+    tokens = {
+        "admin": users.add("admin", parse_rights(["admin"])),
+        "reader": users.add("reader", parse_rights(["read"])),
+        "writer": users.add("writer", parse_rights(["write"])),
+        "arrays": users.add("arrays", parse_rights(["none", "array=read"])),
+    }
+    server = ServerThread(db, port=0, flight_port=0, statement_seconds=5.0)
+    yield server, tokens
+    server.stop()
+    db.close()
+
+
+def connect(server: ServerThread, token: str) -> flight_sql.Connection:
+    return flight_sql.connect(
+        f"grpc://127.0.0.1:{server.flight_port}",
+        db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"},
+    )
+
+
+def test_answers_are_the_databases_own_arrow(served) -> None:
+    server, tokens = served
+    query = "SELECT * FROM t WHERE i % 7 = 1 ORDER BY i"
+    with connect(server, tokens["admin"]) as con, con.cursor() as cur:
+        cur.execute(query)
+        got = cur.fetch_arrow_table()
+        cur.execute("SELECT v FROM img ORDER BY y")
+        cells = cur.fetch_arrow_table()
+        cur.execute("SELECT f, s FROM t WHERE i = ? OR s = ?", [42, "n7"])
+        picked = cur.fetchall()
+    assert got.equals(server.db.sql(query).arrow())
+    assert cells.column("v").to_pylist() == list(range(8))
+    assert sorted(picked) == [(3.5, "n7"), (21.0, "n42")]
+
+
+def test_writes_are_acknowledged_once_kept_and_rights_hold(served) -> None:
+    server, tokens = served
+    db = server.db
+    with connect(server, tokens["writer"]) as con, con.cursor() as cur:
+        cur.executemany("INSERT INTO plain VALUES (?)", [[5000], [5001], [5002]])
+        assert cur.rowcount == 3
+        cur.execute("INSERT INTO plain VALUES (6000)")
+        assert db.sql("SELECT count(*) FROM plain WHERE i >= 5000").scalar() == 4
+    with connect(server, tokens["reader"]) as con, con.cursor() as cur:
+        cur.execute("SELECT count(*) FROM plain")
+        assert cur.fetchone() == (1004,)
+        with pytest.raises(adbc_driver_manager.ProgrammingError, match="write right"):
+            cur.execute("DELETE FROM plain")
+    with connect(server, tokens["arrays"]) as con, con.cursor() as cur:
+        cur.execute("SELECT count(*) FROM img")
+        assert cur.fetchone() == (8,)
+        with pytest.raises(adbc_driver_manager.ProgrammingError, match="read right"):
+            cur.execute("SELECT count(*) FROM plain")
+    assert db.sql("SELECT count(*) FROM plain").scalar() == 1004
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_a_writer_cannot_reach_files_extensions_or_settings_over_flight_sql(
+    served, tmp_path: Path, attack: str
+) -> None:
+    server, tokens = served
+    before = sorted(server.db.tables())
+    refused = pytest.raises(adbc_driver_manager.ProgrammingError, match="UNAUTHORIZED")
+    with connect(server, tokens["writer"]) as con, con.cursor() as cur, refused:
+        cur.execute(attack.format(tmp=tmp_path))
+    assert not list(tmp_path.glob("stolen*")) and not (tmp_path / "dump").exists()
+    assert sorted(server.db.tables()) == before
+
+
+def test_credentials_are_checked(served) -> None:
+    server, tokens = served
+    uri = f"grpc://127.0.0.1:{server.flight_port}"
+    with (
+        flight_sql.connect(
+            uri, db_kwargs={"username": "reader", "password": tokens["reader"]}
+        ) as con,
+        con.cursor() as cur,
+    ):
+        cur.execute("SELECT count(*) FROM plain")
+        assert cur.fetchone() == (1000,)
+    for kwargs in (
+        {"username": "admin", "password": tokens["reader"]},  # another user's token
+        {"username": "reader", "password": "tdb_wrong"},
+        {"adbc.flight.sql.authorization_header": "Bearer nope"},
+    ):
+        refused = pytest.raises(adbc_driver_manager.Error, match=r"UNAUTHENTICATED|credentials")
+        with refused, flight_sql.connect(uri, db_kwargs=kwargs) as con, con.cursor() as cur:
+            cur.execute("SELECT 1")
+
+
+def test_the_catalog_lists_every_kind_the_user_may_read(served) -> None:
+    server, tokens = served
+    with connect(server, tokens["admin"]) as con:
+        objects = con.adbc_get_objects(depth="tables").read_all().to_pylist()
+        listed = {
+            (t["table_name"], t["table_type"])
+            for c in objects
+            for s in c["catalog_db_schemas"] or []
+            for t in s["db_schema_tables"] or []
+        }
+        assert {("t", "BASE TABLE"), ("plain", "BASE TABLE"), ("img", "ARRAY")} <= listed
+        assert ("docs", "COLLECTION") in listed
+        schema = con.adbc_get_table_schema(
+            "t", catalog_filter="tessera_store", db_schema_filter="main"
+        )
+        assert schema.names == ["i", "f", "s", "b", "d", "maybe"]
+        assert "BASE TABLE" in con.adbc_get_table_types()
+        assert con.adbc_get_info()["vendor_name"] == "TesseraDB"
+    with connect(server, tokens["arrays"]) as con:
+        objects = con.adbc_get_objects(depth="tables").read_all().to_pylist()
+        names = {
+            t["table_name"]
+            for c in objects
+            for s in c["catalog_db_schemas"] or []
+            for t in s["db_schema_tables"] or []
+        }
+        assert names == {"img"}
+
+
+def test_broken_commands_get_an_error_and_change_nothing(served) -> None:
+    server, tokens = served
+    client = flight.FlightClient(f"grpc://127.0.0.1:{server.flight_port}")
+    options = flight.FlightCallOptions(
+        headers=[(b"authorization", f"Bearer {tokens['admin']}".encode())]
+    )
+    broken = [
+        b"",  # nothing
+        b"\xff\xff\xff",  # not a protobuf message
+        b"\x0a\x80",  # a field cut off
+        pack_any("CommandNobodyKnows", b""),
+        pack_any("CommandStatementQuery", Proto.encode((1, "SELEC nonsense"))),
+        pack_any("CommandPreparedStatementQuery", Proto.encode((1, b"no-such-handle"))),
+    ]
+    for command in broken:
+        with pytest.raises(flight.FlightError):
+            client.get_flight_info(flight.FlightDescriptor.for_command(command), options)
+    for ticket in (b"", b"junk", pack_any("TicketStatementQuery", Proto.encode((1, b"x" * 16)))):
+        with pytest.raises(flight.FlightError):
+            client.do_get(flight.Ticket(ticket), options).read_all()
+    # a result is fetched by the user it was made for only, and only once
+    info = client.get_flight_info(
+        flight.FlightDescriptor.for_command(
+            pack_any("CommandStatementQuery", Proto.encode((1, "SELECT 42 AS x")))
+        ),
+        options,
+    )
+    other = flight.FlightCallOptions(
+        headers=[(b"authorization", f"Bearer {tokens['reader']}".encode())]
+    )
+    with pytest.raises(flight.FlightError):
+        client.do_get(info.endpoints[0].ticket, other).read_all()
+    assert client.do_get(info.endpoints[0].ticket, options).read_all().to_pylist() == [{"x": 42}]
+    with pytest.raises(flight.FlightError):
+        client.do_get(info.endpoints[0].ticket, options).read_all()
+    with pytest.raises(flight.FlightUnauthenticatedError):
+        client.get_flight_info(flight.FlightDescriptor.for_command(broken[4]))
+    client.close()
+    assert server.db.sql("SELECT count(*) FROM plain").scalar() == 1000
+    with connect(server, tokens["admin"]) as con, con.cursor() as cur:
+        cur.execute("SELECT count(*) FROM t")
+        assert cur.fetchone() == (10000,)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+def test_tls_and_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    path = tmp_path / "db"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE kept (i INTEGER)")
+    token = Users(path).add("u", parse_rights(["admin"]))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    served = ServerProcess(
+        path, 0, "--flight-port", str(port), "--certfile", str(cert), "--keyfile", str(key)
+    )
+    try:
+        with (
+            flight_sql.connect(
+                f"grpc+tls://127.0.0.1:{port}",
+                db_kwargs={
+                    "adbc.flight.sql.authorization_header": f"Bearer {token}",
+                    "adbc.flight.sql.client_option.tls_root_certs": cert.read_text(),
+                },
+            ) as con,
+            con.cursor() as cur,
+        ):
+            for i in range(20):
+                cur.execute("INSERT INTO kept VALUES (?)", [i])
+        served.kill()
+    finally:
+        served.stop()
+    with tesseradb.connect(path) as db:
+        assert db.sql("SELECT list(i ORDER BY i) FROM kept").scalar() == list(range(20))
+
+
+def test_a_large_answer_streams_and_a_client_that_leaves_stops_it(
+    served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from tesseradb.server import _flightsql
+
+    server, tokens = served
+    query = "SELECT range AS a, range * 2 AS b FROM range(3000000)"  # 48 MB: streamed
+    with connect(server, tokens["admin"]) as con, con.cursor() as cur:
+        cur.execute(query)
+        got = cur.fetch_arrow_table()
+    assert got.num_rows == 3_000_000
+    assert got.equals(server.db.sql(query).arrow())
+    client = flight.FlightClient(f"grpc://127.0.0.1:{server.flight_port}")
+    options = flight.FlightCallOptions(
+        headers=[(b"authorization", f"Bearer {tokens['admin']}".encode())]
+    )
+    command = pack_any("CommandStatementQuery", Proto.encode((1, query)))
+    # a client that reads one batch and leaves: the statement stops
+    info = client.get_flight_info(flight.FlightDescriptor.for_command(command), options)
+    reader = client.do_get(info.endpoints[0].ticket, options)
+    assert reader.read_chunk().data.num_rows > 0
+    reader.cancel()
+    # a client that never fetches: the statement stops after CLAIM_SECONDS
+    monkeypatch.setattr(_flightsql, "CLAIM_SECONDS", 0.5)
+    client.get_flight_info(flight.FlightDescriptor.for_command(command), options)
+    deadline = time.monotonic() + 20
+    while server.flight.server.running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not server.flight.server.running
+    client.close()
+    with connect(server, tokens["admin"]) as con, con.cursor() as cur:
+        cur.execute("SELECT count(*) FROM plain")
+        assert cur.fetchone() == (1000,)
