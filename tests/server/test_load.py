@@ -178,3 +178,100 @@ def test_32_clients_for_60_s_with_a_kill_9_midway_lose_no_acknowledged_write(
         f"{len(acked):,} inserts and {sum(len(c.acked_ingests) for c in clients):,} ingests "
         "acknowledged, all present"
     )
+
+
+class PgClient(threading.Thread):
+    """A PostgreSQL-protocol client's loop (psycopg, autocommit): point queries and
+    inserts until the deadline, reconnecting whenever its connection is cut."""
+
+    def __init__(self, number: int, port: int, token: str, deadline: float) -> None:
+        super().__init__(daemon=True)
+        self.number, self.port, self.token, self.deadline = number, port, token, deadline
+        self.rng = random.Random(number)
+        self.acked: list[int] = []
+        self.done: Counter[str] = Counter()
+        self.cut = 0  # statements whose connection was cut (a killed process)
+        self.wrong: list[str] = []
+
+    def run(self) -> None:
+        import psycopg
+
+        con = None
+        seq = 0
+        while time.monotonic() < self.deadline:
+            try:
+                if con is None:
+                    con = psycopg.connect(
+                        host="127.0.0.1", port=self.port, user="lab", password=self.token,
+                        autocommit=True, connect_timeout=5,
+                    )  # fmt: skip
+                if self.rng.random() < 0.7:
+                    i = self.rng.randrange(100_000)
+                    got = con.execute("SELECT f FROM plain WHERE i = %s", [i]).fetchall()
+                    if got != [(i * 0.5,)]:
+                        self.wrong.append(f"point {i}: {got}")
+                    self.done["point"] += 1
+                else:
+                    seq += 1
+                    con.execute("INSERT INTO acks VALUES (%s, %s)", [self.number, seq])
+                    self.acked.append(seq)  # (acknowledged: the writer committed it)
+                    self.done["insert"] += 1
+            except psycopg.OperationalError:
+                self.cut += 1
+                con = None
+                time.sleep(0.05)
+        if con is not None:
+            con.close()
+
+
+@pytest.mark.slow
+def test_pg_clients_with_workers_lose_no_acknowledged_write_to_kill_9(tmp_path: Path) -> None:
+    """16 psycopg clients against `tessera serve --pg-port --workers 2`: a worker is
+    killed with SIGKILL, then the writer (and started again)."""
+    import socket
+
+    path = tmp_path / "shared.tdb"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE plain AS SELECT range AS i, range * 0.5 AS f FROM range(100000)")
+        db.sql("CREATE TABLE acks (client INTEGER, seq BIGINT)")
+    token = Users(path).add("lab", parse_rights(["write"]))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ("--pg-port", str(port), "--workers", "2", "--statement-seconds", "30")
+    server = ServerProcess(path, 0, *args)
+    started = [server]
+    seconds = SECONDS / 4
+    deadline = time.monotonic() + seconds
+    clients = [PgClient(n, port, token, deadline) for n in range(16)]
+    for client in clients:
+        client.start()
+    try:
+        time.sleep(seconds / 3)
+        workers = [
+            int(p)
+            for task in Path(f"/proc/{server.process.pid}/task").iterdir()
+            for p in (task / "children").read_text().split()
+        ]
+        os.kill(workers[0], 9)
+        time.sleep(seconds / 3)
+        server.kill()
+        server = ServerProcess(path, server.port, *args)
+        started.append(server)
+        for client in clients:
+            client.join(seconds + 120)
+    finally:
+        for process in started:
+            process.stop()
+    wrong = [w for c in clients for w in c.wrong]
+    assert not wrong, wrong[:5]
+    done = sum((c.done for c in clients), Counter())
+    assert done["point"] > 0 and done["insert"] > 0, done
+    with tesseradb.connect(path, read_only=True) as db:
+        rows = set(db.sql("SELECT client, seq FROM acks").fetchall())
+    acked = {(c.number, s) for c in clients for s in c.acked}
+    assert acked <= rows, f"{len(acked - rows)} acknowledged inserts are missing"
+    print(
+        f"\npg load test: {dict(done)}, {sum(c.cut for c in clients)} statements cut by "
+        f"the kills, {len(acked):,} inserts acknowledged, all present"
+    )

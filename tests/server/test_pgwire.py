@@ -401,3 +401,89 @@ def test_tls_and_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
         served.stop()
     with tesseradb.connect(path) as db:
         assert db.sql("SELECT list(i ORDER BY i) FROM kept").scalar() == list(range(20))
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # (a thread that has just ended)
+            found += [int(t) for t in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_workers_answer_queries_and_hand_writes_to_the_writer(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    with tesseradb.connect(path) as db:
+        db.sql("CREATE TABLE points AS SELECT range AS i, range * 0.5 AS f FROM range(10000)")
+        db.sql("CREATE TABLE kept (c INTEGER, s INTEGER)")
+    users = Users(path)
+    writer_token = users.add("w", parse_rights(["write"]))
+    admin_token = users.add("a", parse_rights(["admin"]))
+    port = free_port()
+    served = ServerProcess(path, 0, "--pg-port", str(port), "--workers", "2")
+    args = {"host": "127.0.0.1", "port": port, "connect_timeout": 10}
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children(served.process.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        workers = _children(served.process.pid)
+        assert len(workers) == 2
+        seen: set[int] = set()
+        while len(seen) < 2 and time.monotonic() < deadline:  # (until a worker listens)
+            with psycopg.connect(**args, user="w", password=writer_token) as probe:
+                seen.add(probe.info.backend_pid >> 24)
+        clients = [
+            psycopg.connect(**args, user="w", password=writer_token, autocommit=True)
+            for _ in range(16)
+        ]
+        # the kernel spreads the connections over the processes (the number is in the key)
+        assert len({c.info.backend_pid >> 24 for c in clients}) >= 2
+        acknowledged = []
+        for n, con in enumerate(clients):
+            assert con.execute("SELECT f FROM points WHERE i = %s", [n]).fetchone() == (n / 2,)
+            con.execute("INSERT INTO kept VALUES (%s, 1)", [n])
+            acknowledged.append((n, 1))
+            # (the client is the writer's now: it reads its own write)
+            assert con.execute("SELECT count(*) FROM kept WHERE c = %s", [n]).fetchone() == (1,)
+        with psycopg.connect(**args, user="a", password=admin_token) as admin:
+            admin.execute("INSERT INTO kept VALUES (100, 1)")
+            admin.rollback()  # (a transaction through a worker is the writer's)
+            admin.execute("INSERT INTO kept VALUES (101, 1)")
+            admin.commit()
+            acknowledged.append((101, 1))
+        # a cancel request reaches the process of the statement, whichever gets it
+        with psycopg.connect(**args, user="a", password=admin_token, autocommit=True) as con:
+            timer = threading.Timer(0.5, con.cancel)
+            timer.start()
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                con.execute("SELECT count(*) FROM range(100000000000) a WHERE a % 7 = 3")
+        # a worker killed: restarted, and the others go on
+        os.kill(workers[0], 9)
+        deadline = time.monotonic() + 60
+        while workers[0] in _children(served.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for con in clients:
+            with contextlib.suppress(psycopg.OperationalError):
+                con.close()
+        with psycopg.connect(**args, user="w", password=writer_token, autocommit=True) as con:
+            con.execute("INSERT INTO kept VALUES (200, 1)")
+            acknowledged.append((200, 1))
+        # the writer killed: its workers end too, and every acknowledged write is kept
+        survivors = _children(served.process.pid)
+        served.kill()
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in survivors) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in survivors)
+    finally:
+        served.stop()
+    with tesseradb.connect(path) as db:
+        assert sorted(db.sql("SELECT * FROM kept").fetchall()) == sorted(acknowledged)

@@ -32,8 +32,28 @@ if TYPE_CHECKING:
     from tesseradb.bench.runner import BenchContext
 
 ROWS = 1_000_000  # the point-query table
-PGWIRE_CLIENTS = 1000  # the first client number of the mix over the PostgreSQL protocol
-FLIGHT_CLIENTS = 2000  # and over Flight SQL
+MIX_CLIENTS = 1000  # client numbers each mix has of its own (it uses 32)
+WORKERS = (1, 2)  # the --workers sweep of the PostgreSQL protocol's mix
+_MIXES = ["tessera", "tessera_pgwire", "tessera_flight"] + [f"tessera_pgwire-w{n}" for n in WORKERS]
+
+
+def _first(name: str) -> int:
+    """The first client number of a tessera mix (each writes rows of its own)."""
+    return _MIXES.index(name) * MIX_CLIENTS
+
+
+def _wait_for_workers(conninfo: str, workers: int) -> None:
+    """Until a connection lands in a worker process (its number is in the key)."""
+    import psycopg
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with psycopg.connect(conninfo) as probe:
+            if probe.info.backend_pid >> 24:
+                return
+        time.sleep(0.05)
+
+
 POINT = "SELECT f FROM points WHERE i = ?"
 
 
@@ -277,22 +297,34 @@ def run(ctx: BenchContext) -> None:
                 answers_download["tessera_flight"] = _download_answer(table)
                 del table
             ctx.progress("queries_32_clients: tessera")
-            mixes["tessera"] = _mix("tessera", url, token, ctx)
+            mixes["tessera"] = _mix("tessera", url, token, ctx, _first("tessera"))
             ctx.progress("queries_32_clients: tessera over the PostgreSQL protocol")
-            mixes["tessera_pgwire"] = _mix("pgwire", conninfo, "", ctx, PGWIRE_CLIENTS)
+            first = _first("tessera_pgwire")
+            mixes["tessera_pgwire"] = _mix("pgwire", conninfo, "", ctx, first)
             ctx.progress("queries_32_clients: tessera over Flight SQL")
-            mixes["tessera_flight"] = _mix("flight", flight_url, token, ctx, FLIGHT_CLIENTS)
+            first = _first("tessera_flight")
+            mixes["tessera_flight"] = _mix("flight", flight_url, token, ctx, first)
         finally:
             served.stop()
+        for workers in WORKERS:  # the PostgreSQL protocol with reader processes
+            name = f"tessera_pgwire-w{workers}"
+            pg_port = _free_port()
+            served = ServerProcess(path, 0, "--pg-port", str(pg_port), "--workers", str(workers))
+            try:
+                conninfo = (
+                    f"host=127.0.0.1 port={pg_port} user=bench password={token} dbname=served"
+                )
+                _wait_for_workers(conninfo, workers)
+                ctx.progress(f"queries_32_clients: the PostgreSQL protocol, {workers} workers")
+                mixes[name] = _mix("pgwire", conninfo, "", ctx, _first(name))
+            finally:
+                served.stop()
         with tesseradb.connect(path, read_only=True) as db:
             stored = sorted(db.sql("SELECT * FROM writes").fetchall())
-        # (both mixes wrote to the one table; the PostgreSQL protocol's clients are
-        # numbered from PGWIRE_CLIENTS)
-        mixes["tessera"]["stored"] = [w for w in stored if w[0] < PGWIRE_CLIENTS]
-        mixes["tessera_pgwire"]["stored"] = [
-            w for w in stored if PGWIRE_CLIENTS <= w[0] < FLIGHT_CLIENTS
-        ]
-        mixes["tessera_flight"]["stored"] = [w for w in stored if w[0] >= FLIGHT_CLIENTS]
+        # (every mix wrote to the one table, its clients numbered from _first(name))
+        for name, mix in mixes.items():
+            first = _first(name)
+            mix["stored"] = [w for w in stored if first <= w[0] < first + MIX_CLIENTS]
     if ctx.wants("duckdb"):
         con = duckdb.connect()
         con.execute(f"CREATE TABLE points AS {points_sql}")
@@ -341,7 +373,7 @@ def run(ctx: BenchContext) -> None:
                 )
     for name, mix in mixes.items():
         system, _, protocol = name.partition("_")
-        case = "queries_32_clients" + (f"_{protocol}" if protocol else "")
+        case = "queries_32_clients" + (f"_{protocol.replace('-', '_')}" if protocol else "")
         ctx.record(system, case, [mix["qps"]], "per_second", "queries/s")
         ctx.record(system, f"{case}_p50", [mix["p50"]])
         ctx.record(system, f"{case}_p99", [mix["p99"]])
@@ -377,7 +409,8 @@ register(
             "arrow_download is bytes a second of a result streamed as Arrow IPC over HTTP; "
             "arrow_download_flight the same over Flight SQL (ADBC)",
             "queries_32_clients: 32 clients in 4 processes, 90% point queries, 5% range "
-            "aggregates, 5% inserts",
+            "aggregates, 5% inserts; _pgwire and _flight over those protocols; "
+            "_pgwire_w1/_w2 with 1 and 2 worker processes (tessera serve --workers)",
         ),
     )
 )

@@ -616,6 +616,10 @@ def serve(
         int | None,
         typer.Option(help="Also speak Arrow Flight SQL on this port (ADBC, Flight SQL JDBC)."),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(help="More processes answering PostgreSQL clients' queries (with --pg-port)."),
+    ] = 0,
 ) -> None:
     """Serve the database over HTTP (the API, the web console at /, remote clients) and,
     with --pg-port and --flight-port, the PostgreSQL wire protocol and Arrow Flight SQL."""
@@ -643,6 +647,7 @@ def serve(
             statement_seconds=statement_seconds,
             pg_port=pg_port,
             flight_port=flight_port,
+            workers=workers,
             ready=lambda url: console.print(f"serving {path} at {url} (Ctrl-C stops)"),
         )
     except TesseraError as err:

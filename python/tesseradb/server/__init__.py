@@ -68,7 +68,12 @@ def _uvicorn(app: Any, host: str, port: int, **options: Any) -> Any:
 
 
 def _pg_listener(
-    app: Any, host: str, port: int, certfile: str | None = None, keyfile: str | None = None
+    app: Any,
+    host: str,
+    port: int,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+    processes: Any = None,
 ) -> Any:
     """The PostgreSQL-protocol listener beside the HTTP app, sharing its server state
     (users, rights, running statements), started."""
@@ -76,7 +81,7 @@ def _pg_listener(
     from tesseradb.server._pgwire import PgServer
 
     try:
-        return PgServer(app.state.server, host, port, certfile, keyfile).start()
+        return PgServer(app.state.server, host, port, certfile, keyfile, processes).start()
     except OSError as err:
         raise ServerError(f"cannot serve the PostgreSQL protocol on {host}:{port}: {err}") from None
 
@@ -233,12 +238,15 @@ def serve(
     statement_seconds: float = 300.0,
     pg_port: int | None = None,
     flight_port: int | None = None,
+    workers: int = 0,
     ready: Any = None,
 ) -> None:
     """Serve the database at ``path`` until interrupted (then close it cleanly).
 
     ``pg_port`` also serves the PostgreSQL wire protocol there (psql, psycopg, JDBC),
-    and ``flight_port`` Arrow Flight SQL (ADBC), both with TLS from the same certificate. ``ready`` (a callable) is told the URL once the
+    and ``flight_port`` Arrow Flight SQL (ADBC), both with TLS from the same certificate.
+    ``workers`` more processes answer PostgreSQL clients' queries beside this one
+    (:mod:`tesseradb.server._workers`). ``ready`` (a callable) is told the URL once the
     server listens.
     """
     import threading
@@ -259,6 +267,10 @@ def serve(
         raise InvalidArgumentError(
             f"serve: statement_seconds is a positive number, not {statement_seconds!r}"
         )
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 0 <= workers <= 64:
+        raise InvalidArgumentError(f"serve: workers is 0 to 64, not {workers!r}")
+    if workers and pg_port is None:
+        raise InvalidArgumentError("serve: workers answer PostgreSQL clients: give pg_port too")
     db = connect(path, read_only=read_only)
     try:
         app = make_app(db, ServerOptions(read_only=read_only, statement_seconds=statement_seconds))
@@ -270,7 +282,27 @@ def serve(
             ssl_keyfile=keyfile,
             timeout_graceful_shutdown=5,
         )
-        pg = None if pg_port is None else _pg_listener(app, host, pg_port, certfile, keyfile)
+        pg = processes = pool = None
+        if workers:
+            from tesseradb.server._pgwire import Processes
+            from tesseradb.server._workers import free_ports
+
+            processes = Processes(free_ports(workers + 1), 0)
+        if pg_port is not None:
+            pg = _pg_listener(app, host, pg_port, certfile, keyfile, processes)
+        if processes is not None:
+            from tesseradb.server._workers import Workers
+
+            assert pg is not None
+            pool = Workers(
+                os.fspath(path),
+                host,
+                pg.port,
+                processes.ports,
+                statement_seconds,
+                certfile,
+                keyfile,
+            )
         flight = None
         if flight_port is not None:
             flight = _flight_listener(app, host, flight_port, certfile, keyfile)
@@ -295,6 +327,8 @@ def serve(
         try:
             server.run()
         finally:
+            if pool is not None:
+                pool.stop()
             if pg is not None:
                 pg.stop()
             if flight is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import io
 import re
 import secrets
 import socket
@@ -34,7 +35,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tesseradb.errors import (
     CancelledError,
@@ -96,6 +97,8 @@ _FIRST_WORDS = re.compile(
 _ROW_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM", "SHOW", "DESCRIBE", "SUMMARIZE"}
 _ROW_WORDS |= {"EXPLAIN", "PIVOT", "UNPIVOT", "CALL", "PRAGMA"}
 _COUNT_WORDS = {"INSERT", "UPDATE", "DELETE", "MERGE"}
+# what a worker process answers itself (anything else goes to the writer)
+_READ_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM", "SHOW", "DESCRIBE", "SUMMARIZE"}
 _TRANSACTION_TAGS = {
     "BEGIN": "BEGIN",
     "START": "START TRANSACTION",
@@ -272,12 +275,17 @@ class Backend:
         self.pg = pg
         self.server = pg.server
         self.sock: socket.socket = sock
-        self.rfile = sock.makefile("rb", buffering=FLUSH_BYTES)
+        self.rfile = _reader(sock)
         self.out = bytearray()
         self.user: User | None = None
         self.session: Session | None = None
         self.settings = dict(_CLIENT_SETTINGS)
-        self.key = (secrets.randbelow(1 << 31), secrets.randbelow(1 << 31))
+        # (the process number in the key's top bits: a cancel request reaching another
+        # process of the server is passed to this one)
+        self.key = (pg.number << 24 | secrets.randbelow(1 << 24), secrets.randbelow(1 << 31))
+        self.token = ""  # (a worker's: to log in to the writer for this client)
+        self.upstream: socket.socket | None = None  # the writer, once this client writes
+        self.upstream_key: bytes = b""
         self.running: Running | None = None
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
@@ -364,7 +372,7 @@ class Backend:
                     continue
                 self.sock.sendall(b"S")
                 self.sock = self.pg.tls.wrap_socket(self.sock, server_side=True)
-                self.rfile = self.sock.makefile("rb", buffering=FLUSH_BYTES)
+                self.rfile = _reader(self.sock)
                 continue
             if code == GSS_REQUEST:
                 self.sock.sendall(b"N")
@@ -412,6 +420,7 @@ class Backend:
             self.flush()
             return False
         self.user = user
+        self.token = token
         self.session = self.server.db.session(restricted=not user.is_admin)
         self.settings["application_name"] = params.get("application_name", "")
         self.send(b"R", struct.pack("!i", 0))
@@ -463,6 +472,9 @@ class Backend:
                 raise ProtocolViolation(f"message type {kind!r} is not known here")
             if self.skipping and kind != b"Q":
                 continue
+            if self.pg.writer_port is not None and self.writes(kind, body):
+                self.relay_to_writer(kind, body)
+                return
             try:
                 handler(body)
             except (ProtocolViolation, EOFError, OSError):
@@ -475,6 +487,105 @@ class Backend:
                     self.ready()
                 else:
                     self.skipping = True
+
+    # --- a worker's client that writes: handed to the writer ------------------------
+    def writes(self, kind: bytes, body: bytes) -> bool:
+        """Whether a worker must hand this client to the writer: a statement that is not
+        a plain query (a write, a transaction, a setting), from here on."""
+        if kind == b"Q":
+            texts = _split(_cstring(body)[0])
+        elif kind == b"P":
+            texts = [_cstring(_cstring(body)[1])[0]]
+        else:
+            return False
+        for text in texts:
+            if _SET.match(text) and _SET.match(text).group(1).lower() in _CLIENT_SETTINGS:  # type: ignore[union-attr]
+                continue
+            word = _first_words(text)[0]
+            if word not in _READ_WORDS or may_write(text):
+                return True
+        return False
+
+    def relay_to_writer(self, kind: bytes, body: bytes) -> None:
+        """Log in to the writer as this client's user, bring over its prepared statements
+        and settings, pass this message on, then relay both ways until either side ends
+        (the writer acknowledges writes: nothing is acknowledged here)."""
+        assert self.user is not None
+        self.flush()
+        upstream = socket.create_connection(("127.0.0.1", self.pg.writer_port), timeout=30)
+        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = _reader(upstream)
+        payload = struct.pack("!i", PROTOCOL_3) + b"user\0" + self.user.name.encode() + b"\0\0"
+        upstream.sendall(struct.pack("!i", len(payload) + 4) + payload)
+
+        def until_ready() -> None:
+            while True:
+                head = reader.read(5)
+                if len(head) < 5:
+                    raise EOFError("the writer closed the connection")
+                size = struct.unpack("!i", head[1:])[0]
+                data = reader.read(size - 4)
+                if head[:1] == b"R" and data[:4] == struct.pack("!i", 3):
+                    password = self.token.encode() + b"\0"
+                    upstream.sendall(b"p" + struct.pack("!i", len(password) + 4) + password)
+                elif head[:1] == b"K":
+                    self.upstream_key = data
+                elif head[:1] == b"E":
+                    raise SQLStateError("08006", "the writer refused this client's login")
+                elif head[:1] == b"Z":
+                    return
+
+        until_ready()
+        setup = bytearray()
+        timeout = self.settings.get("statement_timeout", "0")
+        if timeout != "0":
+            text = f"SET statement_timeout = {timeout}".encode() + b"\0"
+            setup += b"Q" + struct.pack("!i", len(text) + 4) + text
+        for name, prepared in self.prepared.items():
+            if name:  # (named statements live on: the client may bind them later)
+                parse = name.encode() + b"\0" + prepared.text.encode() + b"\0"
+                parse += struct.pack(
+                    f"!h{len(prepared.types)}I", len(prepared.types), *prepared.types
+                )
+                setup += b"P" + struct.pack("!i", len(parse) + 4) + parse
+        named = [n for n in self.prepared if n]
+        if setup:
+            if named:
+                setup += b"S\x00\x00\x00\x04"
+            upstream.sendall(bytes(setup))
+            for _ in range(int(timeout != "0") + int(bool(named))):
+                until_ready()
+        upstream.settimeout(None)
+        self.upstream = upstream
+        if self.session is not None:
+            self.session.close()  # (the writer's session serves this client now)
+            self.session = None
+        upstream.sendall(kind + struct.pack("!i", len(body) + 4) + body)
+
+        def down() -> None:
+            try:
+                while True:
+                    data = reader.read1(FLUSH_BYTES)
+                    if not data:
+                        break
+                    self.sock.sendall(data)
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    self.sock.shutdown(socket.SHUT_RDWR)
+
+        threading.Thread(target=down, name="pg-relay", daemon=True).start()
+        try:
+            while True:
+                data = self.rfile.read1(FLUSH_BYTES)
+                if not data:
+                    break
+                upstream.sendall(data)
+        finally:
+            with contextlib.suppress(OSError):
+                upstream.shutdown(socket.SHUT_RDWR)
+            upstream.close()
 
     # --- statements ----------------------------------------------------------------
     def execute(self, text: str, params: list[Any]) -> Outcome:
@@ -746,6 +857,10 @@ class Backend:
         self.send(b"3")
 
 
+def _reader(sock: socket.socket) -> io.BufferedReader:
+    return cast(io.BufferedReader, sock.makefile("rb", buffering=FLUSH_BYTES))
+
+
 def _milliseconds(value: str) -> int:
     found = re.fullmatch(r"\s*(\d+)\s*(ms|s|min)?\s*", value.lower())
     if found is None:
@@ -784,6 +899,13 @@ class _Listener(socketserver.ThreadingTCPServer):
     request_queue_size = 128
 
 
+class _SharedListener(_Listener):
+    """A listener sharing its port with the server's other processes (SO_REUSEPORT: the
+    kernel spreads new connections over them)."""
+
+    allow_reuse_port = True
+
+
 class PgServer:
     """The PostgreSQL-protocol listener of a served database (threads of this process)."""
 
@@ -794,8 +916,13 @@ class PgServer:
         port: int = 0,
         certfile: str | None = None,
         keyfile: str | None = None,
+        processes: Processes | None = None,
     ) -> None:
         self.server = server
+        self.processes = processes
+        self.number = 0 if processes is None else processes.number
+        # a worker's: where the writer takes the clients that write
+        self.writer_port = None if processes is None or not processes.number else processes.ports[0]
         self.tls: ssl.SSLContext | None = None
         if certfile is not None:
             self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -811,19 +938,25 @@ class PgServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 Backend(pg, sock).run()
 
-        self._listener = _Listener((host, port), Handler)
-        self.port = int(self._listener.server_address[1])
-        self._thread = threading.Thread(
-            target=self._listener.serve_forever, name="tessera-pg", daemon=True
-        )
+        self._listeners: list[_Listener] = []
+        if processes is None:
+            self._listeners.append(_Listener((host, port), Handler))
+        else:  # (the shared public port, and this process's own on loopback)
+            self._listeners.append(_SharedListener((host, port), Handler))
+            own = processes.ports[processes.number]
+            self._listeners.append(_Listener(("127.0.0.1", own), Handler))
+        self.port = int(self._listeners[0].server_address[1])
 
     def start(self) -> PgServer:
-        self._thread.start()
+        for listener in self._listeners:
+            name = f"tessera-pg-{listener.server_address[1]}"
+            threading.Thread(target=listener.serve_forever, name=name, daemon=True).start()
         return self
 
     def stop(self) -> None:
-        self._listener.shutdown()
-        self._listener.server_close()
+        for listener in self._listeners:
+            listener.shutdown()
+            listener.server_close()
         with self._lock:
             backends = list(self._backends.values())
         for backend in backends:  # (their threads end on the closed sockets)
@@ -842,12 +975,36 @@ class PgServer:
     def cancel(self, pid: int, secret: int) -> None:
         """A cancel request: stop the statement of the backend with that key, if any (a
         wrong secret is ignored, as PostgreSQL ignores it)."""
+        owner = pid >> 24
+        if self.processes is not None and owner != self.number:
+            if owner < len(self.processes.ports):  # (another process's client)
+                _send_cancel(self.processes.ports[owner], struct.pack("!ii", pid, secret))
+            return
         with self._lock:
             backend = self._backends.get(pid)
         if backend is None or not hmac.compare_digest(
             struct.pack("!i", backend.key[1]), struct.pack("!i", secret)
         ):
             return
+        if backend.upstream is not None and backend.upstream_key and self.writer_port:
+            _send_cancel(self.writer_port, backend.upstream_key)  # (its statement runs there)
+            return
         running = backend.running
         if running is not None:
             running.cancel.cancel()
+
+
+@dataclass(frozen=True)
+class Processes:
+    """The processes of a server with workers: each one's loopback port (the writer's
+    first) and this process's number (0: the writer)."""
+
+    ports: tuple[int, ...]
+    number: int
+
+
+def _send_cancel(port: int, key: bytes) -> None:
+    """A cancel request for ``key`` (process id and secret) to a process of the server."""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 5) as sock:
+        sock.sendall(struct.pack("!ii", 16, CANCEL_REQUEST) + key)
+        sock.recv(1)
