@@ -27,7 +27,7 @@ from typing import Any
 
 from tesseradb._durable import fsync_path
 
-__all__ = ["FileSnapshots", "Identity", "Publisher", "identity", "wal_of"]
+__all__ = ["FileSnapshots", "Identity", "Publisher", "identity", "link_snapshot", "wal_of"]
 
 Identity = tuple[int, int, int] | None  # (inode, size, mtime_ns) of a file, None if absent
 
@@ -140,6 +140,49 @@ class FileSnapshots:
         except OSError:
             return None
         return target if self.source_identity() == before else None
+
+
+def link_snapshot(path: Path, directory: Path) -> Path:
+    """The snapshot ``path`` (or any other DuckDB file) as hard links in ``directory``, its
+    WAL with it, for a reader to attach: the writer removes an older generation's files
+    one by one once a newer one is whole, and a reader attaching the files themselves
+    could get the main file without its WAL (then it reads a store that lacks what the
+    WAL held). A link keeps the file whatever the writer removes. Raises
+    FileNotFoundError when the generation went away first (list the snapshots again).
+    Earlier links in ``directory`` are removed."""
+    link = directory / path.name
+    wal, wal_link = wal_of(path), wal_of(link)
+    if link.exists():
+        return link  # (made whole before: links are made WAL first, main file last)
+    for old in directory.iterdir():
+        if old.is_file() or old.is_symlink():
+            old.unlink(missing_ok=True)
+    expects_wal = wal.exists()
+    if _SNAPSHOT.fullmatch(path.name):  # a published one: its manifest says
+        manifest = _manifest(path)
+        if manifest is None:
+            raise FileNotFoundError(path)  # (the generation is being removed)
+        expects_wal = manifest.get("wal") is not None
+    try:
+        if expects_wal:
+            _link(wal, wal_link)
+        _link(path, link)
+    except FileNotFoundError:
+        wal_link.unlink(missing_ok=True)
+        raise
+    return link
+
+
+def _link(source: Path, target: Path) -> None:
+    try:
+        target.hardlink_to(source)
+    except FileNotFoundError:
+        raise
+    except OSError:  # (another file system: a symbolic link, which does not keep it)
+        target.symlink_to(source)
+
+
+_SNAPSHOT = re.compile(r".+\.\d{12}\.duckdb")
 
 
 def _manifest(snapshot: Path) -> dict[str, Any] | None:

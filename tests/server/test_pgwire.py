@@ -487,3 +487,26 @@ def test_workers_answer_queries_and_hand_writes_to_the_writer(tmp_path: Path) ->
         served.stop()
     with tesseradb.connect(path) as db:
         assert sorted(db.sql("SELECT * FROM kept").fetchall()) == sorted(acknowledged)
+
+
+def test_a_storage_error_is_reported_and_the_connection_goes_on(
+    pg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged store's error is an OSError too: it is the statement's error, sent to
+    the client, not a broken connection."""
+    from tesseradb.errors import TableStoreError
+    from tesseradb.sql.front import Session
+
+    server, tokens = pg
+    real = Session.sql
+
+    def damaged(self: Session, text: str, *args: object, **kwargs: object) -> object:
+        if "damaged" in text:
+            raise TableStoreError("table 'damaged' cannot be read (test)")
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "sql", damaged)
+    with connect(server, tokens, autocommit=True) as con:
+        with pytest.raises(psycopg.errors.Error, match="cannot be read"):
+            con.execute("SELECT 'damaged'")
+        assert con.execute("SELECT 1").fetchone() == (1,)

@@ -172,3 +172,37 @@ def test_a_retried_restricted_read_waits_for_the_newest_snapshot(tmp_path: Path)
         assert db.session(restricted=True).sql("SELECT v FROM b").fetchall() == [(7,)]
         holder.join()
         assert counted == [1_500_000_000]
+
+
+def test_a_reader_links_a_snapshot_whole_or_not_at_all(tmp_path: Path) -> None:
+    """The writer removes an older generation file by file once a newer one is whole: a
+    reader must never attach a main file whose WAL went away (it would read a store
+    without what the WAL held), so it links both or is told to list again."""
+    from tesseradb._snapshots import FileSnapshots, link_snapshot, wal_of
+
+    source = tmp_path / "tables.duckdb"
+    con = duckdb.connect(str(source))
+    con.execute("SET checkpoint_threshold = '1GB'")  # (the table stays in the WAL)
+    con.execute("CREATE TABLE points AS SELECT range AS i FROM range(10)")
+    snapshots = FileSnapshots(source, tmp_path / "snaps", "tables")
+    snapshots.publish()
+    con.close()
+    newest = snapshots.newest()
+    assert newest is not None and wal_of(newest).exists()
+    links = tmp_path / "links"
+    links.mkdir()
+    linked = link_snapshot(newest, links)
+    reader = duckdb.connect(str(linked), read_only=True)
+    assert reader.execute("SELECT count(*) FROM points").fetchone() == (10,)
+    reader.close()
+    # the generation half removed (its WAL first): not linked, listed again instead
+    for old in links.iterdir():
+        old.unlink()
+    wal_of(newest).unlink()
+    with pytest.raises(FileNotFoundError):
+        link_snapshot(newest, links)
+    assert not list(links.iterdir())
+    # its manifest gone: the same
+    newest.with_suffix(".json").unlink()
+    with pytest.raises(FileNotFoundError):
+        link_snapshot(newest, links)

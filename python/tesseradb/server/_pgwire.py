@@ -126,6 +126,10 @@ _DUCKDB_STATES = (
 )
 
 
+class ClientGone(Exception):
+    """The client's connection broke (reading or sending): the backend ends quietly."""
+
+
 class ProtocolViolation(Exception):
     """The client broke the protocol: told so (SQLSTATE 08P01), then disconnected."""
 
@@ -294,9 +298,12 @@ class Backend:
 
     # --- bytes in and out ----------------------------------------------------------
     def read(self, size: int) -> bytes:
-        data = self.rfile.read(size)
+        try:
+            data = self.rfile.read(size)
+        except OSError as err:  # (a reset, a timeout, TLS gone wrong)
+            raise ClientGone(str(err)) from None
         if data is None or len(data) < size:
-            raise EOFError("the client disconnected")
+            raise ClientGone("the client disconnected")
         return data
 
     def read_message(self) -> tuple[bytes, bytes]:
@@ -313,7 +320,10 @@ class Backend:
 
     def flush(self) -> None:
         if self.out:
-            self.sock.sendall(self.out)
+            try:
+                self.sock.sendall(self.out)
+            except OSError as err:
+                raise ClientGone(str(err)) from None
             self.out.clear()
 
     def send_error(self, err: BaseException, severity: str = "ERROR") -> None:
@@ -344,8 +354,8 @@ class Backend:
             with contextlib.suppress(OSError):
                 self.send_error(SQLStateError("08P01", str(err)), "FATAL")
                 self.flush()
-        except (EOFError, OSError, ssl.SSLError):
-            pass  # (the client left, or its bytes were not TLS)
+        except (ClientGone, OSError, ssl.SSLError):
+            pass  # (the client left, or its bytes were not TLS, or the writer is gone)
         finally:
             self.pg.unregister(self)
             if self.running is not None:
@@ -473,13 +483,21 @@ class Backend:
             if self.skipping and kind != b"Q":
                 continue
             if self.pg.writer_port is not None and self.writes(kind, body):
-                self.relay_to_writer(kind, body)
+                try:
+                    self.relay_to_writer(kind, body)
+                except (OSError, EOFError, SQLStateError) as err:
+                    if self.upstream is not None:
+                        return  # (relayed: whichever side ended, the connection ends)
+                    gone = SQLStateError("08006", f"the database's writer is not reachable: {err}")
+                    self.send_error(gone, "FATAL")
+                    self.flush()
                 return
             try:
                 handler(body)
-            except (ProtocolViolation, EOFError, OSError):
+            except (ProtocolViolation, ClientGone):
                 raise
-            except Exception as err:  # every statement error goes to the client
+            except Exception as err:  # every statement error goes to the client (an
+                # OSError too: a damaged store is one)
                 if self.session is not None and self.session.in_transaction:
                     self.failed = True
                 self.send_error(err)

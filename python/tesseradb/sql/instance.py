@@ -145,21 +145,12 @@ class DuckDBInstance:
     def _present(self, path: Path) -> Path:
         """(restricted) A snapshot as its private link, the one place the instance may
         read: a statement never learns the database's own directory."""
+        from tesseradb._snapshots import link_snapshot
+
         assert self._private is not None
-        link = self._private / path.name
-        if not link.exists():
-            for old in self._private.iterdir():
-                if not old.is_dir():  # (the spill directory stays)
-                    old.unlink(missing_ok=True)
-            wal = path.with_name(path.name + ".wal")
-            for source, target in ((wal, link.with_name(link.name + ".wal")), (path, link)):
-                if not source.exists():
-                    continue
-                try:
-                    target.hardlink_to(source)
-                except OSError:  # (another file system)
-                    target.symlink_to(source)
-        return link
+        links = self._private / "store"
+        links.mkdir(exist_ok=True)
+        return link_snapshot(path, links)
 
     def close(self) -> None:
         self.store.close(self._con)

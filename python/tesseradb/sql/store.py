@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tesseradb._snapshots import FileSnapshots, identity, wal_of
+from tesseradb._snapshots import FileSnapshots, identity, link_snapshot, wal_of
 from tesseradb.errors import DatabaseLockedError, TableStoreError
 
 if TYPE_CHECKING:
@@ -78,9 +78,9 @@ class TableStore:
         self.snapshots = path.parent / SNAPSHOTS
         self._published = FileSnapshots(path, self.snapshots, "tables")
         self.before_detach: Callable[[], None] = lambda: None  # the engine drops its cursors
-        # the path a file is attached by (a restricted instance reads through links of
-        # its own)
-        self.present: Callable[[Path], Path] = lambda path: path
+        # the path a file is attached by: a reader attaches a snapshot through links of
+        # its own (a restricted instance through links in its private directory)
+        self.present: Callable[[Path], Path] = self._linked if read_only else lambda p: p
         self.attachments = 0  # times attached so far (what was learnt of it may be stale)
         self._attached: str | None = None  # the file attached (a snapshot, for readers)
         # what was attached: the store's inode (writer), or what a reader's choice of
@@ -238,6 +238,15 @@ class TableStore:
         if not empty.exists():
             duckdb.connect(str(empty)).close()
         self._attach_file(con, empty, read_only=True)
+
+    def _linked(self, path: Path) -> Path:
+        """A published snapshot as links of this reader's (whole with its WAL whatever
+        the writer removes meanwhile: :func:`link_snapshot`)."""
+        if path.parent != self.snapshots:
+            return path  # (the reader's own copy, or its empty stand-in)
+        links = self._private_directory() / "snapshot"
+        links.mkdir(exist_ok=True)
+        return link_snapshot(path, links)
 
     def _private_directory(self) -> Path:
         if self._private is None:
