@@ -27,7 +27,15 @@ from typing import Any
 
 from tesseradb._durable import fsync_path
 
-__all__ = ["FileSnapshots", "Identity", "Publisher", "identity", "link_snapshot", "wal_of"]
+__all__ = [
+    "FileSnapshots",
+    "Identity",
+    "Publisher",
+    "identity",
+    "link_snapshot",
+    "private_directory",
+    "wal_of",
+]
 
 Identity = tuple[int, int, int] | None  # (inode, size, mtime_ns) of a file, None if absent
 
@@ -171,6 +179,30 @@ def link_snapshot(path: Path, directory: Path) -> Path:
         wal_link.unlink(missing_ok=True)
         raise
     return link
+
+
+def private_directory(prefix: str) -> Path:
+    """A temporary directory of this process's (named with its pid), after removing those
+    of the same prefix whose process is gone: a reader killed with SIGKILL leaves its
+    links behind, and a link keeps a whole snapshot's space."""
+    import tempfile
+
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(f"{prefix}*-*"):
+        pid = old.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # (another user's process)
+    return True
 
 
 def _link(source: Path, target: Path) -> None:

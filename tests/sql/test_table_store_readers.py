@@ -3,6 +3,7 @@ busy writer never locks them out: they read published snapshots (issue 40, item 
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -206,3 +207,23 @@ def test_a_reader_links_a_snapshot_whole_or_not_at_all(tmp_path: Path) -> None:
     newest.with_suffix(".json").unlink()
     with pytest.raises(FileNotFoundError):
         link_snapshot(newest, links)
+
+
+def test_links_a_killed_reader_left_are_removed_by_the_next_reader(tmp_path: Path) -> None:
+    import subprocess
+    import tempfile
+
+    from tesseradb._snapshots import private_directory
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    root = Path(tempfile.gettempdir())
+    left = root / f"tessera-test-links-{gone.pid}-abc"
+    left.mkdir()
+    (left / "tables.000000000001.duckdb").write_bytes(b"x" * 100)
+    mine = private_directory("tessera-test-links-")
+    try:
+        assert not left.exists()
+        assert mine.name.startswith(f"tessera-test-links-{os.getpid()}-")
+    finally:
+        mine.rmdir()

@@ -136,7 +136,9 @@ class DuckDBInstance:
             return self.store.path.with_name(self.store.path.name + ".tmp")
         if self.restricted:
             if self._private is None:
-                self._private = Path(tempfile.mkdtemp(prefix="tessera-restricted-"))
+                from tesseradb._snapshots import private_directory
+
+                self._private = private_directory("tessera-restricted-")
             return self._private / "spill"
         if self._spill is None:
             self._spill = Path(tempfile.mkdtemp(prefix="tessera-spill-"))

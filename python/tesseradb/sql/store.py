@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +32,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tesseradb._snapshots import FileSnapshots, identity, link_snapshot, wal_of
+from tesseradb._snapshots import (
+    FileSnapshots,
+    identity,
+    link_snapshot,
+    private_directory,
+    wal_of,
+)
 from tesseradb.errors import DatabaseLockedError, TableStoreError
 
 if TYPE_CHECKING:
@@ -250,7 +255,7 @@ class TableStore:
 
     def _private_directory(self) -> Path:
         if self._private is None:
-            self._private = Path(tempfile.mkdtemp(prefix="tessera-tables-"))
+            self._private = private_directory("tessera-tables-")
         return self._private
 
     def _attach_file(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
