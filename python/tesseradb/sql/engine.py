@@ -646,7 +646,9 @@ class SQLEngine:
                     err,
                     run.text,
                     self.namespace,
-                    self.store,
+                    # (the store this instance attached: a restricted instance's own, whose
+                    # damage, if its attach failed, says why a table is missing)
+                    instance.store,
                     snapshot_reader=self.read_only or session.restricted,
                     retried=run.retried,
                     pruned=any(s.columns is not None for s in scans.values()),
