@@ -459,7 +459,7 @@ class Database(
         """The objects of the database with their kinds and sizes."""
         self._check_open()
         objects = self._registry.describe()
-        total = sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+        total = sum(_size(p) for p in self.path.rglob("*"))
         return DatabaseInfo(self.path, self.format_version, self.read_only, objects, total)
 
     def check(self, repair: bool = False) -> CheckReport:
@@ -488,3 +488,12 @@ class Database(
         report.verified.extend(verified)
         report.findings.extend(check_layout(self.path, directories, strays, repair))
         return report
+
+
+def _size(path: Path) -> int:
+    """A file's size, 0 for a directory or a file removed meanwhile (the table store's
+    writer replaces its snapshots while a reader lists them)."""
+    try:
+        return path.stat().st_size if path.is_file() else 0
+    except FileNotFoundError:
+        return 0

@@ -25,5 +25,8 @@ def test_server_test_scale_runs_every_case_and_agrees() -> None:
         "query_small",
         "arrow_download",
         "queries_32_clients_writes",
+        "queries_32_clients_errors",
     }
+    for case in ("query_small_pgwire", "query_small_flight", "arrow_download_flight"):
+        assert ("tessera", case) in found, case
     assert report.agree, [c for c in report.checks if not c.agree]

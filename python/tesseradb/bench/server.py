@@ -319,7 +319,7 @@ def run(ctx: BenchContext) -> None:
             mixes["tessera_flight"] = _mix("flight", flight_url, token, ctx, first)
         finally:
             served.stop()
-        for workers in WORKERS:  # the PostgreSQL protocol with reader processes
+        for workers in ctx.params.get("workers", WORKERS):  # with reader processes
             name = f"tessera_pgwire-w{workers}"
             pg_port = _free_port()
             served = ServerProcess(path, 0, "--pg-port", str(pg_port), "--workers", str(workers))
@@ -419,7 +419,8 @@ register(
         name="server",
         description="tessera serve: a point query, a large Arrow download and 32 concurrent clients vs PostgreSQL over loopback, DuckDB in-process as the floor",
         scales={
-            "test": {"download_bytes": 8 << 20, "seconds": 2},
+            # (the smoke test sweeps no workers: tests/server has their own)
+            "test": {"download_bytes": 8 << 20, "seconds": 2, "workers": ()},
             "tiny": {"download_bytes": 128 << 20, "seconds": 10},
             "small": {"download_bytes": 1 << 30, "seconds": 30},
         },
