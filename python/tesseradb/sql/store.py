@@ -219,7 +219,9 @@ class TableStore:
                 self._changed = True  # (a writer killed after a write left no snapshot of it)
                 self._lock.notify_all()
             return
-        for _ in range(100):  # (the writer may delete a snapshot between listing and attaching)
+        for attempt in range(100):  # (the writer may delete a snapshot before it is linked)
+            if attempt:
+                time.sleep(min(0.001 * attempt, 0.05))  # (while the writer publishes)
             source = self._reader_source()
             if source is None:
                 self._attach_empty(con)
@@ -263,19 +265,23 @@ class TableStore:
 
         if read_only and not path.exists():
             raise FileNotFoundError(path)
-        quoted = str(self.present(path)).replace("'", "''")
+        presented = self.present(path)
+        # (links of this reader's own hold the snapshot whole whatever the writer removes
+        # meanwhile: only a snapshot attached by its own path can vanish under the attach)
+        vanishes = read_only and presented == path
+        quoted = str(presented).replace("'", "''")
         mode = " (READ_ONLY)" if read_only else ""
         deadline = time.monotonic() + self.lock_timeout
         delay = 0.005
         while True:
-            if read_only and not path.exists():
+            if vanishes and not path.exists():
                 raise FileNotFoundError(path)
             try:
                 with self.base_lock:
                     con.execute(f"ATTACH '{quoted}' AS {STORE_ALIAS}{mode}")
                 break
             except duckdb.IOException as err:
-                if read_only and not path.exists():
+                if vanishes and not path.exists():
                     raise FileNotFoundError(path) from None
                 if "lock" not in str(err).lower():
                     raise TableStoreError(
