@@ -4,7 +4,6 @@ replaced when the server closed them, and over TLS."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import threading
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 
 import tesseradb
 from tesseradb.server import ServerProcess, Users, parse_rights
-from tests.server.conftest import Served
+from tests.server.conftest import Served, self_signed
 
 
 def test_statements_share_one_kept_alive_connection(served: Served, tokens: dict[str, str]) -> None:
@@ -76,13 +75,7 @@ def test_a_connection_the_server_closed_is_replaced(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 def test_the_remote_client_speaks_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(tmp_path)
     path = tmp_path / "db"
     with tesseradb.connect(path) as db:
         db.sql("CREATE TABLE t AS SELECT range AS v FROM range(100000)")

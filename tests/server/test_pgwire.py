@@ -25,6 +25,7 @@ import pytest
 import tesseradb
 from tesseradb.server import ServerProcess, ServerThread, Users, parse_rights
 
+from .conftest import self_signed
 from .test_rights import ATTACKS
 
 
@@ -377,12 +378,7 @@ def _positions(data: bytes, kind: bytes) -> list[int]:
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 def test_tls_and_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(tmp_path)
     path = tmp_path / "db"
     with tesseradb.connect(path) as db:
         db.sql("CREATE TABLE kept (i INTEGER)")

@@ -197,11 +197,9 @@ def _mix(system: str, url: str, token: str, ctx: BenchContext, first: int = 0) -
 
 
 def _free_port() -> int:
-    import socket
+    from tesseradb.server._workers import free_ports
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def _adbc_rows(adbc: Any, sql: str, params: list[Any]) -> list[Any]:

@@ -517,7 +517,8 @@ class Backend:
         else:
             return False
         for text in texts:
-            if _SET.match(text) and _SET.match(text).group(1).lower() in _CLIENT_SETTINGS:  # type: ignore[union-attr]
+            setting = _SET.match(text)
+            if setting is not None and setting.group(1).lower() in _CLIENT_SETTINGS:
                 continue
             word = _first_words(text)[0]
             if word not in _READ_WORDS or may_write(text):
@@ -694,10 +695,7 @@ class Backend:
         """Send the outcome's rows not yet sent (at most ``limit``; 0: all); True when all
         are sent."""
         kinds = outcome.types
-        coders = [
-            t.binary if (formats[i] if len(formats) > 1 else (formats or [0])[0]) else t.text
-            for i, t in enumerate(kinds)
-        ]
+        coders = [t.binary if _format(formats, i) else t.text for i, t in enumerate(kinds)]
         count = struct.pack("!h", len(kinds))
         end = len(outcome.rows) if limit <= 0 else min(len(outcome.rows), outcome.sent + limit)
         null = b"\xff\xff\xff\xff"
@@ -720,7 +718,7 @@ class Backend:
             return
         fields = [struct.pack("!h", len(outcome.names))]
         for i, (name, kind) in enumerate(zip(outcome.names, outcome.types, strict=True)):
-            fmt = formats[i] if len(formats) > 1 else (formats or [0])[0]
+            fmt = _format(formats, i)
             fields.append(name.encode() + b"\0")
             fields.append(struct.pack("!ihihih", 0, 0, kind.oid, kind.width, -1, fmt))
         self.send(b"T", b"".join(fields))
@@ -797,7 +795,7 @@ class Backend:
                 if len(data) != size:
                     raise ProtocolViolation("a Bind message ends inside a parameter")
                 at += size
-            fmt = formats[i] if nformats > 1 else (formats or [0])[0]
+            fmt = _format(formats, i)
             oid = prepared.types[i] if i < len(prepared.types) else 0
             params.append(read_parameter(data, oid, fmt == 1, i + 1))
         nresults = _short(rest, at)
@@ -877,6 +875,14 @@ class Backend:
 
 def _reader(sock: socket.socket) -> io.BufferedReader:
     return cast(io.BufferedReader, sock.makefile("rb", buffering=FLUSH_BYTES))
+
+
+def _format(codes: list[int], i: int) -> int:
+    """Value ``i``'s format code: the protocol gives none (all text), one for all, or one
+    per value."""
+    if len(codes) > 1:
+        return codes[i]
+    return codes[0] if codes else 0
 
 
 def _milliseconds(value: str) -> int:
