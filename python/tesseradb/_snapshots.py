@@ -75,7 +75,12 @@ class FileSnapshots:
     # --- the writer ----------------------------------------------------------------------
     def publish(self) -> None:
         """Copy the file (and its WAL) as the next snapshot; drop the older ones. The
-        caller makes sure no statement writes the file meanwhile."""
+        caller makes sure no statement writes the file meanwhile. Publishes of one
+        directory run one at a time: a second would remove the first's files as strays."""
+        with _PUBLISHING:
+            self._publish()
+
+    def _publish(self) -> None:
         self.directory.mkdir(exist_ok=True)
         for stray in self.directory.glob(f"{self.stem}.*.tmp"):  # what a killed writer left
             stray.unlink(missing_ok=True)
@@ -215,6 +220,7 @@ def _link(source: Path, target: Path) -> None:
 
 
 _SNAPSHOT = re.compile(r".+\.\d{12}\.duckdb")
+_PUBLISHING = threading.Lock()  # (this process's publishes; one writer process per file)
 
 
 def _manifest(snapshot: Path) -> dict[str, Any] | None:

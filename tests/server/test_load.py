@@ -220,6 +220,8 @@ class PgClient(threading.Thread):
                 self.cut += 1
                 con = None
                 time.sleep(0.05)
+            except psycopg.Error as err:  # a statement refused: none should be
+                self.wrong.append(f"{type(err).__name__}: {err}")
         if con is not None:
             con.close()
 

@@ -197,7 +197,7 @@ def _mix(system: str, url: str, token: str, ctx: BenchContext, first: int = 0) -
 
 
 def _free_port() -> int:
-    from tesseradb.server._workers import free_ports
+    from tesseradb.server import free_ports
 
     return free_ports(1)[0]
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.server._client import RemoteArray, RemoteCollection, RemoteDatabase, RemoteStream
 from tesseradb.server._users import LEVELS, User, UserError, Users, parse_rights
+from tesseradb.server._workers import free_ports
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -35,6 +36,7 @@ __all__ = [
     "User",
     "UserError",
     "Users",
+    "free_ports",
     "make_app",
     "parse_rights",
     "serve",
@@ -285,7 +287,6 @@ def serve(
         pg = processes = pool = None
         if workers:
             from tesseradb.server._pgwire import Processes
-            from tesseradb.server._workers import free_ports
 
             processes = Processes(free_ports(workers + 1), 0)
         if pg_port is not None:

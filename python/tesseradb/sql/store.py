@@ -101,6 +101,7 @@ class TableStore:
         self._writing = 0
         self._copying = False
         self._copy_waiting = False
+        self._publishing = False  # one thread takes a copy at a time (see _publish_quiet)
         # the writer's publishing
         self._changed = False
         self._closing = False
@@ -361,10 +362,12 @@ class TableStore:
                 return
             if self._attached is None:
                 self._attach(con)
-            while self._copying:  # (the publisher's copy may predate the latest write)
-                self._lock.wait()
-            if self._changed:
-                self._publish_quiet()
+            failure = self._publish_quiet()  # (if changed, after any copy under way)
+        if failure is not None:
+            # (a restricted session reads its own writes from the snapshot: not a stale one)
+            raise TableStoreError(
+                f"could not publish the table store's snapshot in {self.snapshots}: {failure}"
+            )
 
     def publish_if_behind(self, connection: Callable[[], duckdb.DuckDBPyConnection]) -> None:
         """(the writer, as it opens) Publish a snapshot, in a thread of its own, if the
@@ -393,33 +396,47 @@ class TableStore:
                     continue
                 self._publish_quiet()
 
-    def _publish_quiet(self) -> None:
-        """(lock held) Copy the store once no statement writes it, holding new ones back."""
-        # statements that write go first for a while; then new ones wait for the copy
-        polite = time.monotonic() + 1.0
-        while self._writing and time.monotonic() < polite:
-            self._lock.wait(max(polite - time.monotonic(), 0.001))
-        self._copy_waiting = True
+    def _publish_quiet(self) -> OSError | None:
+        """(lock held) Copy the store once no statement writes it, holding new ones back;
+        the error that stopped the copy, if one did. One copy at a time: the publishing
+        thread and writers publishing for restricted sessions may both get here, and two
+        copies at once undo each other's files."""
+        while self._publishing:  # (the waits below release the lock)
+            self._lock.wait()
+        if not self._changed:
+            return None  # (the copy just taken began after the last write ended: it has it)
+        failure = None
+        self._publishing = True
         try:
-            while self._writing:
-                self._lock.wait()
-            self._copying = True
+            # statements that write go first for a while; then new ones wait for the copy
+            polite = time.monotonic() + 1.0
+            while self._writing and time.monotonic() < polite:
+                self._lock.wait(max(polite - time.monotonic(), 0.001))
+            self._copy_waiting = True
+            try:
+                while self._writing:
+                    self._lock.wait()
+                self._copying = True
+            finally:
+                self._copy_waiting = False
+            self._changed = False
+            began = time.monotonic()
+            self._lock.release()  # statements that only read go on while files are copied
+            try:
+                self._published.publish()
+            except OSError as err:
+                failure = err
+                self._changed = True  # (a full disk, say: tried later; readers read older)
+            finally:
+                self._lock.acquire()
+                self._copying = False
         finally:
-            self._copy_waiting = False
-        self._changed = False
-        began = time.monotonic()
-        self._lock.release()  # statements that only read go on while the files are copied
-        try:
-            self._published.publish()
-        except OSError:
-            self._changed = True  # (a full disk, say: tried again later; readers read older)
-        finally:
-            self._lock.acquire()
-            self._copying = False
+            self._publishing = False
             self._lock.notify_all()
         took = time.monotonic() - began
         self._last_publish = time.monotonic()
         self._publish_period = max(PUBLISH_PERIOD, 10 * took)
+        return failure
 
     # --- a reader's source ----------------------------------------------------------------
     def _reader_source(self) -> Path | None:
