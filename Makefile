@@ -14,7 +14,7 @@ test: install servers
 	$(MAKE) lint
 	cargo test --quiet
 	$(PY) -m mypy.stubtest tesseradb._core
-	$(PY) -m pytest --numprocesses=auto --maxprocesses=4
+	$(PY) -m pytest --numprocesses=auto --maxprocesses=4 --durations=20
 
 # Creates .venv and installs the package (building the Rust extension) with
 # its development tools; redone when the build inputs change.

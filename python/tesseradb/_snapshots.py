@@ -90,17 +90,20 @@ class FileSnapshots:
         generation = (max(existing) + 1) if existing else 1
         base = self.directory / f"{self.stem}.{generation:012d}"
         source, wal = self.source, wal_of(self.source)
+        began = time.time_ns()
         copied_from = self.source_identity()
         copied = base.with_name(base.name + ".duckdb.tmp")
-        shutil.copyfile(source, copied)
-        fsync_path(copied)
+        unchanged = self._unchanged_main_file(copied_from["store"])
+        if unchanged is None or not _linked_or_not(unchanged, copied):
+            shutil.copyfile(source, copied)
+            fsync_path(copied)
         if copied_from["wal"] is not None:
             copied_wal = base.with_name(base.name + ".duckdb.wal.tmp")
             shutil.copyfile(wal, copied_wal)
             fsync_path(copied_wal)
             copied_wal.replace(base.with_name(base.name + ".duckdb.wal"))
         manifest = base.with_name(base.name + ".json.tmp")
-        manifest.write_text(json.dumps({"generation": generation, **copied_from}))
+        manifest.write_text(json.dumps({"generation": generation, "began": began, **copied_from}))
         fsync_path(manifest)
         manifest.replace(base.with_name(base.name + ".json"))
         copied.replace(base.with_name(base.name + ".duckdb"))  # last: readers look for this
@@ -108,6 +111,29 @@ class FileSnapshots:
             found = self._any.fullmatch(name)
             if found is not None and int(found.group(1)) != generation:
                 (self.directory / name).unlink(missing_ok=True)
+
+    def _unchanged_main_file(self, now: Identity) -> Path | None:
+        """The newest snapshot's main file if the source's main file is still what it was
+        copied from, else None. Between checkpoints DuckDB writes only the WAL, so a
+        writer publishing after each small write would otherwise copy the whole store
+        each time (a second per write at 1 GB). Unchanged means the same inode, size and
+        modification time as recorded, and a time recorded well before that copy began:
+        a write after it (even in the same tick of the file system's coarse clock) then
+        shows as a newer time. The file's DuckDB headers (its checkpoint count) must
+        match too."""
+        newest = self.newest()
+        manifest = None if newest is None else _manifest(newest)
+        if newest is None or manifest is None or now is None:
+            return None
+        recorded, began = manifest.get("store"), manifest.get("began")
+        if recorded is None or not isinstance(began, int) or tuple(recorded) != now:
+            return None
+        if now[2] >= began - _CLOCK_MARGIN_NS:
+            return None  # (modified just before that copy: a later write may hide)
+        headers = _headers(newest)
+        if headers is None or headers != _headers(self.source):
+            return None
+        return newest
 
     # --- anyone --------------------------------------------------------------------------
     def generations(self, every_file: bool = False) -> list[int]:
@@ -207,6 +233,28 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # (another user's process)
+    return True
+
+
+_CLOCK_MARGIN_NS = 50_000_000  # (file times tick coarsely: a few ms, more on some mounts)
+_HEADER_BYTES = 3 * 4096  # DuckDB's file header and its two database headers
+
+
+def _headers(path: Path) -> bytes | None:
+    try:
+        with path.open("rb") as file:
+            return file.read(_HEADER_BYTES)
+    except OSError:
+        return None
+
+
+def _linked_or_not(source: Path, target: Path) -> bool:
+    """Whether ``target`` is now a hard link to ``source`` (a published file no one
+    writes: snapshots are attached read-only)."""
+    try:
+        target.hardlink_to(source)
+    except OSError:
+        return False
     return True
 
 

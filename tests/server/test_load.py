@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 import tesseradb
-from tesseradb.server import ServerProcess, Users, parse_rights
+from tesseradb.server import ServerProcess, Users, free_ports, parse_rights
 from tesseradb.server._client import ipc_bytes
 
 CLIENTS = 32
@@ -230,16 +230,12 @@ class PgClient(threading.Thread):
 def test_pg_clients_with_workers_lose_no_acknowledged_write_to_kill_9(tmp_path: Path) -> None:
     """16 psycopg clients against `tessera serve --pg-port --workers 2`: a worker is
     killed with SIGKILL, then the writer (and started again)."""
-    import socket
-
     path = tmp_path / "shared.tdb"
     with tesseradb.connect(path) as db:
         db.sql("CREATE TABLE plain AS SELECT range AS i, range * 0.5 AS f FROM range(100000)")
         db.sql("CREATE TABLE acks (client INTEGER, seq BIGINT)")
     token = Users(path).add("lab", parse_rights(["write"]))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    [port] = free_ports(1)
     args = ("--pg-port", str(port), "--workers", "2", "--statement-seconds", "30")
     server = ServerProcess(path, 0, *args)
     started = [server]

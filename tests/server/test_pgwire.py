@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 import tesseradb
-from tesseradb.server import ServerProcess, ServerThread, Users, parse_rights
+from tesseradb.server import ServerProcess, ServerThread, Users, free_ports, parse_rights
 
 from .conftest import self_signed
 from .test_rights import ATTACKS
@@ -212,19 +212,13 @@ def test_rights_are_those_of_the_http_api(pg) -> None:
         )
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_cancel_and_the_statement_time_limit_stop_a_statement(tmp_path: Path) -> None:
     # (served from a child process: libpq's cancel holds this process's GIL while it
     # waits for the server, which a server thread of this process would need)
     path = tmp_path / "db"
     tesseradb.connect(path).close()
     token = Users(path).add("admin", parse_rights(["admin"]))
-    port = free_port()
+    port = free_ports(1)[0]
     served = ServerProcess(path, 0, "--pg-port", str(port), "--statement-seconds", "20")
     slow = "SELECT count(*) FROM range(100000000000) a WHERE a % 7 = 3"
     try:
@@ -383,7 +377,7 @@ def test_tls_and_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
     with tesseradb.connect(path) as db:
         db.sql("CREATE TABLE kept (i INTEGER)")
     token = Users(path).add("u", parse_rights(["admin"]))
-    pg_port = free_port()
+    pg_port = free_ports(1)[0]
     served = ServerProcess(
         path, 0, "--pg-port", str(pg_port), "--certfile", str(cert), "--keyfile", str(key)
     )
@@ -424,7 +418,7 @@ def test_workers_answer_queries_and_hand_writes_to_the_writer(tmp_path: Path) ->
     users = Users(path)
     writer_token = users.add("w", parse_rights(["write"]))
     admin_token = users.add("a", parse_rights(["admin"]))
-    port = free_port()
+    port = free_ports(1)[0]
     served = ServerProcess(path, 0, "--pg-port", str(port), "--workers", "2")
     args = {"host": "127.0.0.1", "port": port, "connect_timeout": 10}
     try:

@@ -313,14 +313,24 @@ def test_sessions_are_apart(tmp_path: Path) -> None:
             one.sql("SELECT 1")
 
 
-def test_a_new_session_answers_under_the_settings_of_now(tmp_path: Path) -> None:
+def test_a_new_session_answers_under_the_settings_of_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """New sessions share one read of the settings a fresh cursor sees, per settings
     epoch: a global setting changed since must reach the next new session."""
+    from tesseradb.sql import engine
+
+    reads = []
+    read = engine.read_settings
+    monkeypatch.setattr(engine, "read_settings", lambda cursor: reads.append(1) or read(cursor))
     query = "SELECT x FROM (VALUES (1), (NULL)) v(x) ORDER BY x"
     with tesseradb.connect(tmp_path / "db.tdb") as db:
-        for _ in range(2):
+        db.sql("SELECT 1")
+        before = len(reads)
+        for _ in range(3):
             with db.session() as fresh:
                 assert fresh.sql(query).fetchall() == [(1,), (None,)]
+        assert len(reads) == before  # (read once for the epoch, not once per session)
         db.sql("SET default_null_order = 'nulls_first'")  # (global in DuckDB)
         with db.session() as fresh:
             assert fresh.sql(query).fetchall() == [(None,), (1,)]

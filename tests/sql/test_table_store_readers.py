@@ -303,3 +303,54 @@ def test_a_restricted_session_is_told_when_its_write_cannot_be_published(
             session.sql("SELECT count(*) FROM t").scalar()
         monkeypatch.undo()
         assert session.sql("SELECT count(*) FROM t").scalar() == 1
+
+
+def test_a_snapshot_shares_the_main_file_until_a_checkpoint_changes_it(tmp_path: Path) -> None:
+    """Between checkpoints only the WAL changes: a publish links the last snapshot's main
+    file instead of copying the whole store again. Every snapshot, linked or copied, reads
+    as the store did when published: small inserts (WAL only), large ones (which DuckDB
+    writes into the main file before the commit), deletes and checkpoints."""
+    import random
+
+    from tesseradb._snapshots import FileSnapshots, link_snapshot
+
+    source = tmp_path / "tables.duckdb"
+    con = duckdb.connect(str(source))
+    con.execute("SET checkpoint_threshold = '1GB'")  # (checkpoints when the test says)
+    con.execute("CREATE TABLE t (i BIGINT)")
+    con.execute("CHECKPOINT")
+    snapshots = FileSnapshots(source, tmp_path / "snaps", "tables")
+    rng = random.Random(7)
+    model: list[int] = []
+    shared = copied = 0
+    for step in range(30):
+        op = rng.choice(["small", "small", "small", "large", "delete", "checkpoint"])
+        if op == "small":
+            con.execute("INSERT INTO t VALUES (?)", [step])
+            model.append(step)
+        elif op == "large":  # (row groups written to the main file ahead of the WAL)
+            con.execute(f"INSERT INTO t SELECT {step} FROM range(200000)")
+            model.extend([step] * 200000)
+        elif op == "delete":
+            con.execute("DELETE FROM t WHERE i % 3 = ?", [step % 3])
+            model = [i for i in model if i % 3 != step % 3]
+        else:
+            con.execute("CHECKPOINT")
+        time.sleep(0.06)  # (beyond the file clock's margin, so the main file may be shared)
+        before = snapshots.newest()
+        inode = None if before is None else before.stat().st_ino
+        snapshots.publish()
+        newest = snapshots.newest()
+        assert newest is not None
+        if newest.stat().st_ino == inode:
+            shared += 1
+        else:
+            copied += 1
+        links = tmp_path / f"links{step}"
+        links.mkdir()
+        reader = duckdb.connect(str(link_snapshot(newest, links)), read_only=True)
+        got = reader.execute("SELECT count(*), coalesce(sum(i), 0) FROM t").fetchone()
+        reader.close()
+        assert got == (len(model), sum(model)), (step, op)
+    con.close()
+    assert shared and copied, (shared, copied)

@@ -28,6 +28,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.bench.registry import Benchmark, register
+from tesseradb.server import free_ports
 
 if TYPE_CHECKING:
     from tesseradb.bench.runner import BenchContext
@@ -196,12 +197,6 @@ def _mix(system: str, url: str, token: str, ctx: BenchContext, first: int = 0) -
     }
 
 
-def _free_port() -> int:
-    from tesseradb.server import free_ports
-
-    return free_ports(1)[0]
-
-
 def _adbc_rows(adbc: Any, sql: str, params: list[Any]) -> list[Any]:
     with adbc.cursor() as cur:
         cur.execute(sql, params)
@@ -238,7 +233,7 @@ def run(ctx: BenchContext) -> None:
     answers_download: dict[str, Any] = {}
     mixes: dict[str, dict[str, Any]] = {}
     if ctx.wants("tessera"):
-        pg_port, flight_port = _free_port(), _free_port()
+        pg_port, flight_port = free_ports(1)[0], free_ports(1)[0]
         served = ServerProcess(
             path, 0, "--pg-port", str(pg_port), "--flight-port", str(flight_port)
         )
@@ -319,7 +314,7 @@ def run(ctx: BenchContext) -> None:
             served.stop()
         for workers in ctx.params.get("workers", WORKERS):  # with reader processes
             name = f"tessera_pgwire-w{workers}"
-            pg_port = _free_port()
+            pg_port = free_ports(1)[0]
             served = ServerProcess(path, 0, "--pg-port", str(pg_port), "--workers", str(workers))
             try:
                 conninfo = (

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tesseradb.server import free_ports
+
 __all__ = [
     "S3Endpoint",
     "Server",
@@ -46,12 +48,6 @@ class Server:
     def url(self) -> str:
         scheme = {"postgresql": "postgresql", "mariadb": "mysql"}[self.kind]
         return f"{scheme}://{self.user}@{self.host}:{self.port}/{self.database}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_for_port(port: int, timeout: float = 30.0) -> bool:
@@ -105,7 +101,7 @@ def postgres_server(fsync: bool = False) -> Iterator[Server]:
             ) from err
         for path in (root, sockets):
             os.chown(path, pw.pw_uid, pw.pw_gid)
-    port = _free_port()
+    port = free_ports(1)[0]
     initdb = [
         str(bindir / "initdb"),
         "-D",
@@ -142,7 +138,7 @@ def mariadb_server() -> Iterator[Server]:
         raise ServerUnavailable("MariaDB is not installed (scripts/install-servers.sh installs it)")
     root = Path(tempfile.mkdtemp(prefix="tessera-mariadb-"))
     data = root / "data"
-    port = _free_port()
+    port = free_ports(1)[0]
     user_args = ["--user=root"] if os.geteuid() == 0 else []
     install = [
         install_db,
@@ -261,7 +257,7 @@ def s3_server(checks_signatures: bool = False) -> Iterator[S3Endpoint]:
         ) from None
     import sys
 
-    port = _free_port()
+    port = free_ports(1)[0]
     root = Path(tempfile.mkdtemp(prefix="tessera-s3-"))
     log = open(root / "server.log", "wb")  # noqa: SIM115 (open for the server's life)
     environment = dict(os.environ)

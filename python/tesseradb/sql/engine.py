@@ -543,11 +543,13 @@ class SQLEngine:
         snapshot of the table store, published first if this session has written since
         (it reads its own writes)."""
         session = run.session
+        fresh = run.retried
         if session.wrote or not self.store.published_once():
             self.publish_store()
             session.wrote = False
+            fresh = True  # (not the snapshot other statements hold: it lacks the write)
         instance = self._restricted_instance()
-        with instance.store.attached(instance.connection(), fresh=run.retried) as have_store:
+        with instance.store.attached(instance.connection(), fresh=fresh) as have_store:
             return self._run_on(run, scans, instance, instance.cursor(), have_store, keep=True)
 
     def _run_on(

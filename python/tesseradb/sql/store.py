@@ -52,6 +52,9 @@ SNAPSHOTS = "tables.snapshots"  # the directory of published snapshots, beside t
 PUBLISH_PERIOD = 0.2
 # how long a reader whose catalog names a table its snapshot lacks waits for a newer one
 SNAPSHOT_WAIT = 5.0
+# how long a statement that must read the newest snapshot (its session's own writes, or
+# a table the older one lacked) waits for the statements still reading the older one
+FRESH_WAIT = 60.0
 
 
 def _inode(path: Path) -> tuple[int, int] | None:
@@ -126,19 +129,27 @@ class TableStore:
 
         A read-only database attaches the newest snapshot (``refresh``: a newer one
         than the one attached, if no statement uses the old one; ``fresh``: the newest
-        one, waiting up to SNAPSHOT_WAIT for the statements that use the old one, and
+        one, waiting up to FRESH_WAIT for the statements that use the old one, and
         holding new ones back meanwhile: a statement retried because its snapshot lacked
-        a table must not be given that snapshot again while others keep it in use).
-        Yields whether the store holds the database's tables (False: a read-only
+        a table, or one of a session that has written since it last read, must not be
+        given the old snapshot while others keep it in use; TableStoreError if they keep
+        it that long). Yields whether the store holds the database's tables (False: a read-only
         database without any, given an empty stand-in).
         """
         with self._lock:
             if fresh and self._attached is not None and self._stale():
                 self._fresh_waiting += 1
                 try:
-                    deadline = time.monotonic() + SNAPSHOT_WAIT
+                    deadline = time.monotonic() + FRESH_WAIT
                     while self._users and time.monotonic() < deadline:
                         self._lock.wait(deadline - time.monotonic())
+                    if self._users:
+                        # (the old snapshot would answer without what the statement needs)
+                        raise TableStoreError(
+                            f"the table store's newest snapshot in {self.snapshots} could "
+                            f"not be attached: statements kept the older one for "
+                            f"{FRESH_WAIT:.0f} s; try again"
+                        )
                 finally:
                     self._fresh_waiting -= 1
                     self._lock.notify_all()
