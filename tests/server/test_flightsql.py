@@ -14,6 +14,7 @@ from pathlib import Path
 import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
 import numpy as np
+import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
@@ -50,10 +51,11 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerThread, dict[str, str]]]:
     db.close()
 
 
-def connect(server: ServerThread, token: str) -> flight_sql.Connection:
+def connect(server: ServerThread, token: str, autocommit: bool = True) -> flight_sql.Connection:
     return flight_sql.connect(
         f"grpc://127.0.0.1:{server.flight_port}",
         db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"},
+        autocommit=autocommit,
     )
 
 
@@ -99,6 +101,101 @@ def test_writes_are_acknowledged_once_kept_and_rights_hold(served) -> None:
         with pytest.raises(adbc_driver_manager.ProgrammingError, match="read right"):
             cur.execute("SELECT count(*) FROM plain")
     assert db.sql("SELECT count(*) FROM plain").scalar() == 1004
+
+
+def test_transactions_commit_roll_back_and_stay_apart(
+    served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADBC's connections are DB-API's (autocommit off): its statements run in a Flight
+    SQL transaction, kept by commit() and undone by rollback(), unseen by others
+    until committed."""
+    import warnings
+
+    server, tokens = served
+    db = server.db
+
+    def count() -> int:
+        return int(db.sql("SELECT count(*) FROM plain WHERE i >= 5000").scalar())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (ADBC warns when it cannot turn autocommit off)
+        con = connect(server, tokens["admin"], autocommit=False)
+    with con, con.cursor() as cur, connect(server, tokens["admin"]) as other:
+        cur.execute("INSERT INTO plain VALUES (5000)")
+        cur.executemany("INSERT INTO plain VALUES (?)", [[5001], [5002]])
+        cur.execute("SELECT count(*) FROM plain WHERE i >= 5000")
+        assert cur.fetchone() == (3,)  # (its own writes)
+        with other.cursor() as seen:
+            seen.execute("SELECT count(*) FROM plain WHERE i >= 5000")
+            assert seen.fetchone() == (0,)  # (not another's, uncommitted)
+        assert count() == 0
+        con.rollback()
+        assert count() == 0
+        cur.execute("INSERT INTO plain VALUES (5003)")
+        con.commit()
+        assert count() == 1
+        cur.execute("DELETE FROM plain WHERE i = 5003")
+        with pytest.raises(adbc_driver_manager.Error, match="EndTransaction"):
+            cur.execute("COMMIT")  # (ended by the action only)
+        cur.execute("SELECT 1")
+        con.rollback()
+        assert count() == 1
+        # a failed statement leaves the transaction to be rolled back, as in DuckDB
+        with pytest.raises(adbc_driver_manager.Error):
+            cur.execute("INSERT INTO plain VALUES ('not a number')")
+        con.rollback()
+        cur.execute("SELECT count(*) FROM plain WHERE i >= 5000")
+        assert cur.fetchone() == (1,)
+    assert not server.flight.transactions  # (its CloseSession at close ended the last one)
+
+    # a transaction is its user's, and one left idle is rolled back
+    client = flight.FlightClient(f"grpc://127.0.0.1:{server.flight_port}")
+
+    def options(user: str) -> flight.FlightCallOptions:
+        return flight.FlightCallOptions(
+            headers=[(b"authorization", f"Bearer {tokens[user]}".encode())]
+        )
+
+    def action(kind: str, body: bytes, user: str = "admin") -> list[bytes]:
+        results = client.do_action(flight.Action(kind, body), options(user))
+        return [r.body.to_pybytes() for r in results]
+
+    [begun] = action("BeginTransaction", pack_any("ActionBeginTransactionRequest", b""))
+    handle = Proto.parse(Proto.parse(begun).blob(2)).blob(1)
+    end = pack_any("ActionEndTransactionRequest", Proto.encode((1, handle), (2, 1)))
+    with pytest.raises(flight.FlightError, match="no such transaction"):
+        action("EndTransaction", end, user="writer")  # (another user's)
+    with pytest.raises(flight.FlightError, match="action is 7"):
+        action(
+            "EndTransaction",
+            pack_any("ActionEndTransactionRequest", Proto.encode((1, handle), (2, 7))),
+        )
+    update = pack_any(
+        "CommandStatementUpdate", Proto.encode((1, "INSERT INTO plain VALUES (5004)"), (2, handle))
+    )
+    writer, reader = client.do_put(
+        flight.FlightDescriptor.for_command(update), pa.schema([]), options("admin")
+    )
+    writer.done_writing()
+    reader.read()
+    writer.close()
+    import tesseradb.server._flightsql as flightsql
+
+    monkeypatch.setattr(flightsql, "TRANSACTION_SECONDS", 0.0)
+    action("BeginTransaction", pack_any("ActionBeginTransactionRequest", b""))  # (sweeps)
+    with pytest.raises(flight.FlightError, match="no such transaction"):
+        action("EndTransaction", end)
+    assert count() == 1  # (the idle one's insert was rolled back)
+    # a user without the admin right has no transactions (a restricted session reads
+    # the published snapshot): GetSqlInfo says so, and ADBC stays in autocommit
+    with pytest.raises(flight.FlightUnauthorizedError, match="no transactions"):
+        action("BeginTransaction", pack_any("ActionBeginTransactionRequest", b""), "writer")
+    with pytest.warns(Warning, match="autocommit"):
+        con = connect(server, tokens["writer"], autocommit=False)
+    with con, con.cursor() as cur:
+        cur.execute("INSERT INTO plain VALUES (5005)")
+    assert count() == 2
+    client.close()
 
 
 def test_a_writer_cannot_reach_files_extensions_or_settings_over_flight_sql(
@@ -231,6 +328,7 @@ def test_tls_and_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
                     "adbc.flight.sql.authorization_header": f"Bearer {token}",
                     "adbc.flight.sql.client_option.tls_root_certs": cert.read_text(),
                 },
+                autocommit=True,
             ) as con,
             con.cursor() as cur,
         ):

@@ -116,7 +116,9 @@ def _mix_worker(args: tuple[str, str, str, int, int, float, int]) -> dict[str, A
             import adbc_driver_flightsql.dbapi as flight_sql
 
             adbc = flight_sql.connect(
-                url, db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"}
+                url,
+                db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"},
+                autocommit=True,
             )
 
             def query(sql: str, params: list[Any]) -> Any:
@@ -274,6 +276,7 @@ def run(ctx: BenchContext) -> None:
             with flight_sql.connect(
                 flight_url,
                 db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"},
+                autocommit=True,
             ) as adbc:
                 ctx.progress("query_small: tessera over Flight SQL")
 

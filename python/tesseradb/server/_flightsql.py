@@ -16,8 +16,10 @@ Spoken: statements (``CommandStatementQuery`` through GetFlightInfo and DoGet,
 ``CommandStatementUpdate`` through DoPut), prepared statements (create, bind
 parameters with DoPut, query, update, close), and the catalog calls
 (``GetCatalogs``, ``GetDbSchemas``, ``GetTables`` with their schemas,
-``GetTableTypes``, ``GetSqlInfo``). Transactions and savepoints are not: each
-statement commits on its own.
+``GetTableTypes``, ``GetSqlInfo``), and transactions (``BeginTransaction``,
+``EndTransaction``; a statement or prepared statement naming a transaction runs in
+it, and one left idle for TRANSACTION_SECONDS is rolled back). Savepoints are not.
+Without a transaction, each statement commits on its own.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ MAX_HELD = 256  # results and prepared statements kept for their clients, at mos
 HELD_SECONDS = 600.0  # a result nobody fetched is dropped after this
 CLAIM_SECONDS = 30.0  # a large answer nobody starts to fetch by then is stopped
 SMALL_ANSWER_BYTES = 1 << 20  # an answer up to this size is kept whole, not streamed
+TRANSACTION_SECONDS = 600.0  # a transaction idle this long is rolled back
+MAX_TRANSACTIONS = 64  # open transactions, at most
 # the table types GetTables gives the database's objects that are not DuckDB tables
 KIND_TABLE_TYPES = ("ARRAY", "STREAM", "COLLECTION", "ASSOC", "ATTACHED")
 
@@ -268,6 +272,22 @@ class _Held:
     table: pa.Table | None = None
     rows: _Rows | None = None
     params: list[list[Any]] = field(default_factory=list)
+    transaction: bytes = b""  # (a prepared statement's, if it was prepared in one)
+
+
+@dataclass
+class _Transaction:
+    """A client's open transaction: a session of its own, one statement at a time."""
+
+    user: str
+    session: Any
+    peer: str = ""  # (the client's connection: its CloseSession ends the transaction)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    used: float = field(default_factory=time.monotonic)
+    ended: bool = False
+    # DuckDB's transaction begins with the first statement: clients (ADBC's) begin the
+    # next transaction as they end one, and leave that one open when they close
+    begun: bool = False
 
 
 class _Keep:
@@ -362,6 +382,8 @@ class FlightSQLServer(flight.FlightServerBase):
         )
         self.server = server
         self.held = _Keep()
+        self.transactions: dict[bytes, _Transaction] = {}
+        self._transactions_lock = threading.Lock()
         from tesseradb.server._pgwire import Watchdog
 
         self.watchdog = Watchdog()
@@ -377,6 +399,11 @@ class FlightSQLServer(flight.FlightServerBase):
     def stop(self) -> None:
         self.shutdown()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        with self._transactions_lock:
+            left, self.transactions = list(self.transactions.values()), {}
+        for transaction in left:  # (rolled back: nobody committed them)
+            with contextlib.suppress(Exception):
+                transaction.session.close()
 
     # --- statements ------------------------------------------------------------------
     def _user(self, context: Any) -> User:
@@ -384,16 +411,50 @@ class FlightSQLServer(flight.FlightServerBase):
         assert middleware is not None
         return middleware.user  # type: ignore[no-any-return]
 
-    def _run(self, user: User, text: str, params: list[Any] | None = None, sink: Any = None) -> Any:
-        """Run one statement for ``user`` in a session of its own; its Result (with
-        ``sink``, the rows go to it as they come: :meth:`Session.stream_sql`)."""
+    def _run(
+        self,
+        user: User,
+        text: str,
+        params: list[Any] | None = None,
+        sink: Any = None,
+        transaction: bytes = b"",
+    ) -> Any:
+        """Run one statement for ``user`` in a session of its own, or in the session of
+        the open ``transaction`` it names; its Result (with ``sink``, the rows go to it
+        as they come: :meth:`Session.stream_sql`)."""
         check_statement(text, user.is_admin, user.may, self.server.kind_of)
         if self.server.options.read_only and may_write(text):
             raise ReadOnlyError("the server is read-only: it runs queries only")
+        if transaction:
+            if _ends_transaction(text):
+                raise flight.FlightServerError(
+                    "a Flight SQL transaction ends with the EndTransaction action, not "
+                    "with a statement"
+                )
+            opened = self._transaction(transaction, user)
+            with opened.lock:
+                if opened.ended:
+                    raise flight.FlightServerError("the transaction has ended")
+                opened.used = time.monotonic()
+                try:
+                    if not opened.begun:
+                        opened.session.sql("BEGIN TRANSACTION")
+                        opened.begun = True
+                    return self._run_in(user, text, params, sink, opened.session)
+                finally:
+                    opened.used = time.monotonic()
+        session = self.server.db.session(restricted=not user.is_admin)
+        try:
+            return self._run_in(user, text, params, sink, session)
+        finally:
+            session.close()
+
+    def _run_in(
+        self, user: User, text: str, params: list[Any] | None, sink: Any, session: Any
+    ) -> Any:
         run = self.server.start(user, text, None)
         key = id(run)
         self.watchdog.watch(key, run, self.server.options.statement_seconds)
-        session = self.server.db.session(restricted=not user.is_admin)
         try:
             if sink is not None:
                 return session.stream_sql(text, sink, params or None, cancel=run.cancel)
@@ -408,9 +469,80 @@ class FlightSQLServer(flight.FlightServerBase):
                 "the statement was cancelled; nothing was kept"
             ) from None
         finally:
-            session.close()
             self.watchdog.forget(key)
             self.server.finish(run)
+
+    # --- transactions ------------------------------------------------------------------
+    def _transaction(self, handle: bytes, user: User) -> _Transaction:
+        with self._transactions_lock:
+            found = self.transactions.get(handle)
+        if found is None or found.user != user.name:
+            raise flight.FlightServerError(
+                "no such transaction (ended, rolled back after "
+                f"{TRANSACTION_SECONDS:g} s idle, or never begun)"
+            )
+        return found
+
+    def _begin(self, user: User, peer: str) -> bytes:
+        if not user.is_admin:
+            raise Refused(
+                f"user {user.name!r} has no transactions: a user without the admin right "
+                "runs each statement on its own (GetSqlInfo says so; use autocommit)"
+            )
+        self._roll_back_idle()
+        with self._transactions_lock:
+            if len(self.transactions) >= MAX_TRANSACTIONS:
+                raise flight.FlightServerError(
+                    f"{MAX_TRANSACTIONS} transactions are open: end one first"
+                )
+        session = self.server.db.session(restricted=not user.is_admin)
+        handle = secrets.token_bytes(16)
+        with self._transactions_lock:
+            self.transactions[handle] = _Transaction(user.name, session, peer)
+        return handle
+
+    def _close_session(self, user: User, peer: str) -> None:
+        """The client's connection closes (ADBC says so): roll back what it left open."""
+        with self._transactions_lock:
+            left = [
+                h for h, t in self.transactions.items() if t.user == user.name and t.peer == peer
+            ]
+        for handle in left:
+            with contextlib.suppress(flight.FlightError):
+                self._end(user, handle, 2)
+
+    def _end(self, user: User, handle: bytes, action: int) -> None:
+        if action not in (1, 2):
+            raise flight.FlightServerError(
+                f"EndTransaction's action is {action}: 1 (commit) or 2 (roll back)"
+            )
+        found = self._transaction(handle, user)
+        with found.lock:  # (after the transaction's statement under way)
+            with self._transactions_lock:
+                self.transactions.pop(handle, None)
+            found.ended = True
+            try:
+                if found.begun:
+                    found.session.sql("COMMIT" if action == 1 else "ROLLBACK")
+            finally:
+                found.session.close()  # (rolls back what a failed commit left)
+
+    def _roll_back_idle(self) -> None:
+        now = time.monotonic()
+        with self._transactions_lock:
+            idle = [
+                (h, t) for h, t in self.transactions.items() if now - t.used > TRANSACTION_SECONDS
+            ]
+        for handle, transaction in idle:
+            if transaction.lock.acquire(blocking=False):  # (not while a statement runs)
+                try:
+                    with self._transactions_lock:
+                        self.transactions.pop(handle, None)
+                    transaction.ended = True
+                    with contextlib.suppress(Exception):
+                        transaction.session.close()
+                finally:
+                    transaction.lock.release()
 
     def _guarded(self, call: Any) -> Any:
         """``call()``, its errors said as Flight errors (what, and why)."""
@@ -482,12 +614,18 @@ class FlightSQLServer(flight.FlightServerBase):
         return flight.FlightInfo(rows.schema, descriptor, [endpoint], -1, -1)
 
     def _statement_info(
-        self, descriptor: Any, user: User, text: str, params: list[Any] | None
+        self,
+        descriptor: Any,
+        user: User,
+        text: str,
+        params: list[Any] | None,
+        transaction: bytes = b"",
     ) -> flight.FlightInfo:
         """A statement's FlightInfo: a query's rows stream to the DoGet; a statement that
-        may write runs to its commit first (its answer acknowledges a kept write)."""
-        if may_write(text):
-            table = self._guarded(lambda: self._run(user, text, params).arrow())
+        may write runs to its commit first (its answer acknowledges a kept write), and so
+        does one in a transaction (whose next statement must not wait for a fetch)."""
+        if may_write(text) or transaction:
+            table = self._guarded(lambda: self._run(user, text, params, None, transaction).arrow())
             return self._info(descriptor, user, table=table)
         return self._info(descriptor, user, rows=self._streamed(user, text, params))
 
@@ -496,11 +634,12 @@ class FlightSQLServer(flight.FlightServerBase):
         name, message = unpack_any(descriptor.command or b"")
 
         if name == "CommandStatementQuery":
-            return self._statement_info(descriptor, user, message.text(1) or "", None)
+            text = message.text(1) or ""
+            return self._statement_info(descriptor, user, text, None, message.blob(2))
         if name == "CommandPreparedStatementQuery":
             held = self.held.get(message.blob(1), user)
             params = held.params[0] if held.params else None
-            return self._statement_info(descriptor, user, held.text, params)
+            return self._statement_info(descriptor, user, held.text, params, held.transaction)
 
         def answer() -> pa.Table:
             if name == "CommandGetCatalogs":
@@ -517,7 +656,7 @@ class FlightSQLServer(flight.FlightServerBase):
                     pa.schema([pa.field("table_type", pa.utf8(), False)])
                 )
             if name == "CommandGetSqlInfo":
-                return self._sql_info(message.integers(1))
+                return self._sql_info(message.integers(1), user)
             raise NotImplementedError(f"{name} is not served here")
 
         return self._info(descriptor, user, table=self._guarded(answer))
@@ -541,8 +680,8 @@ class FlightSQLServer(flight.FlightServerBase):
         user = self._user(context)
         name, message = unpack_any(descriptor.command or b"")
         if name == "CommandStatementUpdate":
-            text = message.text(1) or ""
-            count = self._guarded(lambda: _count(self._run(user, text)))
+            text, transaction = message.text(1) or "", message.blob(2)
+            count = self._guarded(lambda: _count(self._run(user, text, None, None, transaction)))
             writer.write(pa.py_buffer(Proto.encode((1, count))))
             return
         if name in ("CommandPreparedStatementQuery", "CommandPreparedStatementUpdate"):
@@ -556,7 +695,9 @@ class FlightSQLServer(flight.FlightServerBase):
             sets = rows or [[]]
             count = 0
             for params in sets:
-                count += self._guarded(lambda p=params: _count(self._run(user, held.text, p)))
+                count += self._guarded(
+                    lambda p=params: _count(self._run(user, held.text, p, None, held.transaction))
+                )
             writer.write(pa.py_buffer(Proto.encode((1, count))))
             return
         raise flight.FlightServerError(f"DoPut of {name or 'no command'} is not served here")
@@ -572,7 +713,10 @@ class FlightSQLServer(flight.FlightServerBase):
             self._guarded(
                 lambda: check_statement(text, user.is_admin, user.may, self.server.kind_of)
             )
-            handle = self.held.put(_Held(user.name, text=text))
+            transaction = message.blob(2)
+            if transaction:
+                self._transaction(transaction, user)  # (one of this user's, open)
+            handle = self.held.put(_Held(user.name, text=text, transaction=transaction))
             result = Proto.encode((1, handle))
             return [
                 flight.Result(pa.py_buffer(pack_any("ActionCreatePreparedStatementResult", result)))
@@ -581,12 +725,26 @@ class FlightSQLServer(flight.FlightServerBase):
             _, message = unpack_any(body)
             self.held.drop(message.blob(1))
             return []
+        if kind == "BeginTransaction":
+            handle = self._guarded(lambda: self._begin(user, context.peer()))
+            result = Proto.encode((1, handle))
+            return [flight.Result(pa.py_buffer(pack_any("ActionBeginTransactionResult", result)))]
+        if kind == "EndTransaction":
+            _, message = unpack_any(body)
+            self._guarded(lambda: self._end(user, message.blob(1), message.integer(2)))
+            return []
+        if kind == "CloseSession":  # (Flight's own session action: CloseSessionResult)
+            self._guarded(lambda: self._close_session(user, context.peer()))
+            return [flight.Result(pa.py_buffer(Proto.encode((1, 1))))]  # (status: closed)
         raise flight.FlightServerError(f"action {kind!r} is not served here")
 
     def list_actions(self, context: Any) -> list[tuple[str, str]]:
         return [
             ("CreatePreparedStatement", "prepare a statement"),
             ("ClosePreparedStatement", "close a prepared statement"),
+            ("BeginTransaction", "begin a transaction"),
+            ("EndTransaction", "commit or roll back a transaction"),
+            ("CloseSession", "roll back the transactions this connection left open"),
         ]
 
     # --- the catalog ----------------------------------------------------------------------
@@ -663,20 +821,25 @@ class FlightSQLServer(flight.FlightServerBase):
             schemas.append(found.serialize().to_pybytes())
         return table.append_column(pa.field("table_schema", pa.binary(), False), [schemas])
 
-    def _sql_info(self, wanted: list[int]) -> pa.Table:
+    def _sql_info(self, wanted: list[int], user: User) -> pa.Table:
         from tesseradb import __version__
 
-        # (Flight SQL's SqlInfo numbers: server name, version, Arrow version, read-only)
+        # (Flight SQL's SqlInfo numbers: server name, version, Arrow version, read-only,
+        # transactions)
         known: dict[int, tuple[int, Any]] = {
             0: (0, "TesseraDB"),
             1: (0, __version__),
             2: (0, pa.__version__),
             3: (1, bool(self.server.options.read_only)),
+            # transactions (BeginTransaction and EndTransaction, no savepoints): an
+            # admin's; a restricted session has none (its reads are of the snapshot)
+            8: (3, 1 if user.is_admin else 0),
         }
         numbers = [n for n in (wanted or sorted(known)) if n in known]
         strings = [known[n][1] for n in numbers if known[n][0] == 0]
         bools = [known[n][1] for n in numbers if known[n][0] == 1]
-        type_ids, offsets, seen = [], [], [0, 0]
+        ints = [known[n][1] for n in numbers if known[n][0] == 3]
+        type_ids, offsets, seen = [], [], [0, 0, 0, 0]
         for n in numbers:
             kind = known[n][0]
             type_ids.append(kind)
@@ -689,7 +852,7 @@ class FlightSQLServer(flight.FlightServerBase):
                 pa.array(strings, pa.utf8()),
                 pa.array(bools, pa.bool_()),
                 pa.array([], pa.int64()),
-                pa.array([], pa.int32()),
+                pa.array(ints, pa.int32()),
                 pa.array([], pa.list_(pa.utf8())),
                 pa.array([], pa.map_(pa.int32(), pa.list_(pa.int32()))),
             ],
@@ -707,6 +870,14 @@ def _flight_error(err: BaseException) -> BaseException:
     if isinstance(err, (Refused, ReadOnlyError)):
         return flight.FlightUnauthorizedError(str(err))
     return flight.FlightServerError(f"{type(err).__name__}: {err}")
+
+
+def _ends_transaction(text: str) -> bool:
+    """Whether ``text`` begins, commits or rolls back a transaction itself."""
+    head = text.lstrip().split(None, 1)
+    return bool(head) and head[0].rstrip(";").upper() in {
+        "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT",
+    }  # fmt: skip
 
 
 def _count(result: Any) -> int:
