@@ -354,3 +354,32 @@ def test_a_snapshot_shares_the_main_file_until_a_checkpoint_changes_it(tmp_path:
         assert got == (len(model), sum(model)), (step, op)
     con.close()
     assert shared and copied, (shared, copied)
+
+
+def test_a_snapshot_published_while_a_reader_attaches_the_older_one_is_not_missed(
+    tmp_path: Path,
+) -> None:
+    """A reader chose a snapshot, and the writer published a newer one before the reader
+    noted what it attached: it noted the newer one, so the retry of a statement whose
+    table only the newer one held kept the older snapshot and answered that the table
+    was lost (one served Flight SQL query in about twenty)."""
+    with tesseradb.connect(tmp_path / "db.tdb") as db:
+        db.sql("CREATE TABLE a AS SELECT 1 AS x")
+        session = db.session(restricted=True)
+        assert session.sql("SELECT x FROM a").scalar() == 1
+        db._engine.store._publish_period = 3600.0  # (publishes when the test says)
+        db.sql("CREATE TABLE b AS SELECT 2 AS y")
+        instance = db._engine._restricted
+        assert instance is not None
+        reader = instance.store
+        reader.release(instance.connection())  # (attached again at the next statement)
+        attach = reader._attach_file
+
+        def racing(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+            attach(con, path, read_only)
+            if reader._attach_file is racing:  # (once)
+                del reader._attach_file
+                db._engine.publish_store()  # a newer snapshot, just after the attach
+
+        reader._attach_file = racing  # type: ignore[method-assign]
+        assert session.sql("SELECT y FROM b").scalar() == 2

@@ -159,6 +159,7 @@ class TableStore:
             if self._users == 0 and self._attached is not None and refresh and self._stale():
                 self._detach(con)
             if self._attached is None:
+                tried = self._damage_key()  # (taken first: a change meanwhile shows later)
                 try:
                     self._attach(con)
                 except TableStoreError as err:
@@ -167,7 +168,7 @@ class TableStore:
                     self.damage = str(err)
                     self._attach_empty(con)
                     self._chosen = "empty"
-                    self._source = self._source_key()
+                    self._source = tried
             self._users += 1
             available = self._chosen != "empty"
         try:
@@ -205,7 +206,7 @@ class TableStore:
     def _source_key(self) -> Any:
         """What the choice of the attached file depended on."""
         if self.damage is not None:
-            return identity(self.path), identity(wal_of(self.path)), self._published.newest()
+            return self._damage_key()
         if not self.read_only:
             return _inode(self.path)
         newest = self._published.newest()
@@ -213,6 +214,9 @@ class TableStore:
             return newest
         # the reader's own copy of the store, or an empty stand-in: the store counts too
         return newest, identity(self.path), identity(wal_of(self.path))
+
+    def _damage_key(self) -> Any:
+        return identity(self.path), identity(wal_of(self.path)), self._published.newest()
 
     # --- attaching ---------------------------------------------------------------------
     def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -234,6 +238,10 @@ class TableStore:
         for attempt in range(100):  # (the writer may delete a snapshot before it is linked)
             if attempt:
                 time.sleep(min(0.001 * attempt, 0.05))  # (while the writer publishes)
+            # what the choice depends on, taken before it: a snapshot published meanwhile
+            # must make what is attached stale (taken after, it hid the newer snapshot
+            # from a retry that needed it)
+            around = (self._published.newest(), identity(self.path), identity(wal_of(self.path)))
             source = self._reader_source()
             if source is None:
                 self._attach_empty(con)
@@ -244,7 +252,8 @@ class TableStore:
                 except FileNotFoundError:
                     continue
                 self._chosen = "snapshot" if source.parent == self.snapshots else "private"
-            self._source = self._source_key()
+            # (a snapshot: the one attached, which is stale once a newer one is published)
+            self._source = source if self._chosen == "snapshot" else around
             return
         raise TableStoreError(f"the table store's snapshots in {self.snapshots} keep vanishing")
 
