@@ -384,9 +384,6 @@ class FlightSQLServer(flight.FlightServerBase):
         self.held = _Keep()
         self.transactions: dict[bytes, _Transaction] = {}
         self._transactions_lock = threading.Lock()
-        from tesseradb.server._pgwire import Watchdog
-
-        self.watchdog = Watchdog()
         # the statements of queries, apart from gRPC's threads: a large answer's
         # statement streams from here to its DoGet (at most this many at once)
         self.executor = concurrent.futures.ThreadPoolExecutor(32, "tessera-flight-sql")
@@ -422,9 +419,6 @@ class FlightSQLServer(flight.FlightServerBase):
         """Run one statement for ``user`` in a session of its own, or in the session of
         the open ``transaction`` it names; its Result (with ``sink``, the rows go to it
         as they come: :meth:`Session.stream_sql`)."""
-        check_statement(text, user.is_admin, user.may, self.server.kind_of)
-        if self.server.options.read_only and may_write(text):
-            raise ReadOnlyError("the server is read-only: it runs queries only")
         if transaction:
             if _ends_transaction(text):
                 raise flight.FlightServerError(
@@ -452,25 +446,20 @@ class FlightSQLServer(flight.FlightServerBase):
     def _run_in(
         self, user: User, text: str, params: list[Any] | None, sink: Any, session: Any
     ) -> Any:
-        run = self.server.start(user, text, None)
-        key = id(run)
-        self.watchdog.watch(key, run, self.server.options.statement_seconds)
-        try:
-            if sink is not None:
-                return session.stream_sql(text, sink, params or None, cancel=run.cancel)
-            return session.sql(text, params or None, cancel=run.cancel)
-        except (CancelledError, InterruptedStatementError):
-            if run.timed_out:
-                raise flight.FlightTimedOutError(
-                    f"the statement ran past the server's time limit of "
-                    f"{self.server.options.statement_seconds:g} s; nothing was kept"
+        with self.server.statement(user, text) as run:
+            try:
+                if sink is not None:
+                    return session.stream_sql(text, sink, params or None, cancel=run.cancel)
+                return session.sql(text, params or None, cancel=run.cancel)
+            except (CancelledError, InterruptedStatementError):
+                if run.timed_out:
+                    raise flight.FlightTimedOutError(
+                        f"the statement ran past the server's time limit of "
+                        f"{self.server.options.statement_seconds:g} s; nothing was kept"
+                    ) from None
+                raise flight.FlightCancelledError(
+                    "the statement was cancelled; nothing was kept"
                 ) from None
-            raise flight.FlightCancelledError(
-                "the statement was cancelled; nothing was kept"
-            ) from None
-        finally:
-            self.watchdog.forget(key)
-            self.server.finish(run)
 
     # --- transactions ------------------------------------------------------------------
     def _transaction(self, handle: bytes, user: User) -> _Transaction:

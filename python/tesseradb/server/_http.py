@@ -10,6 +10,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -125,6 +127,40 @@ def error_response(err: BaseException, status: int | None = None) -> Response:
     return JSONResponse({"error": str(err), "type": kind}, status_code=status or status_of(err))
 
 
+class Watchdog:
+    """Stops statements that pass their time limit (one thread for every connection of
+    the PostgreSQL protocol and Flight SQL; HTTP's statements use its event loop's
+    timers)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._due: dict[int, tuple[float, Running]] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, key: int, run: Running, seconds: float) -> None:
+        with self._lock:
+            self._due[key] = (time.monotonic() + seconds, run)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="tessera-watchdog", daemon=True
+                )
+                self._thread.start()
+
+    def forget(self, key: int) -> None:
+        with self._lock:
+            self._due.pop(key, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                self._lock.wait(0.1)
+                now = time.monotonic()
+                late = [k for k, (due, _) in self._due.items() if due <= now]
+                runs = [self._due.pop(k)[1] for k in late]
+            for run in runs:
+                time_out(run)
+
+
 class Server:
     """The state of one served database: the database, its users, running statements."""
 
@@ -140,6 +176,7 @@ class Server:
         # each client's SQL session (settings, prepared statements, temporary tables,
         # transactions), by user and the session id its requests carry
         self.sessions: OrderedDict[tuple[str, str], tuple[Session, float]] = OrderedDict()
+        self.watchdog = Watchdog()
 
     # --- SQL sessions ----------------------------------------------------------------
     def session(self, user: User, request: Request) -> tuple[Session, bool]:
@@ -222,6 +259,27 @@ class Server:
         run.finished = True
         with self._lock:
             self.running.pop(run.id, None)
+
+    @contextmanager
+    def statement(self, user: User, text: str, seconds: float | None = None) -> Iterator[Running]:
+        """A statement of ``user``'s from a connection that is not HTTP's: refused by the
+        guard (its rights, or a read-only server) or listed as running, and stopped past
+        ``seconds`` (the server's limit by default) by the watchdog."""
+        from tesseradb.errors import ReadOnlyError
+        from tesseradb.server._guard import check_statement, may_write
+
+        check_statement(text, user.is_admin, user.may, self.kind_of)
+        if self.options.read_only and may_write(text):
+            raise ReadOnlyError("the server is read-only: it runs queries only")
+        run = self.start(user, text, None)
+        key = id(run)
+        limit = self.options.statement_seconds if seconds is None else seconds
+        self.watchdog.watch(key, run, limit)
+        try:
+            yield run
+        finally:
+            self.watchdog.forget(key)
+            self.finish(run)
 
     def visible(self, user: User) -> list[Running]:
         with self._lock:

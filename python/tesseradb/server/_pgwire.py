@@ -33,7 +33,6 @@ import socketserver
 import ssl
 import struct
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -43,7 +42,7 @@ from tesseradb.errors import (
     ReadOnlyError,
     TesseraError,
 )
-from tesseradb.server._guard import Refused, check_statement, may_write
+from tesseradb.server._guard import Refused, may_write
 from tesseradb.server._pgtypes import TEXT, ParameterError, PgType, pg_type, read_parameter
 
 if TYPE_CHECKING:
@@ -238,38 +237,6 @@ def _split(text: str) -> list[str]:
         return [s.query.strip() for s in duckdb.extract_statements(text) if s.query.strip()]
     except duckdb.Error:
         return [body]
-
-
-class Watchdog:
-    """Stops statements that pass their time limit (one thread for every connection)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Condition()
-        self._due: dict[int, tuple[float, Running]] = {}
-        self._thread: threading.Thread | None = None
-
-    def watch(self, key: int, run: Running, seconds: float) -> None:
-        with self._lock:
-            self._due[key] = (time.monotonic() + seconds, run)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="pg-watchdog", daemon=True)
-                self._thread.start()
-
-    def forget(self, key: int) -> None:
-        with self._lock:
-            self._due.pop(key, None)
-
-    def _loop(self) -> None:
-        from tesseradb.server._http import time_out
-
-        while True:
-            with self._lock:
-                self._lock.wait(0.1)
-                now = time.monotonic()
-                late = [k for k, (due, _) in self._due.items() if due <= now]
-                runs = [self._due.pop(k)[1] for k in late]
-            for run in runs:
-                time_out(run)
 
 
 class Backend:
@@ -620,29 +587,25 @@ class Backend:
                 "25P02",
                 "current transaction is aborted, commands ignored until end of transaction block",
             )
-        check_statement(text, self.user.is_admin, self.user.may, self.server.kind_of)
-        if self.server.options.read_only and may_write(text):
-            raise ReadOnlyError("the server is read-only: it runs queries only")
-        run = self.server.start(self.user, text, None)
-        self.running = run
         limit = self.server.options.statement_seconds
         own = int(self.settings.get("statement_timeout", "0") or 0) / 1000
         seconds = min(limit, own) if own > 0 else limit
-        self.pg.watchdog.watch(id(self), run, seconds)
-        try:
-            result = self.session.sql(text, params or None, cancel=run.cancel)
-        except (CancelledError, InterruptedStatementError):
-            if run.timed_out:
+        with self.server.statement(self.user, text, seconds) as run:
+            self.running = run
+            try:
+                result = self.session.sql(text, params or None, cancel=run.cancel)
+            except (CancelledError, InterruptedStatementError):
+                if run.timed_out:
+                    raise SQLStateError(
+                        "57014",
+                        f"the statement ran past its time limit of {seconds:g} s and was "
+                        "stopped; nothing was kept",
+                    ) from None
                 raise SQLStateError(
-                    "57014",
-                    f"the statement ran past its time limit of {seconds:g} s and was "
-                    "stopped; nothing was kept",
+                    "57014", "the statement was cancelled; nothing was kept"
                 ) from None
-            raise SQLStateError("57014", "the statement was cancelled; nothing was kept") from None
-        finally:
-            self.pg.watchdog.forget(id(self))
-            self.running = None
-            self.server.finish(run)
+            finally:
+                self.running = None
         if word in ("COMMIT", "END", "ROLLBACK", "ABORT"):
             self.failed = False
         columns = result.columns
@@ -951,7 +914,6 @@ class PgServer:
         if certfile is not None:
             self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             self.tls.load_cert_chain(certfile, keyfile)
-        self.watchdog = Watchdog()
         self._backends: dict[int, Backend] = {}
         self._lock = threading.Lock()
         pg = self
