@@ -174,6 +174,78 @@ def test_psql_runs_queries_and_a_script_as_one_transaction(pg) -> None:
     )
     assert refused.returncode != 0
     assert 'password authentication failed for user "reader"' in refused.stderr
+    # psql's \\copy reads COPY ... TO STDOUT, in text and CSV
+    copied = psql("-c", "\\copy (SELECT id, s, l FROM t ORDER BY id) TO STDOUT")
+    assert copied.returncode == 0, copied.stderr
+    assert copied.stdout.splitlines() == [
+        "1\ta\t{1,2,NULL}",
+        "2\t\\N\t{}",
+        '3\tquote\'s, {brace} "x" é\t{NULL}',
+        "4\t\t\\N",
+    ]
+    copied = psql("-c", "\\copy (SELECT id, s FROM t ORDER BY id) TO STDOUT (FORMAT csv, HEADER)")
+    assert copied.returncode == 0, copied.stderr
+    assert copied.stdout.splitlines() == [
+        "id,s",
+        "1,a",
+        "2,",
+        '3,"quote\'s, {brace} ""x"" é"',
+        '4,""',
+    ]
+    intervals = "SELECT INTERVAL '14 months', INTERVAL '-1 hour', INTERVAL '1 month 1 day 2 hours'"
+    shown = psql("-A", "-t", "-c", intervals)
+    assert shown.stdout.strip() == "1 year 2 mons|-01:00:00|1 mon 1 day 02:00:00", shown.stderr
+
+
+def test_adbc_postgresql_driver_reads_every_value_as_the_database_gives_it(pg) -> None:
+    """ADBC's PostgreSQL driver reads its type catalog as it connects, and every result
+    through COPY ... TO STDOUT in the binary format."""
+    import adbc_driver_postgresql.dbapi as adbc_pg
+    import pyarrow as pa
+
+    server, tokens = pg
+    uri = f"postgresql://admin:{tokens['admin']}@127.0.0.1:{server.pg_port}/db"
+    expected = server.db.sql("SELECT * FROM t ORDER BY id").fetchall()
+    others = (
+        "SELECT TIME '12:34:56.789' AS t, INTERVAL '1 month 1 day 2 hours' AS iv, "
+        "INTERVAL '-14 months' AS back, TIMESTAMPTZ '2024-01-02 03:04:05+00' AS tstz, "
+        "1::TINYINT AS ti, 3.5::FLOAT AS fl, [1.5, NULL]::DOUBLE[] AS dl, ['a', NULL] AS sl, "
+        "NULL::INTEGER AS nothing"
+    )
+    with adbc_pg.connect(uri, autocommit=True) as con, con.cursor() as cur:
+        cur.execute("SELECT * FROM t ORDER BY id")
+        got = cur.fetch_arrow_table().to_pylist()
+        assert len(got) == len(expected)
+        for row, want in zip(got, expected, strict=True):
+            for value, wanted in zip(row.values(), want, strict=True):
+                if isinstance(wanted, Decimal):  # (ADBC gives numeric as its text)
+                    wanted = str(wanted)
+                assert same(value, wanted), (row, want)
+        cur.execute(others)
+        [row] = cur.fetch_arrow_table().to_pylist()
+        [want] = server.db.sql(others).arrow().to_pylist()
+        assert row == want
+        assert row["iv"] == pa.MonthDayNano([1, 1, 7_200_000_000_000])  # (not 31 days)
+        cur.execute("SELECT id FROM t WHERE id = $1 OR s = $2 ORDER BY id", [1, ""])
+        assert cur.fetchall() == [(1,), (4,)]
+        cur.executemany("INSERT INTO plain VALUES ($1, $2)", [[9000, 1.5], [9001, None]])
+        stored = server.db.sql("SELECT i, f FROM plain WHERE i >= 9000 ORDER BY i").fetchall()
+        assert stored == [(9000, Decimal("1.5")), (9001, None)]
+    # ADBC's ingest makes the table, then sends COPY ... FROM STDIN, which is refused:
+    # in a transaction (autocommit off, an admin's), nothing is left
+    with adbc_pg.connect(uri) as con, con.cursor() as cur:
+        with pytest.raises(adbc_pg.NotSupportedError, match="FROM STDIN is not served"):
+            cur.adbc_ingest("loaded", pa.table({"a": [1, 2]}), mode="create")
+        con.rollback()
+    assert "loaded" not in server.db.tables()
+    # a user without the admin right reads as over every protocol (autocommit: it has
+    # no transactions)
+    uri = f"postgresql://reader:{tokens['reader']}@127.0.0.1:{server.pg_port}/db"
+    with adbc_pg.connect(uri, autocommit=True) as con, con.cursor() as cur:
+        cur.execute("SELECT count(*) FROM plain WHERE i < 1000")  # (as published)
+        assert cur.fetchone() == (1000,)
+        with pytest.raises(adbc_pg.Error, match="write right"):
+            cur.execute("DELETE FROM plain")
 
 
 def test_a_writer_cannot_reach_files_extensions_or_settings_over_the_pg_protocol(

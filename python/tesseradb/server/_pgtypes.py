@@ -14,7 +14,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["ParameterError", "PgType", "pg_type", "read_parameter"]
+from pyarrow import MonthDayNano
+
+__all__ = ["ARRAY_TYPES", "TYPE_CATALOG", "ParameterError", "PgType", "pg_type", "read_parameter"]
 
 _EPOCH_DATE = dt.date(2000, 1, 1)  # PostgreSQL's binary dates and timestamps count from here
 _EPOCH = dt.datetime(2000, 1, 1)
@@ -41,6 +43,33 @@ ARRAY_OF = {
     UUID: 2951,
     JSON: 199,
 }
+# PostgreSQL's catalog entry of each type sent or read here: its name, its binary
+# receive function (what a driver decodes by: ADBC's PostgreSQL driver reads these
+# from pg_type as it connects) and its array type
+TYPE_CATALOG = {
+    BOOL: ("bool", "boolrecv"),
+    BYTEA: ("bytea", "bytearecv"),
+    INT8: ("int8", "int8recv"),
+    INT2: ("int2", "int2recv"),
+    INT4: ("int4", "int4recv"),
+    TEXT: ("text", "textrecv"),
+    OID: ("oid", "oidrecv"),
+    JSON: ("json", "json_recv"),
+    FLOAT4: ("float4", "float4recv"),
+    FLOAT8: ("float8", "float8recv"),
+    VARCHAR: ("varchar", "varcharrecv"),
+    DATE: ("date", "date_recv"),
+    TIME: ("time", "time_recv"),
+    TIMESTAMP: ("timestamp", "timestamp_recv"),
+    TIMESTAMPTZ: ("timestamptz", "timestamptz_recv"),
+    INTERVAL: ("interval", "interval_recv"),
+    TIMETZ: ("timetz", "timetz_recv"),
+    NUMERIC: ("numeric", "numeric_recv"),
+    UUID: ("uuid", "uuid_recv"),
+    JSONB: ("jsonb", "jsonb_recv"),
+}
+ARRAY_TYPES = ARRAY_OF | {VARCHAR: 1015, OID: 1028, TIME: 1183, INTERVAL: 1187, TIMETZ: 1270}
+ARRAY_TYPES |= {JSONB: 3807}
 # the width PostgreSQL gives a type in a row description (-1: variable)
 _WIDTH = {BOOL: 1, INT2: 2, INT4: 4, INT8: 8, FLOAT4: 4, FLOAT8: 8, DATE: 4, TIME: 8}
 _WIDTH |= {TIMESTAMP: 8, TIMESTAMPTZ: 8, INTERVAL: 16, UUID: 16}
@@ -155,19 +184,32 @@ def _trimmed(clock: str) -> str:
     return clock.rstrip("0").rstrip(".") if "." in clock[-7:] else clock
 
 
-def _interval_text(value: dt.timedelta) -> str:
-    days = value.days
-    micros = value.seconds * 1_000_000 + value.microseconds
-    hours, micros = divmod(micros, 3_600_000_000)
-    minutes, micros = divmod(micros, 60_000_000)
-    seconds, micros = divmod(micros, 1_000_000)
-    clock = _trimmed(
-        f"{hours:02d}:{minutes:02d}:{seconds:02d}" + (f".{micros:06d}" if micros else "")
-    )
-    if not days:
-        return clock
-    word = "day" if abs(days) == 1 else "days"
-    return f"{days} {word}" if clock == "00:00:00" else f"{days} {word} {clock}"
+def _interval_parts(value: Any) -> tuple[int, int, int]:
+    """An interval's months, days and microseconds: from pyarrow's MonthDayNano (as
+    DuckDB keeps them), or a timedelta (DuckDB's Python value: a month as 30 days)."""
+    if isinstance(value, dt.timedelta):
+        return 0, value.days, value.seconds * 1_000_000 + value.microseconds
+    months, days, nanoseconds = value
+    return int(months), int(days), int(nanoseconds) // 1000
+
+
+def _interval_text(value: Any) -> str:
+    """PostgreSQL's way: ``1 year 2 mons -3 days 04:05:06.5``."""
+    months, days, micros = _interval_parts(value)
+    sign = -1 if months < 0 else 1
+    years, months = sign * (abs(months) // 12), sign * (abs(months) % 12)
+    parts = [
+        f"{n} {word if n == 1 else word + 's'}"  # (PostgreSQL: -1 years)
+        for n, word in ((years, "year"), (months, "mon"), (days, "day"))
+        if n
+    ]
+    if micros or not parts:
+        hours, rest = divmod(abs(micros), 3_600_000_000)
+        minutes, rest = divmod(rest, 60_000_000)
+        seconds, rest = divmod(rest, 1_000_000)
+        clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}" + (f".{rest:06d}" if rest else "")
+        parts.append(("-" if micros < 0 else "") + _trimmed(clock))
+    return " ".join(parts)
 
 
 def _array_item(value: Any, kind: PgType | None) -> str:
@@ -201,7 +243,7 @@ def _text(value: Any, kind: PgType | None) -> str:
         return _trimmed(value.replace(tzinfo=None).isoformat()) + _offset_text(value.utcoffset())
     if isinstance(value, dt.date):
         return value.isoformat()
-    if isinstance(value, dt.timedelta):
+    if isinstance(value, (dt.timedelta, MonthDayNano)):
         return _interval_text(value)
     if isinstance(value, (list, tuple)):
         element = kind.element if kind is not None else None
@@ -256,8 +298,16 @@ def _time_binary(value: dt.time) -> bytes:
     return struct.pack("!q", micros + value.microsecond)
 
 
-def _interval_binary(value: dt.timedelta) -> bytes:
-    return struct.pack("!qii", value.seconds * 1_000_000 + value.microseconds, value.days, 0)
+def _timetz_binary(value: dt.time) -> bytes:
+    # microseconds of the clock, then the zone in seconds west of Greenwich
+    offset = value.utcoffset() or dt.timedelta(0)
+    clock = _time_binary(value.replace(tzinfo=None))
+    return clock + struct.pack("!i", -int(offset.total_seconds()))
+
+
+def _interval_binary(value: Any) -> bytes:
+    months, days, micros = _interval_parts(value)
+    return struct.pack("!qii", micros, days, months)
 
 
 def _text_bytes(value: Any) -> bytes:
@@ -278,6 +328,8 @@ _BINARY: dict[int, Callable[[Any], bytes]] = {
     TIMESTAMP: _timestamp_binary,
     TIMESTAMPTZ: _timestamp_binary,
     TIME: _time_binary,
+    TIMETZ: _timetz_binary,
+    OID: lambda v: struct.pack("!I", v),
     INTERVAL: _interval_binary,
     UUID: lambda v: uuid.UUID(str(v)).bytes,
     NUMERIC: _numeric_binary,
