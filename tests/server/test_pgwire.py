@@ -192,6 +192,25 @@ def test_psql_runs_queries_and_a_script_as_one_transaction(pg) -> None:
         '3,"quote\'s, {brace} ""x"" é"',
         '4,""',
     ]
+    # \\d and \\l: psql's own catalog queries, answered from DuckDB's catalog
+    for user in ("admin", "reader"):
+        described = psql("-c", "\\d t", user=user)
+        assert described.returncode == 0, described.stderr
+        lines = [[c.strip() for c in line.split("|")] for line in described.stdout.splitlines()]
+        assert ["id", "integer", "", "not null", ""] in lines
+        assert ["l", "integer[]", "", "", ""] in lines
+        assert '"t_id_pkey" PRIMARY KEY, art (id)' in described.stdout
+    assert psql("-c", "CREATE VIEW tv AS SELECT id, s FROM t").returncode == 0
+    described = psql("-c", "\\d+ tv")
+    assert described.returncode == 0, described.stderr
+    assert 'View "main.tv"' in described.stdout
+    assert "CREATE VIEW tv AS SELECT id, s FROM t;" in described.stdout
+    assert psql("-c", "DROP VIEW tv").returncode == 0
+    missing = psql("-c", "\\d nothing_here")
+    assert "Did not find any relation named" in missing.stderr
+    listed = psql("-A", "-t", "-c", "\\l")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split("|")[:3] == ["db", "tessera", "UTF8"]
     intervals = "SELECT INTERVAL '14 months', INTERVAL '-1 hour', INTERVAL '1 month 1 day 2 hours'"
     shown = psql("-A", "-t", "-c", intervals)
     assert shown.stdout.strip() == "1 year 2 mons|-01:00:00|1 mon 1 day 02:00:00", shown.stderr

@@ -44,6 +44,7 @@ from tesseradb.errors import (
     TesseraError,
 )
 from tesseradb.server._guard import Refused, may_write
+from tesseradb.server._pgcatalog import psql_describe
 from tesseradb.server._pgtypes import (
     ARRAY_TYPES,
     OID,
@@ -608,6 +609,10 @@ class Backend:
             return handled
         if _DRIVER_TYPES.match(text):
             return _type_catalog()
+        described = psql_describe(text, self.catalog_rows, self.server.db.path.stem)
+        if described is not None:
+            names, kinds, rows = described
+            return Outcome(f"SELECT {len(rows)}", names, kinds, rows)
         if _COPY_IN.match(text):
             raise SQLStateError(
                 "0A000", "COPY ... FROM STDIN is not served: send INSERTs, or load files"
@@ -656,6 +661,15 @@ class Backend:
         if word == "INSERT":
             tag = f"INSERT 0 {len(rows)}"
         return Outcome(tag, columns, [pg_type(t) for t in result.types], rows)
+
+    def catalog_rows(self, text: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """Rows of a catalog query of the server's own (a fixed text, not the user's: it
+        runs in the user's session without the guard, which refuses DuckDB's catalog
+        functions to others than admins; nothing for a user who may not read tables)."""
+        assert self.user is not None and self.session is not None
+        if not self.user.may("table", "read"):
+            return []
+        return self.session.sql(text, params or None).fetchall()
 
     def client_setting(self, text: str) -> Outcome | None:
         """A ``SET`` or ``SHOW`` of a setting PostgreSQL clients send, answered here."""
