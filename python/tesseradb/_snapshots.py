@@ -77,7 +77,7 @@ class FileSnapshots:
         """Copy the file (and its WAL) as the next snapshot; drop the older ones. The
         caller makes sure no statement writes the file meanwhile. Publishes of one
         directory run one at a time: a second would remove the first's files as strays."""
-        with _PUBLISHING:
+        with _publishing(self.directory):
             self._publish()
 
     def _publish(self) -> None:
@@ -268,7 +268,14 @@ def _link(source: Path, target: Path) -> None:
 
 
 _SNAPSHOT = re.compile(r".+\.\d{12}\.duckdb")
-_PUBLISHING = threading.Lock()  # (this process's publishes; one writer process per file)
+# one publish at a time per directory in this process (one writer process per file)
+_PUBLISHING: dict[Path, threading.Lock] = {}
+_PUBLISHING_LOCK = threading.Lock()
+
+
+def _publishing(directory: Path) -> threading.Lock:
+    with _PUBLISHING_LOCK:
+        return _PUBLISHING.setdefault(directory.resolve(), threading.Lock())
 
 
 def _manifest(snapshot: Path) -> dict[str, Any] | None:
