@@ -1,4 +1,5 @@
-"""psql's ``\\d NAME`` and ``\\l``, answered from DuckDB's catalog.
+"""The catalog queries of psql (``\\d NAME``, ``\\l``) and of drivers (ADBC's type
+catalog) that DuckDB's ``pg_catalog`` cannot answer, answered from its catalog.
 
 psql describes a table with a dozen queries of PostgreSQL's own catalog (``pg_class``'s
 row-security and persistence columns, ``pg_attribute``'s identity and generated
@@ -18,9 +19,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tesseradb.server._pgtypes import BOOL, INT2, OID, TEXT, PgType
+from tesseradb.server._pgtypes import ARRAY_TYPES, BOOL, INT2, OID, TEXT, TYPE_CATALOG, PgType
 
-__all__ = ["psql_describe"]
+__all__ = ["driver_types", "psql_describe"]
 
 Run = Callable[[str, list[Any]], list[tuple[Any, ...]]]  # the user's statement, its rows
 
@@ -29,6 +30,31 @@ _OID = re.compile(r"(?:c\.oid|attrelid|conrelid|indrelid|tgrelid|polrelid|stxrel
 
 
 _VIEWDEF = re.compile(r"pg_get_viewdef\('(\d+)'::pg_catalog\.oid(?:, true)?\)", re.I)
+
+
+# the type catalog a driver reads as it connects (ADBC's PostgreSQL driver: the receive
+# function of each type, by which it decodes binary values), answered from the types
+# this server sends (DuckDB's pg_type has no receive functions)
+_DRIVER_TYPES = re.compile(
+    r"^\s*SELECT\s+oid\s*,\s*typname\s*,\s*typreceive\s*,\s*typbasetype\s*,\s*typrelid\s*,"
+    r"\s*typarray\s+FROM\s+pg_catalog\.pg_type\b",
+    re.IGNORECASE,
+)
+
+
+def driver_types(text: str) -> tuple[list[str], list[PgType], list[tuple[Any, ...]]] | None:
+    """The answer to a driver's query of the type catalog, or None if ``text`` is not it."""
+    if not _DRIVER_TYPES.match(text):
+        return None
+    rows = [
+        (oid, name, receive, 0, 0, ARRAY_TYPES.get(oid, 0))
+        for oid, (name, receive) in sorted(TYPE_CATALOG.items())
+    ]
+    names, kinds = _cols(
+        ("oid", OID), ("typname", TEXT), ("typreceive", TEXT), ("typbasetype", OID),
+        ("typrelid", OID), ("typarray", OID),
+    )  # fmt: skip
+    return names, kinds, rows
 
 
 def _cols(*spec: tuple[str, int]) -> tuple[list[str], list[PgType]]:

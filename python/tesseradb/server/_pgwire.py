@@ -33,7 +33,6 @@ import socketserver
 import ssl
 import struct
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,12 +43,18 @@ from tesseradb.errors import (
     TesseraError,
 )
 from tesseradb.server._guard import Refused, may_write
-from tesseradb.server._pgcatalog import psql_describe
+from tesseradb.server._pgcatalog import driver_types, psql_describe
+from tesseradb.server._pgcopy import (
+    BINARY_HEADER,
+    BINARY_TRAILER,
+    COPY_IN,
+    COPY_OUT,
+    binary_copy_rows,
+    copy_options,
+    text_copy_rows,
+)
 from tesseradb.server._pgtypes import (
-    ARRAY_TYPES,
-    OID,
     TEXT,
-    TYPE_CATALOG,
     ParameterError,
     PgType,
     pg_type,
@@ -99,22 +104,6 @@ _SET = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _SHOW = re.compile(r"^\s*SHOW\s+([A-Za-z_ ]+?)\s*;?\s*$", re.IGNORECASE)
-# COPY (query) TO STDOUT, or COPY table [(columns)] TO STDOUT, with its options
-_COPY_OUT = re.compile(
-    r"^\s*COPY\s+(?:\((?P<query>.*)\)|(?P<table>[\w.\"]+)\s*(?:\((?P<columns>[^()]*)\))?)"
-    r"\s+TO\s+STDOUT\b\s*(?:WITH\s*)?(?:\((?P<options>[^()]*)\))?\s*;?\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
-_COPY_IN = re.compile(r"^\s*COPY\s.*\bFROM\s+STDIN\b", re.IGNORECASE | re.DOTALL)
-COPY_CHUNK = 1 << 16  # bytes of CopyData gathered before they are sent
-# the type catalog a driver reads as it connects (ADBC's PostgreSQL driver: the receive
-# function of each type, by which it decodes binary values), answered from the types
-# this server sends (DuckDB's pg_type has no receive functions)
-_DRIVER_TYPES = re.compile(
-    r"^\s*SELECT\s+oid\s*,\s*typname\s*,\s*typreceive\s*,\s*typbasetype\s*,\s*typrelid\s*,"
-    r"\s*typarray\s+FROM\s+pg_catalog\.pg_type\b",
-    re.IGNORECASE,
-)
 _FIRST_WORDS = re.compile(
     r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)(?:\s+(?:OR\s+REPLACE\s+)?"
     r"(?:TEMP\s+|TEMPORARY\s+|UNIQUE\s+)?([A-Za-z]+))?",
@@ -607,13 +596,13 @@ class Backend:
         handled = self.client_setting(text)
         if handled is not None:
             return handled
-        if _DRIVER_TYPES.match(text):
-            return _type_catalog()
-        described = psql_describe(text, self.catalog_rows, self.server.db.path.stem)
+        described = driver_types(text) or psql_describe(
+            text, self.catalog_rows, self.server.db.path.stem
+        )
         if described is not None:
             names, kinds, rows = described
             return Outcome(f"SELECT {len(rows)}", names, kinds, rows)
-        if _COPY_IN.match(text):
+        if COPY_IN.match(text):
             raise SQLStateError(
                 "0A000", "COPY ... FROM STDIN is not served: send INSERTs, or load files"
             )
@@ -755,7 +744,7 @@ class Backend:
             self.session.sql("BEGIN TRANSACTION")
         try:
             for statement in statements:
-                copy = _COPY_OUT.match(statement)
+                copy = COPY_OUT.match(statement)
                 if copy is not None:
                     self.send(b"C", self.copy_out(copy, []).encode() + b"\0")
                     continue
@@ -777,7 +766,7 @@ class Backend:
         """``COPY ... TO STDOUT``: the query's rows as CopyData in PostgreSQL's text, CSV
         or binary COPY format (ADBC's PostgreSQL driver reads every result this way, and
         psql's ``\\copy``); the command tag."""
-        options = _copy_options(copy.group("options") or "")
+        options = copy_options(copy.group("options") or "")
         kind = options.get("format", "text")
         if kind not in ("text", "csv", "binary"):
             raise SQLStateError("22023", f"COPY format {kind!r}: text, csv or binary")
@@ -796,17 +785,19 @@ class Backend:
         # first, the trailer alone
         header = b""
         if kind == "binary":
-            header = b"PGCOPY\n\xff\r\n\0" + struct.pack("!ii", 0, 0)
-            rows: Any = _binary_copy_rows(outcome)
+            header = BINARY_HEADER
+            rows: Any = binary_copy_rows(outcome.types, outcome.rows)
         else:
-            rows = _text_copy_rows(outcome, kind == "csv", options)
+            rows = text_copy_rows(
+                outcome.names, outcome.types, outcome.rows, kind == "csv", options
+            )
         for row in rows:
             self.send(b"d", header + row)
             header = b""
-            if len(self.out) >= COPY_CHUNK:
+            if len(self.out) >= FLUSH_BYTES:
                 self.flush()
         if kind == "binary":
-            self.send(b"d", header + struct.pack("!h", -1))
+            self.send(b"d", header + BINARY_TRAILER)
         self.send(b"c")
         return f"COPY {len(outcome.rows)}"
 
@@ -870,7 +861,7 @@ class Backend:
         if what != b"P":
             raise ProtocolViolation(f"Describe of {what!r}: 'S' or 'P'")
         portal = self.portal(name)
-        if _COPY_OUT.match(portal.prepared.text):
+        if COPY_OUT.match(portal.prepared.text):
             self.send(b"n")  # (its rows travel as CopyData when it is executed)
             return
         self.describe_rows(self.outcome(portal), portal.formats)
@@ -906,7 +897,7 @@ class Backend:
         name, rest = _cstring(body)
         limit = _int(rest, 0)
         portal = self.portal(name)
-        copy = _COPY_OUT.match(portal.prepared.text)
+        copy = COPY_OUT.match(portal.prepared.text)
         if copy is not None:
             self.send(b"C", self.copy_out(copy, portal.params).encode() + b"\0")
             return
@@ -943,72 +934,6 @@ def _with_intervals(result: Any) -> list[tuple[Any, ...]]:
         tuple(columns[i][n] if i in columns else v for i, v in enumerate(row))
         for n, row in enumerate(rows)
     ]
-
-
-def _type_catalog() -> Outcome:
-    rows = [
-        (oid, name, receive, 0, 0, ARRAY_TYPES.get(oid, 0))
-        for oid, (name, receive) in sorted(TYPE_CATALOG.items())
-    ]
-    names = ["oid", "typname", "typreceive", "typbasetype", "typrelid", "typarray"]
-    kinds = [PgType(OID), PgType(TEXT), PgType(TEXT), PgType(OID), PgType(OID), PgType(OID)]
-    return Outcome(f"SELECT {len(rows)}", names, kinds, rows)
-
-
-def _copy_options(text: str) -> dict[str, str]:
-    """COPY's options, ``FORMAT binary, HEADER`` or ``FORMAT 'csv', DELIMITER ';'``."""
-    options = {}
-    for part in text.split(","):
-        words = part.split(None, 1)
-        if words:
-            value = words[1].strip().strip("'") if len(words) > 1 else "true"
-            options[words[0].lower()] = value.lower() if words[0].lower() == "format" else value
-    return options
-
-
-def _binary_copy_rows(outcome: Outcome) -> Iterator[bytes]:
-    count = struct.pack("!h", len(outcome.types))
-    null = struct.pack("!i", -1)
-    coders = [t.binary for t in outcome.types]
-    for row in outcome.rows:
-        parts = [count]
-        for value, coder in zip(row, coders, strict=True):
-            if value is None:
-                parts.append(null)
-            else:
-                data = coder(value)
-                parts += (struct.pack("!i", len(data)), data)
-        yield b"".join(parts)
-
-
-def _text_copy_rows(outcome: Outcome, csv: bool, options: dict[str, str]) -> Iterator[bytes]:
-    delimiter = options.get("delimiter", "," if csv else "\t")
-    null = options.get("null", "" if csv else "\\N")
-    coders = [t.text for t in outcome.types]
-    if csv and options.get("header", "false").lower() in ("true", "on", "1"):
-        yield (delimiter.join(_csv_field(n, delimiter) for n in outcome.names) + "\n").encode()
-    for row in outcome.rows:
-        fields = []
-        for value, coder in zip(row, coders, strict=True):
-            if value is None:
-                fields.append(null)
-                continue
-            text = coder(value).decode()
-            fields.append(_csv_field(text, delimiter) if csv else _text_field(text, delimiter))
-        yield (delimiter.join(fields) + "\n").encode()
-
-
-def _text_field(text: str, delimiter: str) -> str:
-    """A value in COPY's text format: backslash escapes for what would end it."""
-    for plain, escaped in (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
-        text = text.replace(plain, escaped)
-    return text if delimiter == "\t" else text.replace(delimiter, "\\" + delimiter)
-
-
-def _csv_field(text: str, delimiter: str) -> str:
-    if text == "" or any(c in text for c in (delimiter, '"', "\n", "\r")):
-        return '"' + text.replace('"', '""') + '"'  # (an empty string, quoted: not NULL)
-    return text
 
 
 def _reader(sock: socket.socket) -> io.BufferedReader:
