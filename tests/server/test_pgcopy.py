@@ -1,5 +1,6 @@
-"""COPY ... TO STDOUT's text and CSV formats (server/_pgcopy.py) read back by the rules a
-client reads them by: any string, NULL and the empty string stay apart."""
+"""COPY's text, CSV and binary formats (server/_pgcopy.py): what the server writes reads
+back by the rules a client reads them by, and what it reads is what was written: any
+string, NULL and the empty string stay apart."""
 
 from __future__ import annotations
 
@@ -7,10 +8,20 @@ import csv
 import io
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tesseradb.server._pgcopy import copy_options, text_copy_rows
+from tesseradb.server._pgcopy import (
+    BINARY_HEADER,
+    BINARY_TRAILER,
+    CopyError,
+    binary_copy_rows,
+    copy_options,
+    read_binary_copy,
+    read_text_copy,
+    text_copy_rows,
+)
 from tesseradb.server._pgtypes import TEXT, PgType
 
 VALUES = st.lists(st.lists(st.one_of(st.none(), st.text()), min_size=2, max_size=2), max_size=8)
@@ -53,3 +64,55 @@ def test_csv_tells_null_from_the_empty_string_as_postgresql_does() -> None:
     kinds = [PgType(TEXT), PgType(TEXT)]
     data = b"".join(text_copy_rows(["a", "b"], kinds, [(None, ""), ("x,y", 'q"')], True, {}))
     assert data == b',""\n"x,y","q"""\n'  # (NULL: nothing; the empty string: quoted)
+
+
+@given(VALUES, st.sampled_from(["text", "csv"]))
+def test_the_server_reads_back_what_it_writes(rows: list[list[str | None]], kind: str) -> None:
+    kinds = [PgType(TEXT), PgType(TEXT)]
+    options = copy_options(f"FORMAT {kind}")
+    data = b"".join(
+        text_copy_rows(["a", "b"], kinds, [tuple(r) for r in rows], kind == "csv", options)
+    )
+    assert read_text_copy(data, kind == "csv", options) == rows
+
+
+@given(VALUES)
+def test_binary_rows_read_back(rows: list[list[str | None]]) -> None:
+    kinds = [PgType(TEXT), PgType(TEXT)]
+    data = BINARY_HEADER + b"".join(binary_copy_rows(kinds, [tuple(r) for r in rows]))
+    want = [[None if v is None else v.encode() for v in r] for r in rows]
+    assert read_binary_copy(data + BINARY_TRAILER, 2) == want
+    assert read_binary_copy(data, 2) == want  # (PostgreSQL reads it without the trailer too)
+
+
+def test_text_format_escapes_and_an_end_marker() -> None:
+    data = b"a\\tb\\x41\\101\\N\t\\N\n\\.\nignored\n"
+    # (\\N inside a field is not NULL: a backslash before another character is that one)
+    assert read_text_copy(data, False, {}) == [["a\tbAAN", None]]
+
+
+@pytest.mark.parametrize(
+    ("data", "csv", "message"),
+    [
+        (b'"never closed\n', True, "never closed"),
+        (b'"a"b\n', True, "followed by"),
+        (b"\xff\n", False, "not UTF-8"),
+    ],
+)
+def test_broken_text_data_says_where(data: bytes, csv: bool, message: str) -> None:
+    with pytest.raises(CopyError, match=message):
+        read_text_copy(data, csv, {})
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"PGCOPY", "begins with"),
+        (BINARY_HEADER + b"\x00\x01", "has 1 fields, not 2"),
+        (BINARY_HEADER + b"\x00\x02\x00\x00\x00\x05ab", "ends inside a field"),
+        (BINARY_HEADER + b"\x00", "cut off"),
+    ],
+)
+def test_broken_binary_data_says_where(data: bytes, message: str) -> None:
+    with pytest.raises(CopyError, match=message):
+        read_binary_copy(data, 2)

@@ -139,7 +139,7 @@ def test_writes_are_kept_only_once_committed(pg) -> None:
 
 
 @pytest.mark.skipif(shutil.which("psql") is None, reason="psql (postgresql-client) is absent")
-def test_psql_runs_queries_and_a_script_as_one_transaction(pg) -> None:
+def test_psql_runs_queries_and_a_script_as_one_transaction(pg, tmp_path: Path) -> None:
     server, tokens = pg
 
     def psql(*args: str, user: str = "admin") -> subprocess.CompletedProcess[str]:
@@ -192,7 +192,10 @@ def test_psql_runs_queries_and_a_script_as_one_transaction(pg) -> None:
         '3,"quote\'s, {brace} ""x"" é"',
         '4,""',
     ]
-    # \\d and \\l: psql's own catalog queries, answered from DuckDB's catalog
+    # \\d and \\l: psql's own catalog queries, answered from DuckDB's catalog (a
+    # reader's OIDs are its snapshot's: published now, so none comes between psql's
+    # queries)
+    server.db._engine.publish_store()
     for user in ("admin", "reader"):
         described = psql("-c", "\\d t", user=user)
         assert described.returncode == 0, described.stderr
@@ -211,9 +214,57 @@ def test_psql_runs_queries_and_a_script_as_one_transaction(pg) -> None:
     listed = psql("-A", "-t", "-c", "\\l")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split("|")[:3] == ["db", "tessera", "UTF8"]
+    # \\copy ... FROM: text (escapes, NULL, arrays, bytea) and CSV (NULL apart from "")
+    source = tmp_path / "rows.tsv"
+    source.write_text(
+        "10\tab\\tc\t1.5\t2024-01-02\t\\N\t\\\\x0102\t{1,NULL,3}\t0.5\tt\t7\t\\N\n"
+        "11\t\\N\t\\N\t\\N\t\\N\t\\N\t{}\t\\N\t\\N\t\\N\t\\N\n"
+    )
+    loaded = psql("-c", f"\\copy t FROM '{source}'")
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "COPY 2", loaded.stderr
+    rows = server.db.sql("SELECT s, x, d, b, l, n, flag FROM t WHERE id >= 10 ORDER BY id")
+    assert rows.fetchall() == [
+        ("ab\tc", 1.5, dt.date(2024, 1, 2), b"\x01\x02", [1, None, 3], Decimal("0.500"), True),
+        (None, None, None, None, [], None, None),
+    ]
+    source.write_text('id,s\n12,"a,""b"""\n13,""\n14,\n')
+    loaded = psql("-c", f"\\copy t (id, s) FROM '{source}' (FORMAT csv, HEADER)")
+    assert loaded.returncode == 0, loaded.stderr
+    got = server.db.sql("SELECT id, s FROM t WHERE id >= 12 ORDER BY id").fetchall()
+    assert got == [(12, 'a,"b"'), (13, ""), (14, None)]
+    # a bad row stores nothing and says where
+    source.write_text("20\tfine\nseven\tbad\n")
+    refused = psql("-c", f"\\copy t (id, s) FROM '{source}'")
+    assert refused.returncode != 0
+    assert "row 2, column 'id'" in refused.stderr and "nothing was stored" in refused.stderr
+    assert server.db.sql("SELECT count(*) FROM t WHERE id = 20").scalar() == 0
+    # a reader may not load
+    refused = psql("-c", f"\\copy t (id, s) FROM '{source}'", user="reader")
+    assert refused.returncode != 0 and "write right" in refused.stderr
     intervals = "SELECT INTERVAL '14 months', INTERVAL '-1 hour', INTERVAL '1 month 1 day 2 hours'"
     shown = psql("-A", "-t", "-c", intervals)
     assert shown.stdout.strip() == "1 year 2 mons|-01:00:00|1 mon 1 day 02:00:00", shown.stderr
+
+
+def test_psycopg_copy_in_text_and_binary_and_a_copy_that_fails(pg) -> None:
+    server, tokens = pg
+    with connect(server, tokens, "writer", autocommit=True) as con, con.cursor() as cur:
+        with cur.copy("COPY plain (i, f) FROM STDIN") as copy:
+            for i in range(5000, 5100):
+                copy.write_row((i, i / 4))
+        with cur.copy("COPY plain (i, f) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "numeric"])
+            copy.write_row((6000, Decimal("1.5")))
+            copy.write_row((6001, None))
+        # the client gives up midway (psycopg sends CopyFail): nothing of it is stored,
+        # and the connection goes on
+        with pytest.raises(RuntimeError), cur.copy("COPY plain (i, f) FROM STDIN") as copy:
+            copy.write_row((7000, 1.0))
+            raise RuntimeError("the client stops")
+        assert cur.execute("SELECT 1").fetchone() == (1,)
+    got = server.db.sql("SELECT count(*), sum(i) FROM plain WHERE i >= 5000").fetchone()
+    assert got == (102, sum(range(5000, 5100)) + 6000 + 6001)
+    assert server.db.sql("SELECT f FROM plain WHERE i = 6000").scalar() == Decimal("1.5")
 
 
 def test_adbc_postgresql_driver_reads_every_value_as_the_database_gives_it(pg) -> None:
@@ -250,13 +301,20 @@ def test_adbc_postgresql_driver_reads_every_value_as_the_database_gives_it(pg) -
         cur.executemany("INSERT INTO plain VALUES ($1, $2)", [[9000, 1.5], [9001, None]])
         stored = server.db.sql("SELECT i, f FROM plain WHERE i >= 9000 ORDER BY i").fetchall()
         assert stored == [(9000, Decimal("1.5")), (9001, None)]
-    # ADBC's ingest makes the table, then sends COPY ... FROM STDIN, which is refused:
-    # in a transaction (autocommit off, an admin's), nothing is left
-    with adbc_pg.connect(uri) as con, con.cursor() as cur:
-        with pytest.raises(adbc_pg.NotSupportedError, match="FROM STDIN is not served"):
-            cur.adbc_ingest("loaded", pa.table({"a": [1, 2]}), mode="create")
-        con.rollback()
-    assert "loaded" not in server.db.tables()
+    # ADBC's ingest: CREATE TABLE, then COPY ... FROM STDIN in the binary format
+    loaded = pa.table(
+        {
+            "a": pa.array([1, None, 3], pa.int64()),
+            "s": ["x", None, "tab\tnew\nline"],
+            "ts": pa.array([dt.datetime(2020, 1, 2, 3, 4, 5), None, dt.datetime(1999, 12, 31)]),
+            "f": [1.5, None, -2.0],
+        }
+    )
+    with adbc_pg.connect(uri, autocommit=True) as con, con.cursor() as cur:
+        assert cur.adbc_ingest("loaded", loaded, mode="create") == 3
+        assert cur.adbc_ingest("loaded", loaded, mode="append") == 3
+    stored = server.db.sql("SELECT a, s, ts, f FROM loaded").arrow().to_pylist()
+    assert stored == loaded.to_pylist() * 2
     # a user without the admin right reads as over every protocol (autocommit: it has
     # no transactions)
     uri = f"postgresql://reader:{tokens['reader']}@127.0.0.1:{server.pg_port}/db"

@@ -260,17 +260,21 @@ class Server:
         with self._lock:
             self.running.pop(run.id, None)
 
-    @contextmanager
-    def statement(self, user: User, text: str, seconds: float | None = None) -> Iterator[Running]:
-        """A statement of ``user``'s from a connection that is not HTTP's: refused by the
-        guard (its rights, or a read-only server) or listed as running, and stopped past
-        ``seconds`` (the server's limit by default) by the watchdog."""
+    def check(self, user: User, text: str) -> None:
+        """Refuse ``text`` if ``user``'s rights (or a read-only server) do not allow it."""
         from tesseradb.errors import ReadOnlyError
         from tesseradb.server._guard import check_statement, may_write
 
         check_statement(text, user.is_admin, user.may, self.kind_of)
         if self.options.read_only and may_write(text):
             raise ReadOnlyError("the server is read-only: it runs queries only")
+
+    @contextmanager
+    def statement(self, user: User, text: str, seconds: float | None = None) -> Iterator[Running]:
+        """A statement of ``user``'s from a connection that is not HTTP's: refused by the
+        guard (its rights, or a read-only server) or listed as running, and stopped past
+        ``seconds`` (the server's limit by default) by the watchdog."""
+        self.check(user, text)
         run = self.start(user, text, None)
         key = id(run)
         limit = self.options.statement_seconds if seconds is None else seconds

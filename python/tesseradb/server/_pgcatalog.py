@@ -19,9 +19,18 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tesseradb.server._pgtypes import ARRAY_TYPES, BOOL, INT2, OID, TEXT, TYPE_CATALOG, PgType
+from tesseradb.server._pgtypes import (
+    ARRAY_TYPES,
+    BOOL,
+    INT2,
+    OID,
+    TEXT,
+    TYPE_CATALOG,
+    PgType,
+    pg_type,
+)
 
-__all__ = ["driver_types", "psql_describe"]
+__all__ = ["driver_columns", "driver_types", "psql_describe"]
 
 Run = Callable[[str, list[Any]], list[tuple[Any, ...]]]  # the user's statement, its rows
 
@@ -55,6 +64,32 @@ def driver_types(text: str) -> tuple[list[str], list[PgType], list[tuple[Any, ..
         ("typrelid", OID), ("typarray", OID),
     )  # fmt: skip
     return names, kinds, rows
+
+
+_DRIVER_COLUMNS = re.compile(
+    r"^\s*SELECT\s+attr\.attname\s*,\s*attr\.atttypid\s+FROM\s+pg_catalog\.pg_attribute"
+    r"\s+AS\s+attr\s+WHERE\s+attr\.attrelid\s*=\s*\$1::regclass::oid",
+    re.IGNORECASE,
+)
+
+
+def driver_columns(
+    text: str, params: list[Any], run: Run
+) -> tuple[list[str], list[PgType], list[tuple[Any, ...]]] | None:
+    """The answer to a driver's query of a table's columns by its name (``$1::regclass``,
+    which DuckDB lacks: ADBC's ingest into an existing table), or None if ``text`` is not
+    it. Each column's type is the PostgreSQL type its values travel as."""
+    if not _DRIVER_COLUMNS.match(text) or len(params) != 1 or not isinstance(params[0], str):
+        return None
+    parts = [p.strip().strip('"').replace('""', '"') for p in params[0].split(".")]
+    schema, table = (parts[-2] if len(parts) > 1 else None), parts[-1]
+    rows = run(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = $1 "
+        "AND ($2 IS NULL OR schema_name = $2) ORDER BY column_index",
+        [table, schema],
+    )
+    names, kinds = _cols(("attname", TEXT), ("atttypid", OID))
+    return names, kinds, [(name, pg_type(kind).oid) for name, kind in rows]
 
 
 def _cols(*spec: tuple[str, int]) -> tuple[list[str], list[PgType]]:

@@ -382,6 +382,61 @@ _FROM_TEXT: dict[int, Callable[[str], Any]] = {
 }
 
 
+def _array_parser(element: int) -> Callable[[str], Any]:
+    """A reader of PostgreSQL's array text (``{1,2,NULL}``, ``{"a b",c}``, nested
+    ``{{1,2},{3,4}}``) as lists of the element type's values."""
+    parse = _FROM_TEXT.get(element, str)
+
+    def read(text: str) -> Any:
+        value, at = _array_at(text.strip(), 0, parse)
+        if at != len(text.strip()):
+            raise ValueError(f"text after the array's closing brace: {text[at:]!r}")
+        return value
+
+    return read
+
+
+def _array_at(text: str, at: int, parse: Callable[[str], Any]) -> tuple[list[Any], int]:
+    if text[at : at + 1] != "{":
+        raise ValueError(f"an array begins with '{{', not {text[at : at + 1]!r}")
+    at += 1
+    items: list[Any] = []
+    if text[at : at + 1] == "}":
+        return items, at + 1
+    while True:
+        if text[at : at + 1] == "{":
+            item, at = _array_at(text, at, parse)
+            items.append(item)
+        elif text[at : at + 1] == '"':
+            chars, at = [], at + 1
+            while at < len(text) and text[at] != '"':
+                if text[at] == "\\":
+                    at += 1
+                chars.append(text[at : at + 1])
+                at += 1
+            if at >= len(text):
+                raise ValueError("a quoted array element is never closed")
+            items.append(parse("".join(chars)))
+            at += 1
+        else:
+            end = at
+            while end < len(text) and text[end] not in ",}":
+                end += 1
+            raw = text[at:end].strip()
+            items.append(None if raw.upper() == "NULL" else parse(raw))
+            at = end
+        if text[at : at + 1] == ",":
+            at += 1
+        elif text[at : at + 1] == "}":
+            return items, at + 1
+        else:
+            raise ValueError("an array element is followed by neither ',' nor '}'")
+
+
+for _element, _array in ARRAY_TYPES.items():
+    _FROM_TEXT[_array] = _array_parser(_element)
+
+
 def _numeric_from_binary(data: bytes) -> Decimal:
     count, weight, sign, scale = struct.unpack_from("!hhHH", data)
     if sign == 0xC000:

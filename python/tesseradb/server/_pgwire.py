@@ -43,14 +43,17 @@ from tesseradb.errors import (
     TesseraError,
 )
 from tesseradb.server._guard import Refused, may_write
-from tesseradb.server._pgcatalog import driver_types, psql_describe
+from tesseradb.server._pgcatalog import driver_columns, driver_types, psql_describe
 from tesseradb.server._pgcopy import (
     BINARY_HEADER,
     BINARY_TRAILER,
     COPY_IN,
     COPY_OUT,
+    CopyError,
     binary_copy_rows,
     copy_options,
+    read_binary_copy,
+    read_text_copy,
     text_copy_rows,
 )
 from tesseradb.server._pgtypes import (
@@ -596,16 +599,14 @@ class Backend:
         handled = self.client_setting(text)
         if handled is not None:
             return handled
-        described = driver_types(text) or psql_describe(
-            text, self.catalog_rows, self.server.db.path.stem
+        described = (
+            driver_types(text)
+            or driver_columns(text, params, self.catalog_rows)
+            or psql_describe(text, self.catalog_rows, self.server.db.path.stem)
         )
         if described is not None:
             names, kinds, rows = described
             return Outcome(f"SELECT {len(rows)}", names, kinds, rows)
-        if COPY_IN.match(text):
-            raise SQLStateError(
-                "0A000", "COPY ... FROM STDIN is not served: send INSERTs, or load files"
-            )
         text = _duckdb_spelling(text)
         word, second = _first_words(text)
         if self.failed and word not in ("ROLLBACK", "ABORT", "COMMIT", "END"):
@@ -748,6 +749,10 @@ class Backend:
                 if copy is not None:
                     self.send(b"C", self.copy_out(copy, []).encode() + b"\0")
                     continue
+                copy = COPY_IN.match(statement)
+                if copy is not None:
+                    self.send(b"C", self.copy_in(copy).encode() + b"\0")
+                    continue
                 outcome = self.execute(statement, [])
                 if outcome.has_rows:
                     self.describe_rows(outcome, [])
@@ -800,6 +805,69 @@ class Backend:
             self.send(b"d", header + BINARY_TRAILER)
         self.send(b"c")
         return f"COPY {len(outcome.rows)}"
+
+    def copy_in(self, copy: re.Match[str]) -> str:
+        """``COPY table [(columns)] FROM STDIN``: the client's CopyData in the text, CSV or
+        binary format, read whole, each field read as the column's type, then stored by
+        one INSERT (so all rows or none, through the same guard and rights as any); the
+        command tag."""
+        options = copy_options(copy.group("options") or "")
+        kind = options.get("format", "text")
+        if kind not in ("text", "csv", "binary"):
+            raise SQLStateError("22023", f"COPY format {kind!r}: text, csv or binary")
+        table, columns = copy.group("table"), copy.group("columns")
+        target = self.execute(f"SELECT {columns or '*'} FROM {table} LIMIT 0", [])
+        width = len(target.names)
+        names = ", ".join(f'"{n}"' for n in (c.replace('"', '""') for c in target.names))
+        unnested = ", ".join(f"unnest(${i + 1})" for i in range(width))
+        insert = f"INSERT INTO {table} ({names}) SELECT {unnested}"
+        assert self.user is not None
+        self.server.check(self.user, insert)  # (refused before the data is sent)
+        code = 1 if kind == "binary" else 0
+        self.send(b"G", struct.pack(f"!bh{width}h", code, width, *([code] * width)))
+        self.flush()
+        data = bytearray()
+        while True:  # (CopyData until CopyDone; Flush and Sync may come between)
+            message, body = self.read_message()
+            if message == b"d":
+                data += body
+                if len(data) > self.server.options.max_body_bytes:
+                    self.skip_copy()
+                    raise SQLStateError(
+                        "54000",
+                        f"COPY data over {self.server.options.max_body_bytes:,} bytes is "
+                        "refused (the server's limit on a request body); nothing was stored",
+                    )
+            elif message == b"c":
+                break
+            elif message == b"f":
+                reason = _cstring(body)[0]
+                raise SQLStateError(
+                    "57014", f"COPY from stdin failed: {reason}; nothing was stored"
+                )
+            elif message not in (b"H", b"S"):
+                raise ProtocolViolation(f"a message of type {message!r} inside COPY FROM STDIN")
+        try:
+            if kind == "binary":
+                fields: list[list[Any]] = read_binary_copy(bytes(data), width)
+            else:
+                fields = read_text_copy(bytes(data), kind == "csv", options)
+            rows = [
+                _copied_row(row, n, target, kind == "binary")
+                for n, row in enumerate(fields, start=1)
+            ]
+        except CopyError as err:
+            raise SQLStateError(
+                "22P04", f"COPY {table} FROM STDIN: {err}; nothing was stored"
+            ) from None
+        if rows:
+            self.execute(insert, [[row[i] for row in rows] for i in range(width)])
+        return f"COPY {len(rows)}"
+
+    def skip_copy(self) -> None:
+        """Read the rest of a refused COPY's data (its CopyDone or CopyFail)."""
+        while self.read_message()[0] not in (b"c", b"f"):
+            pass
 
     # --- the extended query protocol -----------------------------------------------
     def on_parse(self, body: bytes) -> None:
@@ -861,7 +929,7 @@ class Backend:
         if what != b"P":
             raise ProtocolViolation(f"Describe of {what!r}: 'S' or 'P'")
         portal = self.portal(name)
-        if COPY_OUT.match(portal.prepared.text):
+        if COPY_OUT.match(portal.prepared.text) or COPY_IN.match(portal.prepared.text):
             self.send(b"n")  # (its rows travel as CopyData when it is executed)
             return
         self.describe_rows(self.outcome(portal), portal.formats)
@@ -901,6 +969,10 @@ class Backend:
         if copy is not None:
             self.send(b"C", self.copy_out(copy, portal.params).encode() + b"\0")
             return
+        copy = COPY_IN.match(portal.prepared.text)
+        if copy is not None:
+            self.send(b"C", self.copy_in(copy).encode() + b"\0")
+            return
         outcome = self.outcome(portal)
         if not outcome.tag:
             self.send(b"I")  # an empty query
@@ -934,6 +1006,21 @@ def _with_intervals(result: Any) -> list[tuple[Any, ...]]:
         tuple(columns[i][n] if i in columns else v for i, v in enumerate(row))
         for n, row in enumerate(rows)
     ]
+
+
+def _copied_row(row: list[Any], number: int, target: Outcome, binary: bool) -> list[Any]:
+    """One row of COPY data, each field read as its column's type."""
+    if len(row) != len(target.names):
+        raise CopyError(f"row {number} has {len(row)} fields, not {len(target.names)}")
+    values = []
+    for i, given in enumerate(row):
+        data = given.encode() if isinstance(given, str) else given
+        try:
+            values.append(read_parameter(data, target.types[i].oid, binary, i + 1))
+        except ParameterError as err:
+            why = str(err).split(": ", 1)[-1]  # (without "parameter $n")
+            raise CopyError(f"row {number}, column {target.names[i]!r}: {why}") from None
+    return values
 
 
 def _reader(sock: socket.socket) -> io.BufferedReader:
