@@ -536,11 +536,14 @@ def test_tls_and_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
             assert con.pgconn.ssl_in_use
             for i in range(20):
                 con.execute("INSERT INTO kept VALUES (%s)", [i])
+            with con.cursor().copy("COPY kept FROM STDIN") as copy:  # (a load, acknowledged)
+                for i in range(20, 1000):
+                    copy.write_row((i,))
         served.kill()
     finally:
         served.stop()
     with tesseradb.connect(path) as db:
-        assert db.sql("SELECT list(i ORDER BY i) FROM kept").scalar() == list(range(20))
+        assert db.sql("SELECT list(i ORDER BY i) FROM kept").scalar() == list(range(1000))
 
 
 def _children(pid: int) -> list[int]:
