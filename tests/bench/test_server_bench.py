@@ -18,7 +18,12 @@ def test_server_test_scale_runs_every_case_and_agrees() -> None:
         assert ("tessera", case) in found and ("duckdb", case) in found, case
     assert ("tessera", "query_small_in_process") in found
     for system in ("tessera", "postgresql"):
-        for case in ("queries_32_clients", "queries_32_clients_p50", "queries_32_clients_p99"):
+        for case in (
+            "queries_32_clients",
+            "queries_32_clients_p50",
+            "queries_32_clients_p99",
+            "ingest_pgwire",
+        ):
             assert (system, case) in found, (system, case)
             assert report.value(system, case) > 0
     assert {c.case for c in report.checks} == {
@@ -26,6 +31,7 @@ def test_server_test_scale_runs_every_case_and_agrees() -> None:
         "arrow_download",
         "queries_32_clients_writes",
         "queries_32_clients_errors",
+        "ingest_pgwire",
     }
     for case in ("query_small_pgwire", "query_small_flight", "arrow_download_flight"):
         assert ("tessera", case) in found, case

@@ -10,6 +10,9 @@ in-process as the floor.
   streamed as Arrow IPC over loopback to the remote client (``per_second``,
   bytes); over Flight SQL with ADBC (``arrow_download_flight``); DuckDB's
   ``fetch_arrow_table`` in-process is the floor.
+- ``ingest_pgwire``: ADBC's PostgreSQL driver loads ``ingest_rows`` rows of four
+  columns (``adbc_ingest``: CREATE TABLE, then binary ``COPY ... FROM STDIN``) into
+  ``tessera serve --pg-port`` and into PostgreSQL (``per_second``, rows; three loads).
 - ``queries_32_clients``: 32 clients in 4 processes of 8 threads each run a
   read-mostly mix (90% point queries, 5% small range aggregates, 5% inserts)
   for ``seconds``: queries a second, and p50/p99 latencies
@@ -57,6 +60,13 @@ def _wait_for_workers(conninfo: str, workers: int) -> None:
 
 
 POINT = "SELECT f FROM points WHERE i = ?"
+# each loaded table's rows and sums (the three loads of ingest_pgwire)
+INGESTED = (
+    " UNION ALL ".join(
+        f"SELECT {n} AS n, count(*), sum(a), sum(b), sum(d) FROM loaded{n}" for n in range(3)
+    )
+    + " ORDER BY n"
+)
 
 
 def _key(i: int) -> int:
@@ -199,6 +209,32 @@ def _mix(system: str, url: str, token: str, ctx: BenchContext, first: int = 0) -
     }
 
 
+def _ingest_table(rows: int) -> Any:
+    """What ``ingest_pgwire`` loads: four columns of ``rows`` rows (ints, doubles, text)."""
+    import numpy as np
+    import pyarrow as pa
+
+    keys = np.arange(rows, dtype=np.int64)
+    return pa.table(
+        {
+            "a": keys,
+            "b": keys * 0.25,
+            "c": pa.array([f"s{k % 1000}" for k in range(rows)]),
+            "d": (keys % 7).astype(np.int32),
+        }
+    )
+
+
+def _ingest(uri: str, table: Any, name: str) -> float:
+    """Seconds ADBC's PostgreSQL driver takes to create ``name`` and load ``table``."""
+    import adbc_driver_postgresql.dbapi as adbc_pg
+
+    with adbc_pg.connect(uri, autocommit=True) as con, con.cursor() as cur:
+        began = time.perf_counter()
+        cur.adbc_ingest(name, table, mode="create")
+        return time.perf_counter() - began
+
+
 def _adbc_rows(adbc: Any, sql: str, params: list[Any]) -> list[Any]:
     with adbc.cursor() as cur:
         cur.execute(sql, params)
@@ -233,6 +269,9 @@ def run(ctx: BenchContext) -> None:
             ctx.record("tessera", "query_small_in_process", runs)
     token = Users(path).add("bench", parse_rights(["write"]))
     answers_download: dict[str, Any] = {}
+    answers_ingest: dict[str, Any] = {}
+    rows = int(ctx.params["ingest_rows"])
+    ingest = _ingest_table(rows)
     mixes: dict[str, dict[str, Any]] = {}
     if ctx.wants("tessera"):
         pg_port, flight_port = free_ports(1)[0], free_ports(1)[0]
@@ -257,6 +296,13 @@ def run(ctx: BenchContext) -> None:
                 answers_point["tessera_pgwire"] = pgwire.execute(
                     POINT.replace("?", "%s"), [12345]
                 ).fetchall()
+                ctx.progress("ingest_pgwire: tessera (ADBC's PostgreSQL driver, COPY)")
+                uri = f"postgresql://bench:{token}@127.0.0.1:{pg_port}/served"
+                took = [_ingest(uri, ingest, f"loaded{n}") for n in range(3)]
+                ctx.record(
+                    "tessera", "ingest_pgwire", [rows / t for t in took], "per_second", "rows/s"
+                )
+
             with tesseradb.connect(url, token=token) as remote:
                 ctx.progress("query_small: tessera over loopback")
                 runs = _per_query(lambda i: remote.sql(POINT, [_key(i)]), 100)
@@ -330,6 +376,9 @@ def run(ctx: BenchContext) -> None:
                 served.stop()
         with tesseradb.connect(path, read_only=True) as db:
             stored = sorted(db.sql("SELECT * FROM writes").fetchall())
+            # (read here: a restricted session of another connection reads the newest
+            # snapshot, which may not hold the loads yet)
+            answers_ingest["tessera"] = db.sql(INGESTED).fetchall()
         # (every mix wrote to the one table, its clients numbered from _first(name))
         for name, mix in mixes.items():
             first = _first(name)
@@ -374,6 +423,14 @@ def run(ctx: BenchContext) -> None:
                 with pg.cursor() as cur:
                     cur.execute(POINT.replace("?", "%s"), [12345])
                     answers_point["postgresql"] = cur.fetchall()
+                ctx.progress("ingest_pgwire: postgresql (ADBC's PostgreSQL driver, COPY)")
+                took = [_ingest(server.url, ingest, f"loaded{n}") for n in range(3)]
+                ctx.record(
+                    "postgresql", "ingest_pgwire", [rows / t for t in took], "per_second", "rows/s"
+                )
+                answers_ingest["postgresql"] = [
+                    tuple(float(v) for v in r) for r in pg.execute(INGESTED).fetchall()
+                ]
             ctx.progress("queries_32_clients: postgresql")
             mixes["postgresql"] = _mix("postgresql", server.url, "", ctx)
             with psycopg.connect(server.url, autocommit=True) as pg:
@@ -390,6 +447,14 @@ def run(ctx: BenchContext) -> None:
         ctx.check("query_small", answers_point)
     if len(answers_download) > 1:
         ctx.check("arrow_download", answers_download)
+    if answers_ingest:
+        answers_ingest["tessera"] = [
+            tuple(float(v) for v in r) for r in answers_ingest.get("tessera", [])
+        ]
+        expected = ingest.to_pandas()
+        sums = [float(expected[c].sum()) for c in ("a", "b", "d")]
+        answers_ingest["expected"] = [(float(n), float(rows), *sums) for n in range(3)]
+        ctx.check("ingest_pgwire", {k: v for k, v in answers_ingest.items() if v})
     if mixes:
         # every acknowledged write of the mix is stored, in each system, and no query
         # failed (an insert that failed may still be stored: its answer was lost)
@@ -416,9 +481,9 @@ register(
         description="tessera serve: a point query, a large Arrow download and 32 concurrent clients vs PostgreSQL over loopback, DuckDB in-process as the floor",
         scales={
             # (the smoke test sweeps no workers: tests/server has their own)
-            "test": {"download_bytes": 8 << 20, "seconds": 2, "workers": ()},
-            "tiny": {"download_bytes": 128 << 20, "seconds": 10},
-            "small": {"download_bytes": 1 << 30, "seconds": 30},
+            "test": {"download_bytes": 8 << 20, "seconds": 2, "workers": (), "ingest_rows": 2000},
+            "tiny": {"download_bytes": 128 << 20, "seconds": 10, "ingest_rows": 100_000},
+            "small": {"download_bytes": 1 << 30, "seconds": 30, "ingest_rows": 1_000_000},
         },
         systems=("tessera", "postgresql", "duckdb"),
         run=run,
@@ -432,6 +497,8 @@ register(
             "queries_32_clients: 32 clients in 4 processes, 90% point queries, 5% range "
             "aggregates, 5% inserts; _pgwire and _flight over those protocols; "
             "_pgwire_w1/_w2 with 1 and 2 worker processes (tessera serve --workers)",
+            "ingest_pgwire is rows a second ADBC's PostgreSQL driver loads (adbc_ingest: "
+            "CREATE TABLE, then COPY FROM STDIN in the binary format), 4 columns",
         ),
     )
 )
