@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tesseradb.server._pgtypes import PgType
@@ -19,6 +19,7 @@ __all__ = [
     "CopyError",
     "binary_copy_rows",
     "copy_options",
+    "encode_row",
     "read_binary_copy",
     "read_text_copy",
     "text_copy_rows",
@@ -53,19 +54,26 @@ def copy_options(text: str) -> dict[str, str]:
     return options
 
 
+def encode_row(row: tuple[Any, ...], coders: Sequence[Callable[[Any], bytes]]) -> bytes:
+    """A row as the protocol lays it out in a DataRow message and in a binary COPY tuple:
+    the field count, then each field's length (-1: NULL) and bytes."""
+    parts = [struct.pack("!h", len(coders))]
+    for value, coder in zip(row, coders, strict=True):
+        if value is None:
+            parts.append(_NULL)
+        else:
+            data = coder(value)
+            parts += (struct.pack("!i", len(data)), data)
+    return b"".join(parts)
+
+
+_NULL = struct.pack("!i", -1)
+
+
 def binary_copy_rows(types: list[PgType], rows: list[tuple[Any, ...]]) -> Iterator[bytes]:
-    count = struct.pack("!h", len(types))
-    null = struct.pack("!i", -1)
     coders = [t.binary for t in types]
     for row in rows:
-        parts = [count]
-        for value, coder in zip(row, coders, strict=True):
-            if value is None:
-                parts.append(null)
-            else:
-                data = coder(value)
-                parts += (struct.pack("!i", len(data)), data)
-        yield b"".join(parts)
+        yield encode_row(row, coders)
 
 
 def text_copy_rows(

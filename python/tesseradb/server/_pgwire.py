@@ -52,6 +52,7 @@ from tesseradb.server._pgcopy import (
     CopyError,
     binary_copy_rows,
     copy_options,
+    encode_row,
     read_binary_copy,
     read_text_copy,
     text_copy_rows,
@@ -695,19 +696,9 @@ class Backend:
         are sent."""
         kinds = outcome.types
         coders = [t.binary if _format(formats, i) else t.text for i, t in enumerate(kinds)]
-        count = struct.pack("!h", len(kinds))
         end = len(outcome.rows) if limit <= 0 else min(len(outcome.rows), outcome.sent + limit)
-        null = b"\xff\xff\xff\xff"
         for row in outcome.rows[outcome.sent : end]:
-            parts = [count]
-            for value, coder in zip(row, coders, strict=True):
-                if value is None:
-                    parts.append(null)
-                else:
-                    data = coder(value)
-                    parts.append(struct.pack("!i", len(data)))
-                    parts.append(data)
-            self.send(b"D", b"".join(parts))
+            self.send(b"D", encode_row(row, coders))
         outcome.sent = end
         return end == len(outcome.rows)
 
