@@ -167,7 +167,7 @@ def _columns(oid: int, run: Run, text: str) -> Any:
         [oid],
     )
     # (psql asks for more columns when it describes a view or with \d+: filled in empty)
-    wanted = text[: text.index(" FROM pg_catalog.pg_attribute")].count(",") + 1
+    wanted = _top_level_commas(text[: text.index(" FROM pg_catalog.pg_attribute")]) + 1
     answer = [(*r, None, "", "") for r in rows]
     if wanted > len(names):
         extra = wanted - len(names)
@@ -176,6 +176,15 @@ def _columns(oid: int, run: Run, text: str) -> Any:
         storage = ["p"] if "a.attstorage" in text else []  # (\\d+: plain, as DuckDB keeps it)
         answer = [(*r, *storage, *([None] * (extra - len(storage)))) for r in answer]
     return names[:wanted], types[:wanted], [r[:wanted] for r in answer]
+
+
+def _top_level_commas(select: str) -> int:
+    """The commas of a select list outside parentheses (between its columns)."""
+    depth = count = 0
+    for c in select:
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        count += c == "," and depth == 0
+    return count
 
 
 def _indexes(oid: int, run: Run, text: str) -> Any:
