@@ -5,8 +5,8 @@ an error while the server keeps serving."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +19,7 @@ import pyarrow.flight as flight
 import pytest
 
 import tesseradb
-from tesseradb.server import ServerProcess, ServerThread, Users, parse_rights
+from tesseradb.server import ServerProcess, ServerThread, Users, free_ports, parse_rights
 from tesseradb.server._flightsql import Proto, pack_any
 
 from .conftest import self_signed
@@ -314,31 +314,39 @@ def test_tls_and_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
     with tesseradb.connect(path) as db:
         db.sql("CREATE TABLE kept (i INTEGER)")
     token = Users(path).add("u", parse_rights(["admin"]))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    [port] = free_ports(1)
     served = ServerProcess(
         path, 0, "--flight-port", str(port), "--certfile", str(cert), "--keyfile", str(key)
     )
+
+    def connect_tls(autocommit: bool) -> flight_sql.Connection:
+        return flight_sql.connect(
+            f"grpc+tls://127.0.0.1:{port}",
+            db_kwargs={
+                "adbc.flight.sql.authorization_header": f"Bearer {token}",
+                "adbc.flight.sql.client_option.tls_root_certs": cert.read_text(),
+            },
+            autocommit=autocommit,
+        )
+
     try:
-        with (
-            flight_sql.connect(
-                f"grpc+tls://127.0.0.1:{port}",
-                db_kwargs={
-                    "adbc.flight.sql.authorization_header": f"Bearer {token}",
-                    "adbc.flight.sql.client_option.tls_root_certs": cert.read_text(),
-                },
-                autocommit=True,
-            ) as con,
-            con.cursor() as cur,
-        ):
+        with connect_tls(True) as con, con.cursor() as cur:
             for i in range(20):
                 cur.execute("INSERT INTO kept VALUES (?)", [i])
+        # a committed transaction is acknowledged; one left open when the server dies is not
+        pending = connect_tls(False)
+        with connect_tls(False) as con, con.cursor() as cur:
+            cur.executemany("INSERT INTO kept VALUES (?)", [[i] for i in range(20, 40)])
+            con.commit()
+        with pending.cursor() as cur:
+            cur.execute("INSERT INTO kept VALUES (1000)")
         served.kill()
     finally:
         served.stop()
+    with contextlib.suppress(Exception):  # (its server is gone)
+        pending.close()
     with tesseradb.connect(path) as db:
-        assert db.sql("SELECT list(i ORDER BY i) FROM kept").scalar() == list(range(20))
+        assert db.sql("SELECT list(i ORDER BY i) FROM kept").scalar() == list(range(40))
 
 
 def test_a_large_answer_streams_and_a_client_that_leaves_stops_it(

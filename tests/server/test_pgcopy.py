@@ -116,3 +116,22 @@ def test_broken_text_data_says_where(data: bytes, csv: bool, message: str) -> No
 def test_broken_binary_data_says_where(data: bytes, message: str) -> None:
     with pytest.raises(CopyError, match=message):
         read_binary_copy(data, 2)
+
+
+@given(
+    st.one_of(
+        st.lists(st.one_of(st.none(), st.text()), max_size=6).map(lambda v: (1009, v)),
+        st.lists(st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)), max_size=6).map(
+            lambda v: (1007, v)
+        ),
+    )
+)
+def test_array_text_reads_back_what_the_server_writes(typed: tuple[int, list[object]]) -> None:
+    """An array parameter or COPY field in text (``{a,"b c",NULL}``) reads as the list the
+    server would have sent."""
+    from tesseradb.server._pgtypes import pg_type, read_parameter
+
+    oid, values = typed
+    kind = pg_type("VARCHAR[]" if oid == 1009 else "INTEGER[]")
+    assert kind.oid == oid
+    assert read_parameter(kind.text(values), oid, False, 1) == values

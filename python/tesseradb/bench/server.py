@@ -225,6 +225,11 @@ def _ingest_table(rows: int) -> Any:
     )
 
 
+def _floats(rows: list[Any]) -> list[tuple[float, ...]]:
+    """Counts and sums as floats: each system gives its own number types for them."""
+    return [tuple(float(v) for v in row) for row in rows]
+
+
 def _ingest(uri: str, table: Any, name: str) -> float:
     """Seconds ADBC's PostgreSQL driver takes to create ``name`` and load ``table``."""
     import adbc_driver_postgresql.dbapi as adbc_pg
@@ -378,7 +383,7 @@ def run(ctx: BenchContext) -> None:
             stored = sorted(db.sql("SELECT * FROM writes").fetchall())
             # (read here: a restricted session of another connection reads the newest
             # snapshot, which may not hold the loads yet)
-            answers_ingest["tessera"] = db.sql(INGESTED).fetchall()
+            answers_ingest["tessera"] = _floats(db.sql(INGESTED).fetchall())
         # (every mix wrote to the one table, its clients numbered from _first(name))
         for name, mix in mixes.items():
             first = _first(name)
@@ -428,9 +433,7 @@ def run(ctx: BenchContext) -> None:
                 ctx.record(
                     "postgresql", "ingest_pgwire", [rows / t for t in took], "per_second", "rows/s"
                 )
-                answers_ingest["postgresql"] = [
-                    tuple(float(v) for v in r) for r in pg.execute(INGESTED).fetchall()
-                ]
+                answers_ingest["postgresql"] = _floats(pg.execute(INGESTED).fetchall())
             ctx.progress("queries_32_clients: postgresql")
             mixes["postgresql"] = _mix("postgresql", server.url, "", ctx)
             with psycopg.connect(server.url, autocommit=True) as pg:
@@ -448,9 +451,6 @@ def run(ctx: BenchContext) -> None:
     if len(answers_download) > 1:
         ctx.check("arrow_download", answers_download)
     if answers_ingest:
-        answers_ingest["tessera"] = [
-            tuple(float(v) for v in r) for r in answers_ingest.get("tessera", [])
-        ]
         expected = ingest.to_pandas()
         sums = [float(expected[c].sum()) for c in ("a", "b", "d")]
         answers_ingest["expected"] = [(float(n), float(rows), *sums) for n in range(3)]

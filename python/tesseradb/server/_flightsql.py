@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from tesseradb.errors import CancelledError, InterruptedStatementError, ReadOnlyError
-from tesseradb.server._guard import Refused, check_statement, may_write
+from tesseradb.server._guard import Refused, may_write
 
 if TYPE_CHECKING:
     from tesseradb.server._http import Server
@@ -484,7 +484,7 @@ class FlightSQLServer(flight.FlightServerBase):
                 raise flight.FlightServerError(
                     f"{MAX_TRANSACTIONS} transactions are open: end one first"
                 )
-        session = self.server.db.session(restricted=not user.is_admin)
+        session = self.server.db.session()  # (an admin's: not restricted)
         handle = secrets.token_bytes(16)
         with self._transactions_lock:
             self.transactions[handle] = _Transaction(user.name, session, peer)
@@ -507,14 +507,11 @@ class FlightSQLServer(flight.FlightServerBase):
             )
         found = self._transaction(handle, user)
         with found.lock:  # (after the transaction's statement under way)
-            with self._transactions_lock:
-                self.transactions.pop(handle, None)
-            found.ended = True
             try:
                 if found.begun:
                     found.session.sql("COMMIT" if action == 1 else "ROLLBACK")
             finally:
-                found.session.close()  # (rolls back what a failed commit left)
+                self._forget(handle, found)  # (its session's close rolls back what is left)
 
     def _roll_back_idle(self) -> None:
         now = time.monotonic()
@@ -525,13 +522,18 @@ class FlightSQLServer(flight.FlightServerBase):
         for handle, transaction in idle:
             if transaction.lock.acquire(blocking=False):  # (not while a statement runs)
                 try:
-                    with self._transactions_lock:
-                        self.transactions.pop(handle, None)
-                    transaction.ended = True
-                    with contextlib.suppress(Exception):
-                        transaction.session.close()
+                    self._forget(handle, transaction)
                 finally:
                     transaction.lock.release()
+
+    def _forget(self, handle: bytes, transaction: _Transaction) -> None:
+        """(its lock held) The transaction ended: closing its session rolls back what
+        it did not commit."""
+        with self._transactions_lock:
+            self.transactions.pop(handle, None)
+        transaction.ended = True
+        with contextlib.suppress(Exception):
+            transaction.session.close()
 
     def _guarded(self, call: Any) -> Any:
         """``call()``, its errors said as Flight errors (what, and why)."""
@@ -699,9 +701,7 @@ class FlightSQLServer(flight.FlightServerBase):
             _, message = unpack_any(body)
             text = message.text(1) or ""
             # (checked now, so that a refused statement fails where it is prepared)
-            self._guarded(
-                lambda: check_statement(text, user.is_admin, user.may, self.server.kind_of)
-            )
+            self._guarded(lambda: self.server.check(user, text))
             transaction = message.blob(2)
             if transaction:
                 self._transaction(transaction, user)  # (one of this user's, open)

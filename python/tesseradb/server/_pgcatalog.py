@@ -6,8 +6,8 @@ row-security and persistence columns, ``pg_attribute``'s identity and generated
 columns, ``pg_index``, ``pg_constraint``, ``pg_policy``, ``pg_publication`` ...), which
 DuckDB's ``pg_catalog`` does not have. Each is recognised by what it asks for, and
 answered from ``duckdb_tables()``, ``duckdb_views()``, ``duckdb_columns()`` and
-``duckdb_constraints()``, run as the user's own statements (the same guard and rights
-as any query): the table's kind, its columns (DuckDB's type names, defaults, NOT NULL),
+``duckdb_constraints()``, run in the user's own session (its restrictions hold; the
+caller says what a user without the read right gets): the table's kind, its columns (DuckDB's type names, defaults, NOT NULL),
 its primary key and unique constraints as indexes, its CHECK constraints, and a view's
 definition (``\\d+``). What DuckDB has nothing of (policies, triggers, statistics objects,
 publications, inheritance, partitions) is answered with no rows.
@@ -32,12 +32,11 @@ from tesseradb.server._pgtypes import (
 
 __all__ = ["driver_columns", "driver_types", "psql_describe"]
 
-Run = Callable[[str, list[Any]], list[tuple[Any, ...]]]  # the user's statement, its rows
+Run = Callable[[str, list[Any]], list[tuple[Any, ...]]]  # a catalog query, its rows
+Answer = tuple[list[str], list[PgType], list[tuple[Any, ...]]]  # columns, types, rows
 
 _OID = re.compile(r"(?:c\.oid|attrelid|conrelid|indrelid|tgrelid|polrelid|stxrelid|inhrelid"
                   r"|inhparent|pr\.prrelid|prrelid|ev_class)\s*=\s*'(\d+)'", re.I)  # fmt: skip
-
-
 _VIEWDEF = re.compile(r"pg_get_viewdef\('(\d+)'::pg_catalog\.oid(?:, true)?\)", re.I)
 
 
@@ -51,7 +50,7 @@ _DRIVER_TYPES = re.compile(
 )
 
 
-def driver_types(text: str) -> tuple[list[str], list[PgType], list[tuple[Any, ...]]] | None:
+def driver_types(text: str) -> Answer | None:
     """The answer to a driver's query of the type catalog, or None if ``text`` is not it."""
     if not _DRIVER_TYPES.match(text):
         return None
@@ -73,9 +72,7 @@ _DRIVER_COLUMNS = re.compile(
 )
 
 
-def driver_columns(
-    text: str, params: list[Any], run: Run
-) -> tuple[list[str], list[PgType], list[tuple[Any, ...]]] | None:
+def driver_columns(text: str, params: list[Any], run: Run) -> Answer | None:
     """The answer to a driver's query of a table's columns by its name (``$1::regclass``,
     which DuckDB lacks: ADBC's ingest into an existing table), or None if ``text`` is not
     it. Each column's type is the PostgreSQL type its values travel as."""
@@ -96,9 +93,7 @@ def _cols(*spec: tuple[str, int]) -> tuple[list[str], list[PgType]]:
     return [n for n, _ in spec], [PgType(t) for _, t in spec]
 
 
-def psql_describe(
-    text: str, run: Run, database: str
-) -> tuple[list[str], list[PgType], list[tuple[Any, ...]]] | None:
+def psql_describe(text: str, run: Run, database: str) -> Answer | None:
     """The columns, their types and the rows answering one of psql's describe queries,
     or None when ``text`` is not one (``database``: the name ``\\l`` lists)."""
     compact = " ".join(text.split())

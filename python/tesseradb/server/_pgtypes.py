@@ -218,7 +218,8 @@ def _array_item(value: Any, kind: PgType | None) -> str:
     if isinstance(value, (list, tuple)):
         return "{" + ",".join(_array_item(v, kind) for v in value) + "}"
     text = _text(value, kind)
-    if text == "" or text.upper() == "NULL" or any(c in text for c in '{},"\\ \t\n'):
+    # (quoted as PostgreSQL quotes: around its delimiters and C's white space)
+    if text == "" or text.upper() == "NULL" or any(c in text for c in '{},"\\' + _SPACE):
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return text
 
@@ -382,14 +383,18 @@ _FROM_TEXT: dict[int, Callable[[str], Any]] = {
 }
 
 
+_SPACE = " \t\n\r\v\f"  # what PostgreSQL's array text trims (C's isspace, not Unicode's)
+
+
 def _array_parser(element: int) -> Callable[[str], Any]:
     """A reader of PostgreSQL's array text (``{1,2,NULL}``, ``{"a b",c}``, nested
     ``{{1,2},{3,4}}``) as lists of the element type's values."""
     parse = _FROM_TEXT.get(element, str)
 
     def read(text: str) -> Any:
-        value, at = _array_at(text.strip(), 0, parse)
-        if at != len(text.strip()):
+        text = text.strip(_SPACE)
+        value, at = _array_at(text, 0, parse)
+        if at != len(text):
             raise ValueError(f"text after the array's closing brace: {text[at:]!r}")
         return value
 
@@ -422,7 +427,7 @@ def _array_at(text: str, at: int, parse: Callable[[str], Any]) -> tuple[list[Any
             end = at
             while end < len(text) and text[end] not in ",}":
                 end += 1
-            raw = text[at:end].strip()
+            raw = text[at:end].strip(_SPACE)
             items.append(None if raw.upper() == "NULL" else parse(raw))
             at = end
         if text[at : at + 1] == ",":

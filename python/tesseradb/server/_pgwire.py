@@ -113,11 +113,10 @@ _FIRST_WORDS = re.compile(
     r"(?:TEMP\s+|TEMPORARY\s+|UNIQUE\s+)?([A-Za-z]+))?",
     re.DOTALL,
 )
-_ROW_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM", "SHOW", "DESCRIBE", "SUMMARIZE"}
-_ROW_WORDS |= {"EXPLAIN", "PIVOT", "UNPIVOT", "CALL", "PRAGMA"}
-_COUNT_WORDS = {"INSERT", "UPDATE", "DELETE", "MERGE"}
 # what a worker process answers itself (anything else goes to the writer)
 _READ_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM", "SHOW", "DESCRIBE", "SUMMARIZE"}
+_ROW_WORDS = _READ_WORDS | {"EXPLAIN", "PIVOT", "UNPIVOT", "CALL", "PRAGMA"}
+_COUNT_WORDS = {"INSERT", "UPDATE", "DELETE", "MERGE"}
 _TRANSACTION_TAGS = {
     "BEGIN": "BEGIN",
     "START": "START TRANSACTION",
@@ -736,13 +735,7 @@ class Backend:
             self.session.sql("BEGIN TRANSACTION")
         try:
             for statement in statements:
-                copy = COPY_OUT.match(statement)
-                if copy is not None:
-                    self.send(b"C", self.copy_out(copy, []).encode() + b"\0")
-                    continue
-                copy = COPY_IN.match(statement)
-                if copy is not None:
-                    self.send(b"C", self.copy_in(copy).encode() + b"\0")
+                if self.copy(statement, []):
                     continue
                 outcome = self.execute(statement, [])
                 if outcome.has_rows:
@@ -757,6 +750,19 @@ class Backend:
         if wrap:
             self.session.sql("COMMIT")
         self.ready()
+
+    def copy(self, text: str, params: list[Any]) -> bool:
+        """Run ``text`` if it is a ``COPY ... TO STDOUT`` or ``FROM STDIN`` (its rows go as
+        CopyData, then its CommandComplete); whether it was one."""
+        found = COPY_OUT.match(text)
+        if found is not None:
+            self.send(b"C", self.copy_out(found, params).encode() + b"\0")
+            return True
+        found = COPY_IN.match(text)
+        if found is not None:
+            self.send(b"C", self.copy_in(found).encode() + b"\0")
+            return True
+        return False
 
     def copy_out(self, copy: re.Match[str], params: list[Any]) -> str:
         """``COPY ... TO STDOUT``: the query's rows as CopyData in PostgreSQL's text, CSV
@@ -956,13 +962,7 @@ class Backend:
         name, rest = _cstring(body)
         limit = _int(rest, 0)
         portal = self.portal(name)
-        copy = COPY_OUT.match(portal.prepared.text)
-        if copy is not None:
-            self.send(b"C", self.copy_out(copy, portal.params).encode() + b"\0")
-            return
-        copy = COPY_IN.match(portal.prepared.text)
-        if copy is not None:
-            self.send(b"C", self.copy_in(copy).encode() + b"\0")
+        if self.copy(portal.prepared.text, portal.params):
             return
         outcome = self.outcome(portal)
         if not outcome.tag:
