@@ -84,6 +84,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::records::decode_column, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::documents::flatten_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::documents::rebuild_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::documents::pack_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::documents::unpack_texts, m)?)?;
     m.add_function(wrap_pyfunction!(
         bindings::documents::rebuild_packed_documents,
         m

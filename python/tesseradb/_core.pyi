@@ -25,6 +25,7 @@ __all__ = [
     "intern_keys",
     "kdtree_partition",
     "merge_keys",
+    "pack_documents",
     "pad_strings",
     "rebuild_documents",
     "rebuild_packed_documents",
@@ -40,6 +41,7 @@ __all__ = [
     "triple_bounds",
     "triples_csr",
     "unpack_records",
+    "unpack_texts",
 ]
 
 __version__: str
@@ -76,6 +78,8 @@ def flatten_documents(
     wide: bool,
     limits: tuple[int, int, int, int, int, bool],
     group: int = 1,
+    whole: bool = False,
+    negative_zero: bool = True,
 ) -> tuple[list[list[tuple[Any, ...]]], list[int]]:
     """Argo's key flattening of JSON texts (``bytes`` or ``str``) and plain dicts.
 
@@ -95,7 +99,23 @@ def flatten_documents(
     ``(..., valbool)`` and null/empty containers ``(..., valkind)``, each
     starting ``objid, keystr, ord``. With ``group`` above 1 each tuple holds
     the values of ``group`` such rows one after another (the last tuple of a
-    list maybe fewer), as a multi-row INSERT binds them.
+    list maybe fewer), as a multi-row INSERT binds them. With ``whole`` one
+    more list follows: ``(objid, packed)`` per document, grouped alike, where
+    ``packed`` is ``pack_documents`` of exactly ``json.dumps(document,
+    ensure_ascii=False)`` of the document its rows rebuild into (the hybrid
+    mapping's object table); without ``negative_zero`` the text has 0.0 for
+    -0.0, as a backend that stores it so gives it back in the rows.
+    """
+
+def pack_documents(texts: list[str]) -> list[bytes]:
+    """JSON texts packed as the hybrid mapping keeps them: one zstd frame each."""
+
+def unpack_texts(packed: list[bytes], check: bool = True) -> list[str]:
+    """The JSON texts of ``pack_documents``' frames (unpacked without the GIL).
+
+    With ``check`` each text is also checked to be JSON (for a caller that
+    hands it on unparsed). Raises ``ValueError`` naming the position of a
+    damaged frame or text.
     """
 
 def rebuild_documents(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, dict[str, Any]]]:

@@ -12,7 +12,7 @@ import tesseradb
 from tesseradb.documents import Collection
 
 BACKENDS = ("sqlite", "duckdb", "postgresql", "mariadb")
-MAPPINGS = ("argo1", "argo3")
+MAPPINGS = ("argo1", "argo3", "hybrid")
 _names = itertools.count()
 
 

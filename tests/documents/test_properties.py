@@ -14,7 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tesseradb._core import flatten_documents, rebuild_packed_documents
+from tesseradb._core import (
+    flatten_documents,
+    pack_documents,
+    rebuild_packed_documents,
+    unpack_texts,
+)
 from tesseradb._core import rebuild_documents as kernel_rebuild
 from tesseradb.documents import flatten_document, parse_statement, rebuild_documents
 from tesseradb.documents._argosql import (
@@ -543,3 +548,85 @@ def test_kernel_groups_rows_for_multi_row_inserts(
 def test_kernel_refuses_an_empty_group() -> None:
     with pytest.raises(ValueError, match="group"):
         flatten_documents(['{"a": 1}'], 1, False, LIMITS, 0)
+
+
+# --- the hybrid mapping's object texts ----------------------------------------------
+
+
+def _hybrid_python_row(doc: Any) -> tuple[int, str]:
+    """The (objid, text) the hybrid mapping's Python path writes for ``doc`` (objid 7)."""
+    mapping = make_mapping("hybrid", "c", None)  # type: ignore[arg-type]
+    rows = mapping.row_lists()
+    mapping.add_rows(rows, 7, flatten_document(doc))
+    [(objid, packed)] = rows[-1]
+    return objid, unpack_texts([packed])[0]
+
+
+def _texts(rows: list[list[tuple[Any, ...]]]) -> list[Any]:
+    """The objids and unpacked texts of the object list that ``whole`` adds."""
+    values = [v for t in rows[-1] for v in t]
+    return [unpack_texts([v])[0] if isinstance(v, bytes) else v for v in values]
+
+
+@given(documents, st.integers(1, 3))
+def test_kernel_writes_the_text_json_dumps_writes(doc: dict[str, Any], group: int) -> None:
+    # The text must be the very text json.dumps gives for the rebuilt object: SQL
+    # scans hand it on as it is, where argo3 dumps what it rebuilt.
+    rows, refused = flatten_documents([doc, json.dumps(doc)], 7, False, LIMITS, group, True)
+    assert refused == []
+    shredded, _ = flatten_documents([doc, json.dumps(doc)], 7, False, LIMITS, group)
+    assert repr(rows[:-1]) == repr(shredded)  # the rows are argo3's
+    [(_, rebuilt)] = list(rebuild_documents(flatten_documents([doc], 7, True, LIMITS)[0][0]))
+    expected = json.dumps(rebuilt, ensure_ascii=False)
+    assert _texts(rows) == [7, expected, 8, expected]
+    assert _hybrid_python_row(doc) == (7, expected)
+    # and reading the packed form back gives what json.loads gives
+    [packed] = pack_documents([expected])
+    [again] = [json.loads(t) for t in unpack_texts([packed])]
+    assert same_json(again, json.loads(expected)) and same_json(again, rebuilt)
+
+
+number_lists = st.lists(
+    st.floats(allow_nan=False, allow_infinity=False) | st.integers(INT64_MIN, INT64_MAX),
+    min_size=1,
+    max_size=20,
+)
+
+
+@given(number_lists)
+def test_kernel_writes_numbers_as_python_repr(numbers: list[float | int]) -> None:
+    rows, _ = flatten_documents([{"n": numbers}], 1, False, LIMITS, 1, True)
+    assert _texts(rows) == [1, json.dumps({"n": numbers})]
+    [text] = unpack_texts(pack_documents([json.dumps(numbers)]))
+    assert repr(json.loads(text)) == repr(numbers)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"e": 1e5, "E": 1E-7, "big": 1e308, "tiny": 5e-324, "z": -0.0, "i": -0}',
+        '{"a": [[[]], [{}], [[1], [2, [3]]]], "b": {"c": {"d": {}}}}',
+        '{"a.b": {"[0]": {"\\\\": "\\u0000\\u001f\\"\\u007f\\u2028"}}, "": ""}',
+        '{"dup": 1, "x": 2, "dup": [3]}',
+        "{}",
+    ],
+)
+def test_kernel_writes_awkward_texts_as_json_dumps(text: str) -> None:
+    rows, refused = flatten_documents([text], 1, False, LIMITS, 1, True)
+    assert refused == []
+    assert _texts(rows) == [1, json.dumps(json.loads(text), ensure_ascii=False)]
+    [value] = [json.loads(t) for t in unpack_texts([rows[-1][0][1]])]
+    assert same_json(value, json.loads(text))
+
+
+def test_damaged_packed_documents_are_named() -> None:
+    [good] = pack_documents(['{"a": 1}'])
+    for bad, why in [
+        (b"{}", "packed document 1 is damaged"),
+        (good[:-3], "packed document 1 is damaged"),
+        (pack_documents(['{"a": '])[0], "packed document 1 is damaged.*not JSON"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            unpack_texts([good, bad])
+    with pytest.raises(ValueError, match="packed document 0 is damaged"):
+        unpack_texts([b"\x28\xb5\x2f\xfd\xff"])

@@ -2,7 +2,7 @@
 
 Systems: ``tessera`` (the default configuration, measured as itself),
 ``tessera-<backend>-<mapping>`` for SQLite, DuckDB, PostgreSQL and MariaDB
-under argo1 and argo3, and the JSON types of three peers: PostgreSQL
+under argo1, argo3 and hybrid, and the JSON types of three peers: PostgreSQL
 ``jsonb`` (GIN index plus B-tree expression indexes on what the queries
 filter), SQLite's JSON functions (expression indexes) and DuckDB's JSON type.
 Every system loads the same JSON lines file and answers the twelve queries of
@@ -28,7 +28,7 @@ from tesseradb.bench.registry import Benchmark, register
 from tesseradb.bench.runner import BenchContext
 
 BACKENDS = ("sqlite", "duckdb", "postgresql", "mariadb")
-MAPPINGS = ("argo1", "argo3")
+MAPPINGS = ("argo1", "argo3", "hybrid")
 CONFIGURATIONS = tuple(f"tessera-{b}-{m}" for b in BACKENDS for m in MAPPINGS)
 PEER_SYSTEMS = ("postgresql-jsonb", "sqlite-json", "duckdb-json")
 QUERIES = tuple(f"q{i}" for i in range(1, 12))
@@ -498,12 +498,10 @@ def run(ctx: BenchContext) -> None:
 
     with ExitStack() as stack:
         servers: dict[str, str] = {}
-        if any(
-            ctx.wants(s)
-            for s in ("tessera-postgresql-argo1", "tessera-postgresql-argo3", "postgresql-jsonb")
-        ):
+        on_postgres = [f"tessera-postgresql-{m}" for m in MAPPINGS] + ["postgresql-jsonb"]
+        if any(ctx.wants(s) for s in on_postgres):
             servers["postgresql"] = stack.enter_context(postgres_server()).url
-        if any(ctx.wants(s) for s in ("tessera-mariadb-argo1", "tessera-mariadb-argo3")):
+        if any(ctx.wants(f"tessera-mariadb-{m}") for m in MAPPINGS):
             servers["mariadb"] = stack.enter_context(mariadb_server()).url
         for system in CONFIGURATIONS:
             also = ("tessera",) if system == default and ctx.wants("tessera") else ()
@@ -553,7 +551,7 @@ def run(ctx: BenchContext) -> None:
 register(
     Benchmark(
         name="nobench",
-        description="NoBench Q1-Q12 on Argo (argo1/argo3 x SQLite, DuckDB, PostgreSQL, MariaDB) vs JSON in PostgreSQL, SQLite, DuckDB",
+        description="NoBench Q1-Q12 on Argo (argo1/argo3/hybrid x SQLite, DuckDB, PostgreSQL, MariaDB) vs JSON in PostgreSQL, SQLite, DuckDB",
         scales={
             "test": {"objects": 3_000},  # the test suite's smoke run
             "tiny": {"objects": 10_000},

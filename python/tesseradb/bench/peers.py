@@ -45,6 +45,8 @@ def _mariadb() -> str | None:
 
 def _document_configurations() -> list[Peer]:
     """TesseraDB's collections on each backend under each mapping (``tessera bench nobench``)."""
+    from tesseradb.documents import MAPPINGS
+
     checks = {
         "sqlite": lambda: None,
         "duckdb": lambda: None,
@@ -54,7 +56,7 @@ def _document_configurations() -> list[Peer]:
     return [
         Peer(f"tessera-{backend}-{mapping}", f"TesseraDB documents, {mapping} on {backend}", check)
         for backend, check in checks.items()
-        for mapping in ("argo1", "argo3")
+        for mapping in MAPPINGS
     ]
 
 

@@ -49,6 +49,7 @@ class ColumnTypes:
     bigint: str
     boolean: str
     small: str
+    blob: str = "BLOB"  # a whole object's packed JSON text (the hybrid mapping)
 
     def of(self, column: str) -> str:
         """The type of one of the mapping's value columns."""
@@ -86,6 +87,9 @@ class Backend(ABC):
     # does not (SQLite), rows holding doubles that are not integers are fetched
     # as plain rows beside the packed ones.
     packs_doubles = True
+    # A double column gives -0.0 back (SQLite and MariaDB store it as 0.0; the
+    # hybrid mapping's object texts then write 0.0 too, so both forms agree).
+    keeps_negative_zero = True
     # Rows whose values one tuple of insert_rows may hold, one after another.
     rows_per_insert = 1
     # What one document may hold here (checked at the door of every ingest path).

@@ -227,11 +227,22 @@ class Collection(Statements):
         try:
             expected = self.count()
             rebuilt = len(self.find())
+            with self.transaction():  # the hybrid mapping keeps its objects twice
+                sql = f"SELECT COUNT(*) FROM ({self.mapping.shredded_objids_sql()}) AS argo_all"
+                shredded = int(self.backend.execute(sql)[0][0])
         except TesseraError as err:
             return [Finding(self.name, f"tables on {self.backend.describe()}", str(err))], Verified(
                 self.name, "collection", "unreadable"
             )
         findings = []
+        if shredded != expected:
+            findings.append(
+                Finding(
+                    self.name,
+                    f"tables on {self.backend.describe()}",
+                    f"{expected:,} objects kept whole but {shredded:,} in the shredded tables",
+                )
+            )
         if rebuilt != expected:
             findings.append(
                 Finding(
@@ -337,6 +348,8 @@ class Collection(Statements):
             self.mapping.wide,
             limits.as_tuple(),
             self.backend.rows_per_insert,
+            whole=self.mapping.keeps_text,
+            negative_zero=self.backend.keeps_negative_zero,
         )
         for position in refused:
             where, doc = batch[position]

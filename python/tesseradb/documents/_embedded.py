@@ -27,6 +27,7 @@ __all__ = ["DuckDBBackend", "SQLiteBackend"]
 class SQLiteBackend(Backend):
     kind = "sqlite"
     table_options = " WITHOUT ROWID"
+    keeps_negative_zero = False
     types = ColumnTypes("INTEGER", "TEXT", "TEXT", "REAL", "INTEGER", "INTEGER", "INTEGER")
 
     def __init__(self, path: Path, read_only: bool = False) -> None:
@@ -252,7 +253,9 @@ class DuckDBBackend(Backend):
     keyed_by_object = False
     covering_indexes = False
     seeks_by_key = False
-    types = ColumnTypes("BIGINT", "VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BOOLEAN", "SMALLINT")
+    types = ColumnTypes(
+        "BIGINT", "VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BOOLEAN", "SMALLINT", "BLOB"
+    )
     # statements that never change the file (anything else marks it changed)
     _READS = frozenset({"SELECT", "WITH", "BEGIN", "COMMIT", "ROLLBACK", "EXPLAIN", "DESCRIBE"})
     # how long a reader waits for the writer's first snapshot before copying the file

@@ -16,6 +16,12 @@ a delta of a few thousand objects. The collection moves the delta into the
 main tables in one sorted pass once it has grown (``Collection``); while the
 delta holds rows (:attr:`Mapping.delta`), every statement reads both, so
 each query is a union over the physical tables of :meth:`Mapping.tables`.
+
+``hybrid``, beyond the paper, is argo3 plus one more table, ``argo_<c>_obj``,
+holding each object's JSON text by objid. Filters and projections use the
+shredded tables as argo3 does; whatever needs whole objects (a ``SELECT *``,
+an UPDATE's rebuild, a SQL scan of ``doc``) reads one row per object there,
+where argo3 reads and reassembles the object's rows from four tables.
 """
 
 from __future__ import annotations
@@ -26,14 +32,19 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tesseradb._core import rebuild_documents, rebuild_packed_documents
+from tesseradb._core import (
+    pack_documents,
+    rebuild_documents,
+    rebuild_packed_documents,
+    unpack_texts,
+)
 from tesseradb.documents._backends import Backend
 from tesseradb.documents._keys import Leaf
 from tesseradb.errors import DocumentBackendError
 
 __all__ = ["MAPPINGS", "ROW_COLUMNS", "KeyCondition", "Mapping", "Source", "make_mapping"]
 
-MAPPINGS = ("argo1", "argo3")
+MAPPINGS = ("argo1", "argo3", "hybrid")
 # element positions Mapping.element_keys walks before giving up for a range scan
 ELEMENT_WALK_LIMIT = 256
 ROW_COLUMNS = ("objid", "keystr", "ord", "valstr", "valnum", "valint", "valbool", "valkind")
@@ -93,6 +104,9 @@ class Mapping:
     """The tables of one collection under one mapping on one backend."""
 
     name: str
+    # Whether each object's JSON text is kept too (the hybrid mapping's object
+    # table): the rows made for writing then end with a list of (objid, text).
+    keeps_text = False
     # Whether the delta tables may hold rows: read by the collection at the start of
     # each transaction. While False, statements read the main tables only.
     delta = False
@@ -269,6 +283,10 @@ class Mapping:
     # --- reading -------------------------------------------------------------------
     def objids_sql(self) -> str:
         """SQL giving every objid of the collection (no duplicates)."""
+        return self.shredded_objids_sql()
+
+    def shredded_objids_sql(self) -> str:
+        """SQL giving every objid that has rows in the shredded tables (no duplicates)."""
         return self.keyed_objids(KeyCondition("1 = 1", ()))[0]
 
     def keyed_objids(self, key: KeyCondition) -> tuple[str, tuple[Any, ...]]:
@@ -489,11 +507,123 @@ class Argo3(Mapping):
                 others.append((objid, f.keystr, f.ord, f.valkind))
 
 
+class Hybrid(Argo3):
+    """argo3's tables, plus ``argo_<c>_obj``: each object's JSON text by objid.
+
+    The text is ``json.dumps(object, ensure_ascii=False)`` of the object the
+    shredded rows rebuild into (``_core.flatten_documents`` writes it beside
+    the rows, the Python path with ``json.dumps`` itself), so reading it gives
+    exactly the object argo3 would rebuild. The object table has no delta:
+    objids only grow, so its inserts append at the end of its key.
+    """
+
+    name = "hybrid"
+    keeps_text = True
+
+    def __init__(self, collection: str, backend: Backend) -> None:
+        super().__init__(collection, backend)
+        self.objects = self._table("obj")
+
+    def row_lists(self) -> list[list[tuple[Any, ...]]]:
+        return [*super().row_lists(), []]
+
+    def add_rows(
+        self, rows: list[list[tuple[Any, ...]]], objid: int, leaves: Sequence[Leaf]
+    ) -> None:
+        super().add_rows(rows[:-1], objid, leaves)
+        # -0.0 as the backend gives it back, so the text and the rows agree
+        unsigned = self.backend is not None and not self.backend.keeps_negative_zero
+        rebuilt = rebuild_documents(
+            [
+                (
+                    objid,
+                    f.keystr,
+                    f.ord,
+                    f.valstr,
+                    0.0 if unsigned and f.valnum == 0.0 and f.valint is None else f.valnum,
+                    f.valint,
+                    f.valbool,
+                    f.valkind,
+                )
+                for f in leaves
+            ]
+        )
+        text = json.dumps(rebuilt[0][1], ensure_ascii=False)
+        rows[-1].append((objid, pack_documents([text])[0]))
+
+    def insert_rows(self, rows: list[list[tuple[Any, ...]]], delta: bool) -> None:
+        super().insert_rows(rows[:-1], delta)
+        if rows[-1]:
+            self.backend.insert_rows(self.objects, ("objid", "doc"), rows[-1])
+
+    def create(self) -> None:
+        super().create()
+        # (no table_options: SQLite's WITHOUT ROWID suits rows of a few dozen bytes;
+        # a packed text of hundreds sits better in a rowid table keyed by objid)
+        t = self.backend.types
+        self.backend.execute(
+            f"CREATE TABLE {self.objects} (objid {t.objid} NOT NULL PRIMARY KEY, "
+            f"doc {t.blob} NOT NULL)"
+        )
+
+    def drop(self) -> None:
+        super().drop()
+        self.backend.execute(f"DROP TABLE IF EXISTS {self.objects}")
+
+    def exists(self) -> bool:
+        return super().exists() or self.backend.table_exists(self.objects)
+
+    def delete(self, objids: Sequence[int]) -> None:
+        super().delete(objids)
+        for start in range(0, len(objids), 500):
+            part = objids[start : start + 500]
+            self.backend.execute(
+                f"DELETE FROM {self.objects} WHERE objid IN ({', '.join('?' * len(part))})", part
+            )
+
+    def objids_sql(self) -> str:
+        return f"SELECT objid FROM {self.objects}"
+
+    def documents(
+        self,
+        where: str,
+        params: tuple[Any, ...],
+        keys: Sequence[KeyCondition] | None = None,
+        execute: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]] | None = None,
+    ) -> list[tuple[int, dict[str, Any]]]:
+        if keys:  # a projection: from the shredded rows of its keys
+            return super().documents(where, params, keys, execute)
+        objids, packed = self._packed(where, params, execute)
+        loads = json.loads
+        with self._rebuilding():
+            return [(i, loads(t)) for i, t in zip(objids, unpack_texts(packed, False), strict=True)]
+
+    def texts(self, where: str, params: tuple[Any, ...]) -> list[tuple[int, str]]:
+        """``(objid, JSON text)`` of the objects whose objid satisfies ``where``, in objid order."""
+        objids, packed = self._packed(where, params, None)
+        with self._rebuilding():
+            return list(zip(objids, unpack_texts(packed), strict=True))
+
+    def _packed(
+        self,
+        where: str,
+        params: tuple[Any, ...],
+        execute: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]] | None,
+    ) -> tuple[list[int], list[bytes]]:
+        execute = execute or self.backend.execute
+        rows = execute(
+            f"SELECT objid, doc FROM {self.objects} WHERE {where} ORDER BY objid", params
+        )
+        return [int(r[0]) for r in rows], [bytes(r[1]) for r in rows]
+
+
 def make_mapping(name: str, collection: str, backend: Backend) -> Mapping:
     if name == "argo1":
         return Argo1(collection, backend)
     if name == "argo3":
         return Argo3(collection, backend)
+    if name == "hybrid":
+        return Hybrid(collection, backend)
     from tesseradb.errors import DocumentError
 
-    raise DocumentError(f"unknown mapping {name!r}: use 'argo1' or 'argo3'")
+    raise DocumentError(f"unknown mapping {name!r}: use one of {', '.join(MAPPINGS)}")

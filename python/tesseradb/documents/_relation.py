@@ -108,13 +108,18 @@ class CollectionRelation:
                 within = _objid_filter(predicate)
                 ids = [i for i in collection._matching_ids(condition) if within(i)]
                 if "doc" in names:
-                    fetched = collection._fetch(ids, None)
-                    documents = [(i, fetched[i]) for i in ids if i in fetched]
+                    texts = collection._texts(ids)
             elif "doc" not in names:  # objids alone: nothing to rebuild
                 sql = f"SELECT objid FROM ({mapping.objids_sql()}) AS ids WHERE {where} ORDER BY objid"
                 ids = [row[0] for row in mapping.backend.execute(sql, params)]
+            elif mapping.keeps_text:
+                texts = mapping.texts(where, tuple(params))
             else:
-                documents = mapping.documents(where, tuple(params))
+                dumps = json.dumps
+                texts = [
+                    (i, dumps(d, ensure_ascii=False))
+                    for i, d in mapping.documents(where, tuple(params))
+                ]
         if "doc" not in names:
             found = pa.record_batch([pa.array(ids, pa.int64())], names=["objid"])
             return pa.RecordBatchReader.from_batches(schema, iter([found] if names else []))
@@ -122,9 +127,9 @@ class CollectionRelation:
         def batches() -> Iterator[pa.RecordBatch]:
             objids: list[int] = []
             docs: list[str] = []
-            for objid, doc in documents:
+            for objid, text in texts:
                 objids.append(objid)
-                docs.append(json.dumps(doc, ensure_ascii=False))
+                docs.append(text)
                 if len(objids) >= SCAN_BATCH_OBJECTS:
                     yield batch(objids, docs)
                     objids, docs = [], []

@@ -56,6 +56,7 @@ class PostgresBackend(_ServerBackend):
         "BIGINT",
         "BOOLEAN",
         "SMALLINT",
+        "BYTEA",
     )
 
     def __init__(self, url: str, read_only: bool = False) -> None:
@@ -110,6 +111,7 @@ class MariaDBBackend(_ServerBackend):
     kind = "mariadb"
     # valstr is TEXT (65,535 bytes); keystr VARCHAR(512) holds the default key limit
     limits = DocumentLimits(string_bytes=65_535)
+    keeps_negative_zero = False
     transactional_ddl = False
     covering_indexes = False
     _COLLATE = "CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
@@ -121,6 +123,7 @@ class MariaDBBackend(_ServerBackend):
         "BIGINT",
         "BOOLEAN",
         "SMALLINT",
+        "LONGBLOB",
     )
 
     def __init__(self, url: str, read_only: bool = False) -> None:

@@ -9,6 +9,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import itertools
+import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -140,6 +141,23 @@ class Statements:
             )
         with self._id_table(objids) as table:
             return dict(self.mapping.documents(f"objid IN (SELECT objid FROM {table})", (), keys))
+
+    def _texts(self, objids: Sequence[int]) -> list[tuple[int, str]]:
+        """``(objid, JSON text)`` of the objects with these objids, in objid order: the
+        text as ``json.dumps(object, ensure_ascii=False)`` writes it."""
+        if self.mapping.keeps_text:
+            if not objids:
+                return []
+            if len(objids) <= ID_LIST_LIMIT * 2:
+                ordered = sorted(set(objids))
+                return self.mapping.texts(
+                    f"objid IN ({', '.join('?' * len(ordered))})", tuple(ordered)
+                )
+            with self._id_table(objids) as table:
+                return self.mapping.texts(f"objid IN (SELECT objid FROM {table})", ())
+        fetched = self._fetch(objids, None)
+        dumps = json.dumps
+        return [(i, dumps(fetched[i], ensure_ascii=False)) for i in sorted(fetched)]
 
     def _documents(
         self,

@@ -60,7 +60,7 @@ class DocumentStore:
                     f"a collection's {what} is named by a str, not {type(value).__name__}"
                 )
         if mapping not in MAPPINGS:
-            raise DocumentError(f"unknown mapping {mapping!r}: use 'argo1' or 'argo3'")
+            raise DocumentError(f"unknown mapping {mapping!r}: use one of {', '.join(MAPPINGS)}")
         if backend not in EMBEDDED_BACKENDS and "://" not in backend:
             raise DocumentError(
                 f"unknown document backend {backend!r}: use 'sqlite', 'duckdb' or a "
