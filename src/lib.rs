@@ -85,6 +85,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::documents::flatten_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::documents::rebuild_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::documents::pack_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::documents::load_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::documents::unpack_texts, m)?)?;
     m.add_function(wrap_pyfunction!(
         bindings::documents::rebuild_packed_documents,

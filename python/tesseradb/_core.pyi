@@ -24,6 +24,7 @@ __all__ = [
     "gather",
     "intern_keys",
     "kdtree_partition",
+    "load_documents",
     "merge_keys",
     "pack_documents",
     "pad_strings",
@@ -110,12 +111,20 @@ def flatten_documents(
 def pack_documents(texts: list[str]) -> list[bytes]:
     """JSON texts packed as the hybrid mapping keeps them: one zstd frame each."""
 
-def unpack_texts(packed: list[bytes], check: bool = True) -> list[str]:
-    """The JSON texts of ``pack_documents``' frames (unpacked without the GIL).
+def load_documents(packed: list[bytes]) -> list[Any]:
+    """The values of ``pack_documents``' frames, as ``json.loads`` reads each text.
 
-    With ``check`` each text is also checked to be JSON (for a caller that
-    hands it on unparsed). Raises ``ValueError`` naming the position of a
-    damaged frame or text.
+    Unpacked in parallel without the GIL, then read straight into Python
+    objects, with one string per distinct key across all the texts. Raises
+    ``ValueError`` naming the position of a damaged frame or a text that is
+    not JSON.
+    """
+
+def unpack_texts(packed: list[bytes]) -> list[str]:
+    """The JSON texts of ``pack_documents``' frames, unpacked without the GIL and
+    checked to be JSON (their callers hand them on unparsed).
+
+    Raises ``ValueError`` naming the position of a damaged frame or text.
     """
 
 def rebuild_documents(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, dict[str, Any]]]:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from tesseradb._core import (
     flatten_documents,
+    load_documents,
     pack_documents,
     rebuild_packed_documents,
     unpack_texts,
@@ -630,3 +631,55 @@ def test_damaged_packed_documents_are_named() -> None:
             unpack_texts([good, bad])
     with pytest.raises(ValueError, match="packed document 0 is damaged"):
         unpack_texts([b"\x28\xb5\x2f\xfd\xff"])
+
+
+any_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()  # beyond 64 bits too: json.loads reads any length
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+
+
+@given(st.lists(any_json, min_size=1, max_size=4), st.booleans(), st.sampled_from([None, 1]))
+def test_load_documents_reads_as_json_loads(
+    values: list[Any], ascii_only: bool, indent: int | None
+) -> None:
+    texts = [json.dumps(v, ensure_ascii=ascii_only, indent=indent) for v in values]
+    got = load_documents(pack_documents(texts))
+    assert repr(got) == repr([json.loads(t) for t in texts])  # types, -0.0 and key order
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1',
+        "[1,]",
+        '{"a" 1}',
+        "01",
+        "1.",
+        "1e",
+        "-",
+        '"\\x"',
+        '"\\ud800"',
+        "nul",
+        '{"a": 1} 2',
+        '"\x01"',
+    ],
+)
+def test_load_documents_refuses_what_json_loads_refuses(text: str) -> None:
+    with pytest.raises(ValueError):
+        json.loads(text, strict=True) if text != '"\\ud800"' else _lone_surrogate()
+    with pytest.raises(ValueError, match="packed document 1 is damaged: not JSON"):
+        load_documents(pack_documents(["{}", text]))
+
+
+def _lone_surrogate() -> None:
+    # json.loads reads "\ud800" as a lone surrogate; no stored text holds one (the door
+    # refuses them), so load_documents calls it damage
+    raise ValueError("a lone surrogate")

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tesseradb._core import (
+    load_documents,
     pack_documents,
     rebuild_documents,
     rebuild_packed_documents,
@@ -594,9 +595,8 @@ class Hybrid(Argo3):
         if keys:  # a projection: from the shredded rows of its keys
             return super().documents(where, params, keys, execute)
         objids, packed = self._packed(where, params, execute)
-        loads = json.loads
         with self._rebuilding():
-            return [(i, loads(t)) for i, t in zip(objids, unpack_texts(packed, False), strict=True)]
+            return list(zip(objids, load_documents(packed), strict=True))
 
     def texts(self, where: str, params: tuple[Any, ...]) -> list[tuple[int, str]]:
         """``(objid, JSON text)`` of the objects whose objid satisfies ``where``, in objid order."""
