@@ -594,14 +594,14 @@ class Hybrid(Argo3):
     ) -> list[tuple[int, dict[str, Any]]]:
         if keys:  # a projection: from the shredded rows of its keys
             return super().documents(where, params, keys, execute)
-        objids, packed = self._packed(where, params, execute)
-        with self._rebuilding():
+        with self._rebuilding():  # (a damaged file may give NULLs or other types too)
+            objids, packed = self._packed(where, params, execute)
             return list(zip(objids, load_documents(packed), strict=True))
 
     def texts(self, where: str, params: tuple[Any, ...]) -> list[tuple[int, str]]:
         """``(objid, JSON text)`` of the objects whose objid satisfies ``where``, in objid order."""
-        objids, packed = self._packed(where, params, None)
         with self._rebuilding():
+            objids, packed = self._packed(where, params, None)
             return list(zip(objids, unpack_texts(packed), strict=True))
 
     def _packed(

@@ -27,8 +27,9 @@ class CollectionMethods(DatabaseMethods):
         ``backend`` is ``sqlite`` or ``duckdb`` (files inside the database
         directory) or a server URL (``postgresql://user@host:port/db``,
         ``mysql://user:password@host:port/db``); ``mapping`` is ``argo1`` (one
-        vertical table) or ``argo3`` (a table per JSON type). Both default to
-        the best embedded configuration measured by ``tessera bench nobench``.
+        vertical table), ``argo3`` (a table per JSON type) or ``hybrid`` (argo3
+        plus each object's packed text). Both default to the best embedded
+        configuration measured by ``tessera bench nobench``.
         """
         require_str(name, "name", "db.create_collection")
         self._check_open()

@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_BACKEND", "DEFAULT_MAPPING", "DocumentStore"]
 
 # The best embedded configuration measured by `tessera bench nobench` (docs/benchmarks.md).
 DEFAULT_BACKEND = "sqlite"
-DEFAULT_MAPPING = "argo3"
+DEFAULT_MAPPING = "hybrid"
 
 
 class DocumentStore:
