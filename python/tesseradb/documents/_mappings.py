@@ -275,11 +275,14 @@ class Mapping:
 
     def delete(self, objids: Sequence[int]) -> None:
         for table in self.tables():
-            for start in range(0, len(objids), 500):
-                part = objids[start : start + 500]
-                self.backend.execute(
-                    f"DELETE FROM {table} WHERE objid IN ({', '.join('?' * len(part))})", part
-                )
+            self._delete_from(table, objids)
+
+    def _delete_from(self, table: str, objids: Sequence[int]) -> None:
+        for start in range(0, len(objids), 500):
+            part = objids[start : start + 500]
+            self.backend.execute(
+                f"DELETE FROM {table} WHERE objid IN ({', '.join('?' * len(part))})", part
+            )
 
     # --- reading -------------------------------------------------------------------
     def objids_sql(self) -> str:
@@ -576,11 +579,7 @@ class Hybrid(Argo3):
 
     def delete(self, objids: Sequence[int]) -> None:
         super().delete(objids)
-        for start in range(0, len(objids), 500):
-            part = objids[start : start + 500]
-            self.backend.execute(
-                f"DELETE FROM {self.objects} WHERE objid IN ({', '.join('?' * len(part))})", part
-            )
+        self._delete_from(self.objects, objids)
 
     def objids_sql(self) -> str:
         return f"SELECT objid FROM {self.objects}"
