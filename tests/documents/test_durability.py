@@ -3,6 +3,7 @@ its own copies the log back, and what was committed survives a killed process.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -53,14 +54,18 @@ def test_a_bulk_load_leaves_no_log_behind(tmp_path: Path, monkeypatch: pytest.Mo
         assert c.count() == len(DOCS)
 
 
-def test_committed_documents_survive_a_killed_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mapping", ["argo3", "hybrid"])
+def test_acknowledged_objects_survive_a_killed_process(tmp_path: Path, mapping: str) -> None:
     root = tmp_path / "db"
+    docs = [{"i": i, "s": f"value {i}", "x": [i, {"y": -0.0}]} for i in range(3000)]
+    (tmp_path / "docs.json").write_text(json.dumps(docs))
     script = textwrap.dedent(
         f"""
-        import sys, time, tesseradb
+        import json, sys, time, tesseradb
         db = tesseradb.connect({str(root)!r})
-        c = db.create_collection("c", backend="sqlite")
-        c.insert_many({DOCS!r})
+        c = db.create_collection("c", backend="sqlite", mapping={mapping!r})
+        c.insert_many(json.loads(open({str(tmp_path / "docs.json")!r}).read()))
+        db.argo("UPDATE c SET s = 'updated' WHERE i < 10")
         c.insert_many([{{"i": -1, "late": True}}])
         print("committed", flush=True)
         time.sleep(60)
@@ -74,12 +79,16 @@ def test_committed_documents_survive_a_killed_process(tmp_path: Path) -> None:
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
+    expected = [{**d, "s": "updated"} if d["i"] < 10 else d for d in docs]
+    expected = [{**d, "x": [d["i"], {"y": 0.0}]} for d in expected]  # SQLite keeps no -0.0
     with tesseradb.connect(root) as db:
-        c = db.collection("c")
-        assert c.count() == len(DOCS) + 1
-        assert db.argo("SELECT i FROM c WHERE late = true") == [{"i": -1}]
-        c.insert({"after": "the kill"})  # and it takes new objects
-        assert c.count() == len(DOCS) + 2
+        got = db.collection("c").find()
+        by_i = {d["i"]: d for d in got}
+        assert len(got) == len(docs) + 1 and by_i[-1] == {"i": -1, "late": True}
+        assert json.dumps([by_i[d["i"]] for d in expected]) == json.dumps(expected)
+        assert db.collection("c").check()[0] == []
+        db.collection("c").insert({"after": "the kill"})  # and it takes new objects
+        assert db.collection("c").count() == len(docs) + 2
 
 
 def test_sqlite_twin_reader_only_inside_read_transactions(tmp_path: Path) -> None:

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -129,38 +125,3 @@ def test_check_finds_texts_and_rows_apart(tmp_path: Path) -> None:
                 hybrid.find()
             with pytest.raises(DocumentBackendError, match=r"collection 'h'.*cannot be rebuilt"):
                 db.sql("SELECT doc FROM h").fetchall()
-
-
-@pytest.mark.parametrize("mapping", ["argo3", "hybrid"])
-def test_acknowledged_objects_survive_a_killed_process(tmp_path: Path, mapping: str) -> None:
-    root = tmp_path / "db"
-    docs = [{"i": i, "s": f"value {i}", "x": [i, {"y": -0.0}]} for i in range(3000)]
-    (tmp_path / "docs.json").write_text(json.dumps(docs))
-    script = textwrap.dedent(
-        f"""
-        import json, sys, time, tesseradb
-        db = tesseradb.connect({str(root)!r})
-        c = db.create_collection("c", backend="sqlite", mapping={mapping!r})
-        c.insert_many(json.loads(open({str(tmp_path / "docs.json")!r}).read()))
-        db.argo("UPDATE c SET s = 'updated' WHERE i < 10")
-        c.insert_many([{{"i": -1, "late": True}}])
-        print("committed", flush=True)
-        time.sleep(60)
-        """
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == b"committed"
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    expected = [{**d, "s": "updated"} if d["i"] < 10 else d for d in docs]
-    expected = [{**d, "x": [d["i"], {"y": 0.0}]} for d in expected]  # SQLite keeps no -0.0
-    with tesseradb.connect(root) as db:
-        got = db.collection("c").find()
-        by_i = {d["i"]: d for d in got}
-        assert len(got) == len(docs) + 1 and by_i[-1] == {"i": -1, "late": True}
-        assert json.dumps([by_i[d["i"]] for d in expected]) == json.dumps(expected)
-        assert db.collection("c").check()[0] == []
