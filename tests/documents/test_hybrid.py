@@ -41,7 +41,7 @@ def _sql_texts(db: tesseradb.Database, name: str) -> list[tuple[int, str]]:
 
 @pytest.mark.parametrize("backend", EMBEDDED)
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     batch=st.lists(documents | st.just({"z": -0.0, "n": [0.0, -0.0]}), min_size=1, max_size=5),
