@@ -18,7 +18,7 @@ delta holds rows (:attr:`Mapping.delta`), every statement reads both, so
 each query is a union over the physical tables of :meth:`Mapping.tables`.
 
 ``hybrid``, beyond the paper, is argo3 plus one more table, ``argo_<c>_obj``,
-holding each object's JSON text by objid. Filters and projections use the
+holding each object's JSON text, packed (one zstd frame), by objid. Filters and projections use the
 shredded tables as argo3 does; whatever needs whole objects (a ``SELECT *``,
 an UPDATE's rebuild, a SQL scan of ``doc``) reads one row per object there,
 where argo3 reads and reassembles the object's rows from four tables.
@@ -106,7 +106,7 @@ class Mapping:
 
     name: str
     # Whether each object's JSON text is kept too (the hybrid mapping's object
-    # table): the rows made for writing then end with a list of (objid, text).
+    # table): the rows made for writing then end with a list of (objid, packed text).
     keeps_text = False
     # Whether the delta tables may hold rows: read by the collection at the start of
     # each transaction. While False, statements read the main tables only.
@@ -512,11 +512,12 @@ class Argo3(Mapping):
 
 
 class Hybrid(Argo3):
-    """argo3's tables, plus ``argo_<c>_obj``: each object's JSON text by objid.
+    """argo3's tables, plus ``argo_<c>_obj``: each object's packed JSON text by objid.
 
     The text is ``json.dumps(object, ensure_ascii=False)`` of the object the
     shredded rows rebuild into (``_core.flatten_documents`` writes it beside
-    the rows, the Python path with ``json.dumps`` itself), so reading it gives
+    the rows, the Python path with ``json.dumps`` itself), packed as one zstd
+    frame with a checksum (``_core.pack_documents``), so reading it gives
     exactly the object argo3 would rebuild. The object table has no delta:
     objids only grow, so its inserts append at the end of its key.
     """
