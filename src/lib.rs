@@ -14,6 +14,7 @@ pub mod chunks;
 pub mod columns;
 pub mod info;
 pub mod jsonflat;
+pub mod jsontext;
 pub mod kdtree;
 pub mod packed;
 pub mod pool;
@@ -84,9 +85,18 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::records::decode_column, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::documents::flatten_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::documents::rebuild_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::documents::pack_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::documents::load_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::documents::unpack_texts, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        bindings::packed_documents::pack_documents,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
+        bindings::packed_documents::load_documents,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
+        bindings::packed_documents::unpack_texts,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(
         bindings::documents::rebuild_packed_documents,
         m

@@ -4,6 +4,7 @@
 pub mod arrays;
 pub mod assoc;
 pub mod documents;
+pub mod packed_documents;
 pub mod records;
 pub mod ssdb;
 pub mod storage;

@@ -670,6 +670,7 @@ def test_load_documents_reads_as_json_loads(
         "nul",
         '{"a": 1} 2',
         '"\x01"',
+        '"\\u+041"',  # a sign where a hex digit belongs
     ],
 )
 def test_load_documents_refuses_what_json_loads_refuses(text: str) -> None:

@@ -368,6 +368,12 @@ class Mapping:
         with self._rebuilding():
             return rebuild_packed_documents(texts)
 
+    def texts(self, where: str, params: tuple[Any, ...]) -> list[tuple[int, str]]:
+        """``(objid, JSON text)`` of the objects whose objid satisfies ``where``, in objid
+        order: the text as ``json.dumps(object, ensure_ascii=False)`` writes it."""
+        dumps = json.dumps
+        return [(i, dumps(d, ensure_ascii=False)) for i, d in self.documents(where, params)]
+
     @contextlib.contextmanager
     def _rebuilding(self) -> Iterator[None]:
         """Rows that do not make objects were damaged on the backend (a written row always
@@ -599,7 +605,7 @@ class Hybrid(Argo3):
             return list(zip(objids, load_documents(packed), strict=True))
 
     def texts(self, where: str, params: tuple[Any, ...]) -> list[tuple[int, str]]:
-        """``(objid, JSON text)`` of the objects whose objid satisfies ``where``, in objid order."""
+        # the kept texts, unparsed
         with self._rebuilding():
             objids, packed = self._packed(where, params, None)
             return list(zip(objids, unpack_texts(packed), strict=True))

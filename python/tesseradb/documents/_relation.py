@@ -10,7 +10,6 @@ objects that may match are rebuilt. DuckDB filters everything again.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -112,14 +111,8 @@ class CollectionRelation:
             elif "doc" not in names:  # objids alone: nothing to rebuild
                 sql = f"SELECT objid FROM ({mapping.objids_sql()}) AS ids WHERE {where} ORDER BY objid"
                 ids = [row[0] for row in mapping.backend.execute(sql, params)]
-            elif mapping.keeps_text:
-                texts = mapping.texts(where, tuple(params))
             else:
-                dumps = json.dumps
-                texts = [
-                    (i, dumps(d, ensure_ascii=False))
-                    for i, d in mapping.documents(where, tuple(params))
-                ]
+                texts = mapping.texts(where, tuple(params))
         if "doc" not in names:
             found = pa.record_batch([pa.array(ids, pa.int64())], names=["objid"])
             return pa.RecordBatchReader.from_batches(schema, iter([found] if names else []))
