@@ -1,7 +1,11 @@
-"""A load test on loopback, bounded in count and time: 32 clients for 60 s mix point queries,
+"""A load test on loopback, bounded in count and time: 32 clients for 30 s mix point queries,
 scans, Arrow downloads and writes against `tessera serve`; midway the server is killed with
 SIGKILL and started again. Every write a client saw acknowledged is there afterwards, and
-every answer was right (issue 22)."""
+every answer was right (issue 22).
+
+The suite runs 30 s (the clients and the server keep both cores busy for that long, so each
+second is a second of the whole suite); TESSERA_LOAD_SECONDS=60 gives the longer run that
+docs/server.md reports."""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from tesseradb.server import ServerProcess, Users, free_ports, parse_rights
 from tesseradb.server._client import ipc_bytes
 
 CLIENTS = 32
-SECONDS = float(os.environ.get("TESSERA_LOAD_SECONDS", "60"))
+SECONDS = float(os.environ.get("TESSERA_LOAD_SECONDS", "30"))
 ARROW = "application/vnd.apache.arrow.stream"
 DESCRIPTOR = {
     "fields": [
@@ -125,7 +129,7 @@ class _Unavailable(Exception):
 
 
 @pytest.mark.slow
-def test_32_clients_for_60_s_with_a_kill_9_midway_lose_no_acknowledged_write(
+def test_32_clients_with_a_kill_9_midway_lose_no_acknowledged_write(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "shared.tdb"
@@ -239,7 +243,7 @@ def test_pg_clients_with_workers_lose_no_acknowledged_write_to_kill_9(tmp_path: 
     args = ("--pg-port", str(port), "--workers", "2", "--statement-seconds", "30")
     server = ServerProcess(path, 0, *args)
     started = [server]
-    seconds = SECONDS / 4
+    seconds = SECONDS / 2
     deadline = time.monotonic() + seconds
     clients = [PgClient(n, port, token, deadline) for n in range(16)]
     for client in clients:

@@ -481,7 +481,7 @@ register(
         description="tessera serve: a point query, a large Arrow download and 32 concurrent clients vs PostgreSQL over loopback, DuckDB in-process as the floor",
         scales={
             # (the smoke test sweeps no workers: tests/server has their own)
-            "test": {"download_bytes": 8 << 20, "seconds": 2, "workers": (), "ingest_rows": 2000},
+            "test": {"download_bytes": 8 << 20, "seconds": 1, "workers": (), "ingest_rows": 2000},
             "tiny": {"download_bytes": 128 << 20, "seconds": 10, "ingest_rows": 100_000},
             "small": {"download_bytes": 1 << 30, "seconds": 30, "ingest_rows": 1_000_000},
         },
