@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tesseradb.bench import run_benchmark
+from tesseradb.bench import nobench, run_benchmark
 from tesseradb.bench.nobench import CONFIGURATIONS, PEER_SYSTEMS, QUERIES, NoBench, enc, parameters
 
 
@@ -20,6 +20,8 @@ def test_nobench_3k_runs_every_configuration_and_agrees() -> None:
     for system in ("tessera", *CONFIGURATIONS, *PEER_SYSTEMS):
         for case in ("load", *QUERIES, "q12"):
             assert (system, case) in cases, (system, case)
+        if system.startswith("tessera"):
+            assert report.value(system, "load_memory") > 0, system
     assert {c.case for c in report.checks} == set(QUERIES)
     assert report.agree, [c for c in report.checks if not c.agree]
 
@@ -38,3 +40,15 @@ def test_generator_follows_the_issue() -> None:
     assert json.dumps(docs) == json.dumps(list(NoBench(1000).documents()))  # deterministic
     params = parameters(1000, 3, {"the": 1, "of": 2})
     assert len(params["q6"]) == 3 and params["q6"][0]["hi"] - params["q6"][0]["lo"] == 0
+
+
+def test_big_answers_compare_by_digest_in_any_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nobench, "DIGEST_ABOVE", 2)
+    objects = [{"a": 1, "b": "x"}, {"b": "y", "a": 2}, {"a": 3}]
+    digest = nobench.canonical_objects(objects)
+    assert digest == nobench.canonical_objects([{"a": 2, "b": "y"}, {"a": 3}, {"b": "x", "a": 1}])
+    assert digest[0].startswith("3 objects, sha256 ")
+    assert digest != nobench.canonical_objects([*objects[:2], {"a": 4}])
+    assert nobench.canonical_objects(objects[:2]) == sorted(
+        json.dumps(o, sort_keys=True) for o in objects[:2]
+    )

@@ -24,50 +24,20 @@ checked equal (sums and counts).
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tesseradb.bench.registry import Benchmark, register
+from tesseradb.bench.runner import peak_memory
 
 if TYPE_CHECKING:
     from tesseradb.bench.runner import BenchContext
 
-_RSS_PERIOD = 0.02
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-@contextmanager
-def _peak_memory() -> Iterator[list[int]]:
-    """The peak growth of resident memory over the block (sampled), in ``result[0]``."""
-    base = _rss()
-    peak = [0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(_RSS_PERIOD):
-            peak[0] = max(peak[0], _rss() - base)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        yield peak
-    finally:
-        done.set()
-        sampler.join()
-        peak[0] = max(peak[0], _rss() - base)
-
 
 def _measure(ctx: BenchContext, system: str, case: str, fn: Callable[[], Any], amount: int) -> Any:
-    with _peak_memory() as peak:
+    with peak_memory() as peak:
         answer = ctx.measure(system, case, fn, "per_second", "B/s", amount=amount)
     if system in ("tessera", "xarray"):  # (the other peers load in another process or library)
         ctx.record(system, f"{case}_memory", [float(peak[0])], "bytes", "B")

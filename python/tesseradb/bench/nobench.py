@@ -9,12 +9,16 @@ Every system loads the same JSON lines file and answers the twelve queries of
 Table 1 with the same parameters; answers are compared as canonical JSON.
 
 Cases: ``load`` (seconds for N objects, indexes included), ``q1``..``q11``
-(seconds), ``q12`` (seconds to insert N/1000 further objects).
+(seconds), ``q12`` (seconds to insert N/1000 further objects), and for the
+tessera configurations ``load_memory``: the peak growth of this process's
+resident memory during the load (bytes; the peers load in their servers or
+through their own libraries).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import random
@@ -25,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tesseradb.bench.registry import Benchmark, register
-from tesseradb.bench.runner import BenchContext
+from tesseradb.bench.runner import BenchContext, peak_memory
 
 BACKENDS = ("sqlite", "duckdb", "postgresql", "mariadb")
 MAPPINGS = ("argo1", "argo3", "hybrid")
@@ -133,9 +137,22 @@ def parameters(n: int, runs: int, frequency: dict[str, int]) -> dict[str, list[d
     return out
 
 
+# An answer with more objects than this is kept as its count and a digest of its sorted
+# canonical form: Q1 and Q2 return every object, and at 10M objects keeping each system's
+# answer as text would hold gigabytes of it for the comparison at the end.
+DIGEST_ABOVE = 100_000
+
+
 def canonical_objects(objects: list[Any]) -> list[str]:
     """Answers compared as sorted canonical JSON (jsonb does not keep key order)."""
-    return sorted(json.dumps(o, sort_keys=True, ensure_ascii=False) for o in objects)
+    lines = sorted(json.dumps(o, sort_keys=True, ensure_ascii=False) for o in objects)
+    if len(lines) <= DIGEST_ABOVE:
+        return lines
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.encode())
+        digest.update(b"\n")
+    return [f"{len(lines):,} objects, sha256 {digest.hexdigest()}"]
 
 
 def _grouped(rows: list[tuple[Any, Any]]) -> list[dict[str, Any]]:
@@ -473,7 +490,11 @@ def _measure_system(
             ctx.record(name, case, ctx.report.results[-1].runs)
         return answer
 
-    measured("load", load, once=True)
+    with peak_memory() as peak:
+        measured("load", load, once=True)
+    if system.startswith("tessera"):
+        for name in (system, *also):
+            ctx.record(name, "load_memory", [float(peak[0])], "bytes", "B")
     for q in QUERIES:
         runs = iter(params[q])  # warm-up and timed runs each take the next parameters
         answers[q][system] = canonical_objects(measured(q, lambda q=q, r=runs: query(q, next(r))))
@@ -557,6 +578,7 @@ register(
             "tiny": {"objects": 10_000},
             "small": {"objects": 100_000},
             "large": {"objects": 1_000_000},
+            "xlarge": {"objects": 10_000_000},
         },
         systems=("tessera", *CONFIGURATIONS, *PEER_SYSTEMS),
         run=run,

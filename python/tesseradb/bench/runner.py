@@ -7,8 +7,10 @@ import math
 import os
 import platform
 import statistics
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -25,6 +27,7 @@ __all__ = [
     "Measurement",
     "canonical",
     "machine_info",
+    "peak_memory",
     "run_benchmark",
 ]
 
@@ -311,6 +314,36 @@ def machine_info() -> dict[str, Any]:
         "pyarrow": pyarrow.__version__,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+# how often peak_memory samples the resident size (a load lasts seconds to minutes)
+RSS_PERIOD = 0.02
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextmanager
+def peak_memory() -> Iterator[list[int]]:
+    """The peak growth of resident memory over the block (sampled), in ``result[0]``."""
+    base = _rss()
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(RSS_PERIOD):
+            peak[0] = max(peak[0], _rss() - base)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()
+        peak[0] = max(peak[0], _rss() - base)
 
 
 def run_benchmark(
