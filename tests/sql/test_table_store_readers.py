@@ -383,3 +383,25 @@ def test_a_snapshot_published_while_a_reader_attaches_the_older_one_is_not_misse
 
         reader._attach_file = racing  # type: ignore[method-assign]
         assert session.sql("SELECT y FROM b").scalar() == 2
+
+
+def test_a_readers_spill_directory_is_its_own_and_a_killed_readers_is_removed(
+    tmp_path: Path,
+) -> None:
+    """A reader's DuckDB spills into a temporary directory named with its pid: removed at
+    close, and by the next reader when the process that made it was killed."""
+    import subprocess
+    import tempfile
+
+    with tesseradb.connect(tmp_path / "db") as db:
+        db.sql("CREATE TABLE t AS SELECT 1 AS x")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    left = Path(tempfile.gettempdir()) / f"tessera-spill-{gone.pid}-abc"
+    left.mkdir()
+    mine = f"tessera-spill-{os.getpid()}-*"
+    with tesseradb.connect(tmp_path / "db", read_only=True) as db:
+        assert db.sql("SELECT x FROM t").fetchall() == [(1,)]
+        assert len(list(Path(tempfile.gettempdir()).glob(mine))) == 1
+        assert not left.exists()
+    assert not list(Path(tempfile.gettempdir()).glob(mine))

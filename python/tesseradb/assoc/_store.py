@@ -448,9 +448,15 @@ class Manifest:
             return folder
         if self.read_only:  # (a reader writes nothing into the database's folder)
             if self._cache is None:
-                import tempfile
+                import shutil
+                import weakref
 
-                self._cache = Path(tempfile.mkdtemp(prefix="tessera-assoc-"))
+                from tesseradb._snapshots import private_directory
+
+                # (named with this process's pid: a later reader removes it if this
+                # process was killed; on Linux a mapped run outlives its removal)
+                self._cache = private_directory("tessera-assoc-")
+                weakref.finalize(self, shutil.rmtree, self._cache, ignore_errors=True)
             folder = self._cache / name
             if (folder / "meta.json").exists():
                 return folder

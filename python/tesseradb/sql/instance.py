@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,7 +140,11 @@ class DuckDBInstance:
                 self._private = private_directory("tessera-restricted-")
             return self._private / "spill"
         if self._spill is None:
-            self._spill = Path(tempfile.mkdtemp(prefix="tessera-spill-"))
+            from tesseradb._snapshots import private_directory
+
+            # (named with this process's pid: removed by a later process if this one is
+            # killed before its close)
+            self._spill = private_directory("tessera-spill-")
         return self._spill
 
     def _present(self, path: Path) -> Path:

@@ -121,12 +121,13 @@ def _say(line: str) -> None:
 def writer(kind: str, path: str, seed: int, first_call: int) -> None:
     """Write calls first_call, first_call + 1, ... for ever (until killed)."""
     import shutil
-    import tempfile
 
     import tesseradb
 
     model = crash_model(kind)
-    folder = Path(tempfile.mkdtemp(prefix="crash-loads-"))
+    # (beside the database, in the test's own directory: this process ends by SIGKILL)
+    folder = Path(f"{path}-loads")
+    folder.mkdir(exist_ok=True)
     tessera = shutil.which("tessera") or str(Path(sys.executable).with_name("tessera"))
     db = tesseradb.connect(path)
     _say("ready")
