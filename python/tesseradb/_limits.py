@@ -5,6 +5,8 @@ DuckDB writes one (``"2GB"``, ``"512MiB"``); the value is checked here once and
 handed to every DuckDB instance that holds the database's data (the SQL
 engine's, a served restricted session's, the DuckDB document backend's), each
 of which then spills to disk or refuses a statement rather than grow past it.
+A SQLite document backend sizes its page cache (which also bounds its sorter,
+the index builds of a bulk load) and its memory map from the same value.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from tesseradb.errors import InvalidArgumentError
 
-__all__ = ["MEMORY_LIMIT_VARIABLE", "MIN_MEMORY_LIMIT", "duckdb_memory_limit"]
+__all__ = ["MEMORY_LIMIT_VARIABLE", "MIN_MEMORY_LIMIT", "duckdb_memory_limit", "limit_bytes"]
 
 # the limit when connect() is given none (every `tessera` command, a server)
 MEMORY_LIMIT_VARIABLE = "TESSERA_MEMORY_LIMIT"
@@ -66,3 +68,12 @@ def _check_floor(size: float, value: Any, where: str) -> None:
             f"{where}: memory_limit {value!r} is below {MIN_MEMORY_LIMIT // 2**20} MiB, the "
             "least a DuckDB instance runs in"
         )
+
+
+def limit_bytes(setting: str) -> int:
+    """The bytes of a setting :func:`duckdb_memory_limit` returned (``"2GB"``, ``"512MiB"``)."""
+    found = _SIZE.fullmatch(setting)
+    if found is None:  # (only ever given what duckdb_memory_limit made)
+        raise InvalidArgumentError(f"memory_limit {setting!r} is not a size")
+    number, unit = found.groups()
+    return int(float(number) * _UNITS[unit.upper()])

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from tesseradb._limits import limit_bytes
 from tesseradb._snapshots import FileSnapshots, Publisher, identity, wal_of
 from tesseradb.documents._backends import DUCKDB_SNAPSHOTS, Backend, ColumnTypes
 from tesseradb.errors import DocumentBackendError
@@ -30,9 +31,23 @@ class SQLiteBackend(Backend):
     keeps_negative_zero = False
     types = ColumnTypes("INTEGER", "TEXT", "TEXT", "REAL", "INTEGER", "INTEGER", "INTEGER")
 
-    def __init__(self, path: Path, read_only: bool = False) -> None:
+    # The page cache without a memory limit (it also bounds the sorter that builds a bulk
+    # load's indexes), and the memory map's size, which SQLite caps at its compile-time
+    # limit (2 GiB on Debian).
+    CACHE_BYTES = 256 << 20
+    MAP_BYTES = 1 << 40
+
+    def __init__(
+        self, path: Path, read_only: bool = False, memory_limit: str | None = None
+    ) -> None:
         super().__init__(read_only)
         self._path = path
+        # Under the database's memory limit: a quarter of it for the page cache and half
+        # for mapped pages (those are the file's, which the kernel drops under pressure,
+        # but they count in the process's resident memory).
+        limit = None if memory_limit is None else limit_bytes(memory_limit)
+        self.cache_bytes = self.CACHE_BYTES if limit is None else min(self.CACHE_BYTES, limit // 4)
+        self.map_bytes = self.MAP_BYTES if limit is None else limit // 2
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -66,11 +81,10 @@ class SQLiteBackend(Backend):
             con = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         # LIKE is case-sensitive in Argo/SQL, as on the other backends.
         con.execute("PRAGMA case_sensitive_like=ON")
-        con.execute("PRAGMA cache_size=-262144")  # 256 MiB
-        # Pages read through a memory map rather than a read() call each (SQLite
-        # caps the map at its compile-time limit, 2 GiB on Debian): fetching 1,000
-        # NoBench objects scattered over a 3.4 GB file, 30 -> 25 ms.
-        con.execute(f"PRAGMA mmap_size={1 << 40}")
+        con.execute(f"PRAGMA cache_size=-{self.cache_bytes // 1024}")  # (in KiB when < 0)
+        # Pages read through a memory map rather than a read() call each: fetching
+        # 1,000 NoBench objects scattered over a 3.4 GB file, 30 -> 25 ms.
+        con.execute(f"PRAGMA mmap_size={self.map_bytes}")
         return con
 
     @contextlib.contextmanager

@@ -39,7 +39,7 @@ class DocumentStore:
         memory_limit: str | None = None,
     ) -> None:
         self.directory = directory
-        self.memory_limit = memory_limit  # DuckDB's, for a DuckDB backend
+        self.memory_limit = memory_limit  # (tesseradb._limits) for every backend in this process
         self.read_only = read_only
         self.writer_elsewhere = writer_elsewhere  # another process writes the database
         self.on_write = on_write  # told the name of a collection a transaction changed
@@ -99,12 +99,14 @@ class DocumentStore:
     def make_temporary(self, name: str, objects: list[Any]) -> Collection:
         """A new temporary collection ``name`` holding ``objects`` (one made before under
         the name is replaced)."""
-        import tempfile
+        from tesseradb._snapshots import private_directory
 
         with self._lock:
             if self._temporary_backend is None:
-                self._temporary_folder = Path(tempfile.mkdtemp(prefix="tessera-argo-"))
-                self._temporary_backend = SQLiteBackend(self._temporary_folder / SQLITE_FILE, False)
+                self._temporary_folder = private_directory("tessera-argo-")
+                self._temporary_backend = SQLiteBackend(
+                    self._temporary_folder / SQLITE_FILE, False, self.memory_limit
+                )
             backend = self._temporary_backend
             old = self.temporaries.pop(name.lower(), None)
         if old is not None:
@@ -156,9 +158,10 @@ def open_backend(
     """The backend named by ``spec``: ``sqlite``, ``duckdb`` (files in ``directory``) or a URL.
 
     ``writer_elsewhere()`` says whether another process writes the database (a reader of
-    the DuckDB file then reads the snapshots it publishes)."""
+    the DuckDB file then reads the snapshots it publishes); ``memory_limit`` (a setting of
+    :mod:`tesseradb._limits`) bounds an embedded backend's memory."""
     if spec == "sqlite":
-        return SQLiteBackend(directory / SQLITE_FILE, read_only)
+        return SQLiteBackend(directory / SQLITE_FILE, read_only, memory_limit)
     if spec == "duckdb":
         return DuckDBBackend(directory / DUCKDB_FILE, read_only, writer_elsewhere, memory_limit)
     scheme = urlparse(spec).scheme.lower()
