@@ -131,16 +131,8 @@ class Statements:
         """The objects (rebuilt from the rows ``keys`` selects) with these objids."""
         if not objids:
             return {}
-        if len(objids) <= ID_LIST_LIMIT * 2:
-            ordered = sorted(set(objids))
-            halves = [ordered]
-            if len(ordered) >= SPLIT_FETCH:
-                halves = [ordered[: len(ordered) // 2], ordered[len(ordered) // 2 :]]
-            return self._documents(
-                [(f"objid IN ({', '.join('?' * len(h))})", tuple(h)) for h in halves], keys
-            )
-        with self._id_table(objids) as table:
-            return dict(self.mapping.documents(f"objid IN (SELECT objid FROM {table})", (), keys))
+        with self._selecting(objids, split=True) as selections:
+            return self._documents(selections, keys)
 
     def _texts(self, objids: Sequence[int]) -> list[tuple[int, str]]:
         """``(objid, JSON text)`` of the objects with these objids, in objid order: the
@@ -148,16 +140,28 @@ class Statements:
         if self.mapping.keeps_text:
             if not objids:
                 return []
-            if len(objids) <= ID_LIST_LIMIT * 2:
-                ordered = sorted(set(objids))
-                return self.mapping.texts(
-                    f"objid IN ({', '.join('?' * len(ordered))})", tuple(ordered)
-                )
-            with self._id_table(objids) as table:
-                return self.mapping.texts(f"objid IN (SELECT objid FROM {table})", ())
+            with self._selecting(objids) as [(where, params)]:
+                return self.mapping.texts(where, params)
         fetched = self._fetch(objids, None)
         dumps = json.dumps
         return [(i, dumps(fetched[i], ensure_ascii=False)) for i in sorted(fetched)]
+
+    @contextlib.contextmanager
+    def _selecting(
+        self, objids: Sequence[int], split: bool = False
+    ) -> Iterator[list[tuple[str, tuple[Any, ...]]]]:
+        """``(where, params)`` selections of these objids, for the block: IN lists up to
+        twice ID_LIST_LIMIT (``split``: two halves from SPLIT_FETCH on, one for each
+        reader of :meth:`_documents`), else one over a temporary table of them."""
+        if len(objids) > ID_LIST_LIMIT * 2:
+            with self._id_table(objids) as table:
+                yield [(f"objid IN (SELECT objid FROM {table})", ())]
+            return
+        ordered = sorted(set(objids))
+        parts = [ordered]
+        if split and len(ordered) >= SPLIT_FETCH:
+            parts = [ordered[: len(ordered) // 2], ordered[len(ordered) // 2 :]]
+        yield [(f"objid IN ({', '.join('?' * len(p))})", tuple(p)) for p in parts]
 
     def _documents(
         self,
