@@ -36,6 +36,7 @@ __all__ = [
     "search_segments",
     "search_text",
     "sparse_product",
+    "sql_insert_values",
     "ssdb_cook",
     "ssdb_density_counts",
     "ssdb_polygons_overlap_box",
@@ -118,6 +119,19 @@ def load_documents(packed: list[bytes]) -> list[Any]:
     objects, with one string per distinct key across all the texts. Raises
     ``ValueError`` naming the position of a damaged frame or a text that is
     not JSON.
+    """
+
+def sql_insert_values(
+    prefix: str, tuples: list[tuple[Any, ...]], width: int, max_bytes: int
+) -> list[bytes]:
+    """Multi-row INSERT statements for the rows of ``tuples``: each is ``prefix``
+    (``INSERT INTO t (a, b) VALUES ``) and rows ``(1, X'61')`` joined by commas, as many
+    as keep it under ``max_bytes`` (at least one row); ``width`` values a row, a tuple
+    holding one row or several rows' values one after another. Strings are
+    ``_utf8mb4 X'..'`` literals, bytes ``X'..'``, floats the shortest digits that read
+    back as them with an exponent (a DOUBLE). Values: None, bool, int (64-bit), finite
+    float, str, bytes; another raises ``TypeError``, an int past 64 bits or a float
+    without a literal ``ValueError``, naming the value's position.
     """
 
 def unpack_texts(packed: list[bytes]) -> list[str]:

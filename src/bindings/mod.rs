@@ -6,5 +6,6 @@ pub mod assoc;
 pub mod documents;
 pub mod packed_documents;
 pub mod records;
+pub mod sql_values;
 pub mod ssdb;
 pub mod storage;

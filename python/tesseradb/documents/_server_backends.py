@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from tesseradb._core import sql_insert_values
 from tesseradb.documents._backends import Backend, ColumnTypes
 from tesseradb.documents._keys import DocumentLimits
 from tesseradb.errors import DocumentBackendError
@@ -155,14 +156,20 @@ class MariaDBBackend(_ServerBackend):
     def _rollback(self) -> None:
         self._con.rollback()
 
+    # The text of one multi-row INSERT, as PyMySQL's executemany makes them (under
+    # max_allowed_packet: 16 MiB in MariaDB, 4 MiB in MySQL 5.7 and 1 MiB before)
+    STATEMENT_BYTES = 1 << 20
+
     def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
     ) -> None:
-        marks = ", ".join(["%s"] * len(columns))
-        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+        # The statements' text is written by the Rust kernel: PyMySQL quoting each value
+        # in Python had been 60% of a 40,000-object NoBench load (a profile).
+        prefix = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+        statements = sql_insert_values(prefix, list(rows), len(columns), self.STATEMENT_BYTES)
         with self._lock, self._con.cursor() as cur:
-            for start in range(0, len(rows), 5000):  # pymysql folds each batch into one statement
-                cur.executemany(sql, rows[start : start + 5000])
+            for statement in statements:
+                cur.execute(statement)
 
     def index_column(self, column: str) -> str:
         return f"{column}(255)" if column == "valstr" else column
