@@ -4,6 +4,8 @@
 //! Strings and bytes go as hex literals, so the text needs no escapes (and means
 //! the same whatever the server's `NO_BACKSLASH_ESCAPES`); a string's carries
 //! the `_utf8mb4` introducer so that it is read as text, not bytes.
+//! (PostgreSQL's COPY text written here too gained nothing, 4.57 against 4.44 s
+//! for the same load: psycopg's `write_row` had overlapped the server's work.)
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
