@@ -130,3 +130,41 @@ def test_delete_is_kept_after_close_and_reopen(tmp_path: Path) -> None:
             assert coll.delete("n >= ?", [7]) == 3
         with tesseradb.connect(path) as db:
             assert sorted(d["n"] for d in db.collection(f"c_{backend}").find()) == list(range(7))
+
+
+class _FullDiskAtCheckpoint:
+    """A SQLite connection whose checkpoints fail as on a full disk (the database file
+    cannot grow by what the log holds)."""
+
+    def __init__(self, con: object) -> None:
+        self._con = con
+
+    def execute(self, sql: str, *args: object) -> object:
+        if sql.startswith("PRAGMA wal_checkpoint"):
+            import sqlite3
+
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._con.execute(sql, *args)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._con, name)
+
+
+def test_a_bulk_load_whose_checkpoint_fails_is_still_acknowledged(tmp_path: Path) -> None:
+    """The load commits, then checkpoints the log it wrote: a checkpoint that fails loses
+    nothing (the log holds the load) and the load returns its count, not an error."""
+    docs = [{"i": i, "s": f"value {i}"} for i in range(45_000)]  # (more than one batch)
+    source = tmp_path / "objects.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    with tesseradb.connect(tmp_path / "db") as db:
+        c = db.create_collection("c")
+        backend = c.backend  # type: ignore[attr-defined]
+        real = backend._con
+        backend._con = _FullDiskAtCheckpoint(real)
+        try:
+            assert c.load_jsonl(source) == len(docs)
+        finally:
+            backend._con = real
+    with tesseradb.connect(tmp_path / "db") as db:
+        assert sorted(db.collection("c").find(), key=lambda d: d["i"]) == docs
+        assert db.check().ok
