@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -291,6 +292,7 @@ class _PostgresJsonb:
                 copy.write_row((json.dumps(obj),))
 
     def close(self) -> None:
+        self.con.execute("DROP TABLE nobench")  # (its space, before the next system loads)
         self.con.close()
 
 
@@ -545,6 +547,9 @@ def run(ctx: BenchContext) -> None:
             if backend in servers:
                 tessera.drop()  # the next mapping reuses the server
             db.close()
+            # (at 10M objects a SQLite configuration's files are ~28 GB: gone before the
+            # next system loads, so that a run fits on a machine's disk)
+            shutil.rmtree(ctx.scratch / f"{system}.tdb", ignore_errors=True)
         peers: dict[str, Callable[[], Any]] = {
             "postgresql-jsonb": lambda: _PostgresJsonb(servers["postgresql"]),
             "sqlite-json": lambda: _SQLiteJson(ctx.scratch / "peer.sqlite"),  # type: ignore[operator]
