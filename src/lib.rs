@@ -85,7 +85,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::records::decode_column, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::documents::flatten_documents, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::documents::rebuild_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(bindings::sql_values::sql_insert_values, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        bindings::sql_values::sql_insert_values,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(
         bindings::packed_documents::pack_documents,
         m
