@@ -192,7 +192,7 @@ def test_a_bad_late_part_keeps_nothing(tmp_path: Path) -> None:
 def test_memory_stays_bounded_whatever_the_call_size(tmp_path: Path) -> None:
     """A 96 MB call (uncompressed records) grows the process by a fraction of that."""
 
-    from tesseradb.bench.load import _rss as rss
+    from tesseradb.bench.runner import resident_bytes as rss
 
     with make(tmp_path / "db", segment_bytes=1 << 20) as db:
         stream = db.stream("s")

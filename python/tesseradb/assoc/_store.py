@@ -448,7 +448,6 @@ class Manifest:
             return folder
         if self.read_only:  # (a reader writes nothing into the database's folder)
             if self._cache is None:
-                import shutil
                 import weakref
 
                 from tesseradb._snapshots import private_directory

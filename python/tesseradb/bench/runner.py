@@ -28,6 +28,7 @@ __all__ = [
     "canonical",
     "machine_info",
     "peak_memory",
+    "resident_bytes",
     "run_benchmark",
 ]
 
@@ -320,7 +321,8 @@ def machine_info() -> dict[str, Any]:
 RSS_PERIOD = 0.02
 
 
-def _rss() -> int:
+def resident_bytes() -> int:
+    """This process's resident memory (bytes)."""
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
@@ -328,13 +330,13 @@ def _rss() -> int:
 @contextmanager
 def peak_memory() -> Iterator[list[int]]:
     """The peak growth of resident memory over the block (sampled), in ``result[0]``."""
-    base = _rss()
+    base = resident_bytes()
     peak = [0]
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(RSS_PERIOD):
-            peak[0] = max(peak[0], _rss() - base)
+            peak[0] = max(peak[0], resident_bytes() - base)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -343,7 +345,7 @@ def peak_memory() -> Iterator[list[int]]:
     finally:
         done.set()
         sampler.join()
-        peak[0] = max(peak[0], _rss() - base)
+        peak[0] = max(peak[0], resident_bytes() - base)
 
 
 def run_benchmark(
