@@ -125,9 +125,10 @@ def sql_insert_values(
     prefix: str, tuples: list[tuple[Any, ...]], width: int, max_bytes: int
 ) -> list[bytes]:
     """Multi-row INSERT statements for the rows of ``tuples``: each is ``prefix``
-    (``INSERT INTO t (a, b) VALUES ``) and rows ``(1, X'61')`` joined by commas, as many
-    as keep it under ``max_bytes`` (at least one row); ``width`` values a row, a tuple
-    holding one row or several rows' values one after another. Strings are
+    (``INSERT INTO t (a, b) VALUES ``) and rows ``(1, X'61')`` joined by commas, a next
+    statement begun once one has reached ``max_bytes`` (so one is at most that and a
+    row); ``width`` values a row, a tuple holding one row or several rows' values one
+    after another. Strings are
     ``_utf8mb4 X'..'`` literals, bytes ``X'..'``, floats the shortest digits that read
     back as them with an exponent (a DOUBLE). Values: None, bool, int (64-bit), finite
     float, str, bytes; another raises ``TypeError``, an int past 64 bits or a float

@@ -54,7 +54,7 @@ def duckdb_memory_limit(value: Any, where: str = "connect") -> str | None:
                 "number and a unit such as '2GB' or '512MiB'"
             )
         number, unit = found.groups()
-        _check_floor(float(number) * _UNITS[unit.upper()], value, where)
+        _check_floor(_size(number, unit), value, where)
         return f"{number}{unit.upper().replace('I', 'i')}"
     raise InvalidArgumentError(
         f"{where}: memory_limit is bytes (an int) or a size such as '2GB', "
@@ -75,5 +75,9 @@ def limit_bytes(setting: str) -> int:
     found = _SIZE.fullmatch(setting)
     if found is None:  # (only ever given what duckdb_memory_limit made)
         raise InvalidArgumentError(f"memory_limit {setting!r} is not a size")
-    number, unit = found.groups()
-    return int(float(number) * _UNITS[unit.upper()])
+    return int(_size(*found.groups()))
+
+
+def _size(number: str, unit: str) -> float:
+    """The bytes of a size's number and unit as ``_SIZE`` found them."""
+    return float(number) * _UNITS[unit.upper()]

@@ -60,8 +60,9 @@ fn push_value(out: &mut Vec<u8>, value: &Bound<'_, PyAny>, position: usize) -> P
 }
 
 /// Multi-row INSERT statements for the rows of `tuples`: each is `prefix`
-/// (`INSERT INTO t (a, b) VALUES `) and rows `(1, X'61')` joined by commas, as
-/// many as keep it under `max_bytes` (at least one row). A tuple holds one row
+/// (`INSERT INTO t (a, b) VALUES `) and rows `(1, X'61')` joined by commas, a
+/// next statement begun once one has reached `max_bytes` (so one is at most that
+/// and one row). A tuple holds one row
 /// or several rows' values one after another, `width` values a row. Values:
 /// None, bool, int (64-bit), finite float, str, bytes; another raises
 /// `TypeError`, an int past 64 bits or a float without a literal `ValueError`,

@@ -18,10 +18,11 @@ delta holds rows (:attr:`Mapping.delta`), every statement reads both, so
 each query is a union over the physical tables of :meth:`Mapping.tables`.
 
 ``hybrid``, beyond the paper, is argo3 plus one more table, ``argo_<c>_obj``,
-holding each object's JSON text, packed (one zstd frame), by objid. Filters and projections use the
-shredded tables as argo3 does; whatever needs whole objects (a ``SELECT *``,
-an UPDATE's rebuild, a SQL scan of ``doc``) reads one row per object there,
-where argo3 reads and reassembles the object's rows from four tables.
+holding each object's JSON text, packed (one zstd frame), by objid. Filters
+and projections use the shredded tables as argo3 does; whatever needs whole
+objects (a ``SELECT *``, an UPDATE's rebuild, a SQL scan of ``doc``) reads one
+row per object there, where argo3 reads and reassembles the object's rows from
+four tables.
 """
 
 from __future__ import annotations

@@ -156,8 +156,8 @@ class MariaDBBackend(_ServerBackend):
     def _rollback(self) -> None:
         self._con.rollback()
 
-    # The text of one multi-row INSERT, as PyMySQL's executemany makes them (under
-    # max_allowed_packet: 16 MiB in MariaDB, 4 MiB in MySQL 5.7 and 1 MiB before)
+    # The text of one multi-row INSERT (and one row), as PyMySQL's executemany makes
+    # them: under max_allowed_packet, 16 MiB in MariaDB, 4 MiB in MySQL 5.7, 1 MiB before
     STATEMENT_BYTES = 1 << 20
 
     def insert_rows(

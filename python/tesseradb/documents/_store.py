@@ -39,7 +39,7 @@ class DocumentStore:
         memory_limit: str | None = None,
     ) -> None:
         self.directory = directory
-        self.memory_limit = memory_limit  # (tesseradb._limits) for every backend in this process
+        self.memory_limit = memory_limit  # (tesseradb._limits) for the embedded backends
         self.read_only = read_only
         self.writer_elsewhere = writer_elsewhere  # another process writes the database
         self.on_write = on_write  # told the name of a collection a transaction changed
