@@ -277,7 +277,7 @@ class Registry:
         if found is not None:
             return found
         owner = key.partition(".")[0]
-        if owner in self._open or self.catalog.get(owner) is None:
+        if owner in self._open or self.catalog.peek(owner) is None:
             return None
         self.get(owner)
         return self._relations.get(key)
@@ -285,7 +285,7 @@ class Registry:
     def kind_of(self, name: str) -> str | None:
         if name.lower() in self.session:
             return SESSION_KIND
-        obj = self.catalog.get(name)
+        obj = self.catalog.peek(name)
         if obj is not None:
             return obj.kind
         owner = name.partition(".")[0]
@@ -302,7 +302,7 @@ class Registry:
         return sorted(names)
 
     def columns_of(self, name: str) -> list[str] | None:
-        obj = self.catalog.get(name)
+        obj = self.catalog.peek(name)
         if obj is None or obj.kind not in PLAIN_KINDS or "columns" not in obj.spec:
             return None
         return list(obj.spec["columns"])

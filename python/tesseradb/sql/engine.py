@@ -60,6 +60,7 @@ from tesseradb.sql.session import (
 )
 from tesseradb.sql.settings import RESULT_SETTINGS
 from tesseradb.sql.shortcuts import answer_aggregate, answer_count, answer_lookup
+from tesseradb.sql.small_results import SmallResultKey, SmallResults
 from tesseradb.sql.store import SNAPSHOT_WAIT, STORE_ALIAS, TableStore, store_objects
 from tesseradb.sql.values import (
     CONVERSION_SETTINGS,
@@ -611,7 +612,7 @@ class SQLEngine:
                     if wrap:
                         cursor.execute("BEGIN TRANSACTION")
                     with watching(cursor, run.watch):
-                        fetched = self._fetch(cursor, run)
+                        fetched = self._fetch(kept, run)
                     after = (
                         transaction_state(run.found, before) if run.found is not None else before
                     )
@@ -684,7 +685,7 @@ class SQLEngine:
         assert fetched.table is not None
         return Result(fetched.table, stats, conversion=conversion)
 
-    def _small_result_key(self, run: _Run) -> tuple[str, int, bool] | None:
+    def _small_result_key(self, run: _Run) -> SmallResultKey | None:
         """The key under which a query's result shape is remembered, or None when the
         statement is not a lone query read straight into a result."""
         analysis = run.analysis
@@ -698,27 +699,31 @@ class SQLEngine:
             return None
         return (run.text, self._settings_epoch, run.session.restricted)
 
-    def _fetch(self, cursor: duckdb.DuckDBPyConnection, run: _Run) -> _Fetched:
+    def _fetch(self, kept: KeptCursor, run: _Run) -> _Fetched:
         """Run the text and take its rows: Arrow that loses no value (the cursor fetches
         losslessly), or handed to the sink (as DuckDB's own Arrow, unless ``exact``); and
         the DuckDB type of each column.
 
-        A query seen before with a small result of plain types (see
-        :class:`SmallResults`) runs as DuckDB's ``execute`` and ``fetchall``: a
-        relation's bind and an Arrow result cost more than a few rows' worth. Its
+        A query seen before with a small result of plain types runs the short way (see
+        :mod:`tesseradb.sql.small_results`) and is fetched with ``fetchall``. Its
         columns' names and types are checked against the earlier run's; the Arrow
         form, if asked for, is built from the rows with the earlier run's schema."""
         import duckdb
         import pyarrow as pa
 
+        cursor = kept.cursor
         key = self._small_result_key(run)
         shape = self.small_results.get(key) if key is not None else None
-        if shape is not None:
+        if key is not None and shape is not None:
             try:
-                if run.params is not None:
-                    cursor.execute(run.text, run.params)
-                else:
-                    cursor.execute(run.text)
+                self.small_results.execute(
+                    kept,
+                    key,
+                    shape,
+                    run.params,
+                    run.session.in_transaction,
+                    lambda name: self.namespace.kind_of(name) in ("table", "view"),
+                )
                 columns = tuple((d[0], str(d[1])) for d in cursor.description or ())
                 if columns == shape.described:
                     return _Fetched(None, shape.types, cursor.fetchall(), shape.schema)
@@ -820,68 +825,6 @@ class _Fetched:
     types: tuple[str, ...]
     rows: list[tuple[Any, ...]] | None = None
     schema: pa.Schema | None = None
-
-
-@dataclass(frozen=True)
-class _Shape:
-    described: tuple[tuple[str, str], ...]  # (name, DuckDB type) per column
-    types: tuple[str, ...]
-    schema: pa.Schema  # the lossless Arrow schema the relation path gave
-
-
-class SmallResults:
-    """The result shapes of queries whose last run gave a few rows of plain types (those
-    whose Python values DuckDB's ``fetchall`` and pyarrow give alike), by text, settings
-    epoch and restriction: such a query runs next time as ``execute`` and ``fetchall``.
-
-    A shape only says which path to try: every run checks the columns' names and types
-    DuckDB describes against it, and a change of settings starts a new epoch. Bounded
-    (least recently used first out), as statement texts are unbounded."""
-
-    ROWS = 1024  # results up to this many rows are small (DuckDB gives rows as fast as Arrow)
-    ENTRIES = 512
-
-    def __init__(self) -> None:
-        from collections import OrderedDict
-
-        self._shapes: OrderedDict[tuple[str, int, bool], _Shape] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0  # (how often a shape was found: the tests see the path was taken)
-
-    def get(self, key: tuple[str, int, bool]) -> _Shape | None:
-        with self._lock:
-            shape = self._shapes.get(key)
-            if shape is not None:
-                self._shapes.move_to_end(key)
-                self.hits += 1
-            return shape
-
-    def learn(self, key: tuple[str, int, bool], table: pa.Table, types: tuple[str, ...]) -> None:
-        """Remember the shape of ``table`` if it is a small result of plain types."""
-        import pyarrow as pa
-
-        from tesseradb.sql.values import Conversion
-
-        if table.num_rows > self.ROWS or not types or not Conversion(types).plain:
-            return
-        if any(
-            isinstance(f.type, pa.BaseExtensionType) and f.type.extension_name != "arrow.bool8"
-            for f in table.schema
-        ):
-            return  # (only BOOLEAN's lossless form is an extension the rows can be put back in)
-        shape = _Shape(tuple(zip(table.column_names, types, strict=True)), types, table.schema)
-        with self._lock:
-            self._shapes[key] = shape
-            self._shapes.move_to_end(key)
-            while len(self._shapes) > self.ENTRIES:
-                self._shapes.popitem(last=False)
-
-    def forget(self, key: tuple[str, int, bool]) -> None:
-        with self._lock:
-            self._shapes.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._shapes)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ from tesseradb.sql.store import STORE_ALIAS, TableStore
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
+
+    from tesseradb.sql.small_results import SmallResultKey
 
 __all__ = ["DuckDBInstance", "KeptCursor"]
 
@@ -50,6 +53,8 @@ class KeptCursor:
     def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
         self.cursor = cursor
         self.slots: dict[str, _ScanSlot] = {}  # lower registered name -> slot
+        # the small-result queries prepared on this cursor: key -> (name, EXECUTE statement)
+        self.prepared: OrderedDict[SmallResultKey, tuple[str, Any]] = OrderedDict()
 
     def bind(self, scans: dict[str, RelationScan], other_names: set[str] | None) -> None:
         """Put this statement's scans in their slots (registering new names). A slot

@@ -344,6 +344,10 @@ def _classify(record: Record, ours: tuple[str, Any], theirs: tuple[str, Any]) ->
     return "different rows"
 
 
+# (what "twice" repeats: a query that only reads; a query record may also be a write
+# that returns rows, such as EXECUTE or INSERT ... RETURNING)
+_READS = re.compile(r"\s*\(*\s*(SELECT|WITH|FROM|VALUES|TABLE)\b", re.IGNORECASE)
+
 _ORDERED = re.compile(r"\bORDER\s+BY\b", re.IGNORECASE)
 
 
@@ -357,8 +361,10 @@ _VOLATILE = re.compile(
 )
 
 
-def run_file(path: Path, report: Report, timeout: float = 10.0) -> None:
-    """Run one file through both sides, adding to ``report``."""
+def run_file(path: Path, report: Report, timeout: float = 10.0, twice: bool = False) -> None:
+    """Run one file through both sides, adding to ``report``. ``twice``: every query runs
+    twice on our side, and both runs are compared (the second takes the paths the
+    engine remembers from the first: small results, parsed and prepared statements)."""
     import duckdb
 
     try:
@@ -403,6 +409,11 @@ def run_file(path: Path, report: Report, timeout: float = 10.0) -> None:
                 began = time.monotonic()
                 theirs = _run_reference(reference, item.sql)
                 ours = _run_ours(ours_session, item.sql)
+                again = (
+                    _run_ours(ours_session, item.sql)
+                    if twice and _READS.match(item.sql) and not _VOLATILE.search(item.sql)
+                    else None
+                )
             report.records += 1
             if t.fired:
                 report.differences.append(
@@ -430,6 +441,10 @@ def run_file(path: Path, report: Report, timeout: float = 10.0) -> None:
                 ours = (ours[0], None if ours[0] == "ok" else ours[1])
                 theirs = (theirs[0], None if theirs[0] == "ok" else theirs[1])
             kind = _classify(item, ours, theirs)
+            if kind is None and again is not None and why is None:
+                second = _classify(item, again, theirs)
+                if second is not None:
+                    kind, ours = f"second run: {second}", again
             if kind is not None:
                 report.differences.append(
                     Difference(
@@ -447,10 +462,15 @@ def run_file(path: Path, report: Report, timeout: float = 10.0) -> None:
 
 
 def run_paths(
-    paths: list[Path], timeout: float = 10.0, progress: bool = False, jobs: int = 2
+    paths: list[Path],
+    timeout: float = 10.0,
+    progress: bool = False,
+    jobs: int = 2,
+    twice: bool = False,
 ) -> Report:
     """Every ``*.test`` file under ``paths`` (files or directories), in name order, each
-    in a process of its own (``jobs`` at a time), so that a crash is one file's finding."""
+    in a process of its own (``jobs`` at a time), so that a crash is one file's finding.
+    ``twice``: see :func:`run_file`."""
     import subprocess
     import sys
     from concurrent.futures import ThreadPoolExecutor
@@ -467,6 +487,7 @@ def run_paths(
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
             command = [sys.executable, "-m", "tesseradb.testing.sqllogictest", "--one"]
             command += [str(file), "--json", out.name, "--timeout", str(timeout)]
+            command += ["--twice"] if twice else []
             try:
                 run = subprocess.run(command, capture_output=True, text=True, timeout=1800)
                 part = (
@@ -510,15 +531,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=3, help="examples shown per class")
     parser.add_argument("--progress", action="store_true", help="name each file as it runs")
     parser.add_argument("--jobs", type=int, default=2, help="files run at once")
+    parser.add_argument(
+        "--twice",
+        action="store_true",
+        help="run every query twice on TesseraDB's side and compare both runs",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:  # (one file, in this process: what run_paths starts per file)
         report = Report()
-        run_file(args.paths[0], report, args.timeout)
+        run_file(args.paths[0], report, args.timeout, args.twice)
         if args.json is not None:
             args.json.write_text(json.dumps(report.as_json(), default=str))
         return 0
-    report = run_paths(args.paths, args.timeout, args.progress, args.jobs)
+    report = run_paths(args.paths, args.timeout, args.progress, args.jobs, args.twice)
     print(report.summary(args.examples))
     if args.json is not None:
         args.json.write_text(json.dumps(report.as_json(), indent=1, default=str))
