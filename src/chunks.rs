@@ -98,8 +98,8 @@ unsafe impl Sync for OutPtr {}
 
 /// Decodes `chunks` (payload, grid coordinates) into `out`, the box of
 /// `layout` in C order. Cells of the box in no listed chunk are left as they
-/// are. Chunks are decoded in parallel; the failure reported is the one of
-/// the lowest chunk index.
+/// are. Chunks are decoded in parallel (one alone on the calling thread); the
+/// failure reported is the one of the lowest chunk index.
 pub fn decode_chunks(
     layout: &Layout,
     chunks: &[(&[u8], &[usize])],
@@ -108,6 +108,17 @@ pub fn decode_chunks(
     layout.check(out.len())?;
     check_chunks(layout, chunks.iter().map(|(_, c)| *c), false)?;
     let base = OutPtr(out.as_mut_ptr());
+    if chunks.len() <= 1 {
+        // (a point or small-range read: handing one chunk to the pool woke a
+        // sleeping thread and waited for it, 60 µs of an 80 µs decode)
+        return chunks
+            .iter()
+            .enumerate()
+            .try_for_each(|(index, (payload, coords))| {
+                decode_one(layout, payload, coords, base)
+                    .map_err(|message| Failure::Chunk(index, message))
+            });
+    }
     let results: Vec<Result<(), Failure>> = crate::pool::install(|| {
         chunks
             .par_iter()
