@@ -57,6 +57,26 @@ class DatasetPlan:
         return int(self.dtype.itemsize) if not self.vlen_string else 32
 
 
+def _lock_as_hdf5_does(source: LocalBytes, path: str) -> None:
+    """Take the shared lock HDF5 takes on a file it opens for reading (unless HDF5's file
+    locking is turned off), so that, as when HDF5 itself held the file for the whole
+    statement, no HDF5 writer changes it meanwhile; and refuse, as HDF5 would, a file
+    a writer has open."""
+    import fcntl
+    import os
+
+    if os.environ.get("HDF5_USE_FILE_LOCKING", "").upper() in ("FALSE", "0"):
+        return
+    try:
+        fcntl.flock(source.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as err:
+        source.close()
+        raise AttachedFileError(
+            f"attached file {path} cannot be read now: another program has it open for "
+            f"writing ({err.strerror or err})"
+        ) from None
+
+
 class FileReader:
     """One attached file, opened for reading (h5py for metadata, a raw fd for chunk bytes)."""
 
@@ -66,29 +86,58 @@ class FileReader:
         plans: dict[str, DatasetPlan] | None = None,
         remote: RemoteBytes | None = None,
     ) -> None:
-        """A local file at ``path``, or the object ``remote`` reads (``path`` its URL)."""
-        import h5py
+        """A local file at ``path``, or the object ``remote`` reads (``path`` its URL).
 
+        HDF5 opens the file only when something asks for its metadata (a dataset, a
+        chunk map not yet known): reads through known chunk maps need only the raw
+        bytes, and opening and closing the file with HDF5 cost a point query 150 µs."""
         self.path = path
-        try:
-            if remote is None:
-                self.h5 = h5py.File(path, "r")
-            else:
-                self.h5 = h5py.File(RemoteFile(remote), "r")
-        except FileNotFoundError as err:
-            raise AttachedFileError(f"attached file {path} no longer exists") from err
-        except OSError as err:
-            if isinstance(err.__context__, TesseraError):  # (the store's error, inside HDF5's)
-                raise err.__context__ from None
-            raise AttachedFileError(f"attached file {path} cannot be read as HDF5: {err}") from err
-        self.source: LocalBytes | RemoteBytes = remote if remote is not None else LocalBytes(path)
+        self._remote = remote
+        self._h5: h5py.File | None = None
+        self._h5_lock = threading.Lock()
+        if remote is None:
+            try:
+                self.source: LocalBytes | RemoteBytes = LocalBytes(path)
+            except FileNotFoundError as err:
+                raise AttachedFileError(f"attached file {path} no longer exists") from err
+            except OSError as err:
+                raise AttachedFileError(f"attached file {path} cannot be read: {err}") from err
+            _lock_as_hdf5_does(self.source, path)
+        else:
+            self.source = remote
         # Plans (chunk maps) outlive the open file: they hold as long as the file is unchanged.
         self._plans: dict[str, DatasetPlan] = plans if plans is not None else {}
         self.bytes_read = 0  # bytes read from the file (native reads and h5py reads alike)
         self._lock = threading.Lock()
 
+    @property
+    def h5(self) -> h5py.File:
+        """The file opened by HDF5 (on first use)."""
+        import h5py
+
+        with self._h5_lock:
+            if self._h5 is not None:
+                return self._h5
+            try:
+                if self._remote is None:
+                    self._h5 = h5py.File(self.path, "r")
+                else:
+                    self._h5 = h5py.File(RemoteFile(self._remote), "r")
+            except FileNotFoundError as err:
+                raise AttachedFileError(f"attached file {self.path} no longer exists") from err
+            except OSError as err:
+                if isinstance(err.__context__, TesseraError):  # (the store's error, in HDF5's)
+                    raise err.__context__ from None
+                raise AttachedFileError(
+                    f"attached file {self.path} cannot be read as HDF5: {err}"
+                ) from err
+            return self._h5
+
     def close(self) -> None:
-        self.h5.close()
+        with self._h5_lock:
+            if self._h5 is not None:
+                self._h5.close()
+                self._h5 = None
         self.source.close()
 
     def _pread(self, size: int, offset: int) -> bytes:
