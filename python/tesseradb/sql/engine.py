@@ -693,7 +693,6 @@ class SQLEngine:
             run.sink is not None
             or run.found is not None
             or analysis.statement_count != 1
-            or analysis.relations
             or _may_write(run)
         ):
             return None
