@@ -345,6 +345,9 @@ class _StatementAnalyser(PredicateDerivation):
         # while deriving an aggregate query's WHERE: float comparisons taken as exact
         # but for one value per column (None: such comparisons are inexact)
         self._ambiguous: dict[str, set[float]] | None = None
+        # each condition's predicate, by (condition, source, negated), for one binding
+        # (the pushdown and a shortcut derive the same WHERE: see PredicateDerivation)
+        self._atoms: dict[tuple[int, int, bool], Any] = {}
         self.relations: dict[str, RelationUse] = {}
         self.others = others
         self._schemas: dict[str, pa.Schema | None] = {}
@@ -357,6 +360,7 @@ class _StatementAnalyser(PredicateDerivation):
         bound.relations = relations
         bound.aggregate_only = bound.lookup = None
         bound._ambiguous = None
+        bound._atoms = {}
         for step, args in self._steps:
             step(bound, *args)
         return bound

@@ -62,6 +62,10 @@ class PredicateDerivation:
 
     params: Any
     _ambiguous: dict[str, set[float]] | None
+    # each atom's predicate (or the NotPushable it raised) by (id of the condition, id of
+    # the source, negated), for one binding of the parameters: a WHERE is derived for the
+    # pushdown and again for a shortcut, and an atom's predicate does not depend on which
+    _atoms: dict[tuple[int, int, bool], Any]
 
     def derive_exact(
         self, node: exp.Expression, src: Source, sources: dict[str, Source]
@@ -136,9 +140,15 @@ class PredicateDerivation:
             return left.or_(right), exact
         if isinstance(node, exp.Boolean):
             return (Predicate() if bool(node.this) != negate else _FALSE), True
-        try:
-            pred = self._atom(node, src, sources, negate)
-        except NotPushable:
+        key = (id(node), id(src), negate)
+        pred = self._atoms.get(key)
+        if pred is None:
+            try:
+                pred = self._atom(node, src, sources, negate)
+            except NotPushable:
+                pred = NotPushable
+            self._atoms[key] = pred
+        if pred is NotPushable:
             return Predicate(), False
         # exactness matters only to an aggregate a relation may answer (derive_exact)
         return pred, self._ambiguous is not None and self._atom_is_exact(node, src, sources)
