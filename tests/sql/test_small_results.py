@@ -216,3 +216,37 @@ def test_an_error_on_the_path_leaves_the_session_usable(tmp_path: Path) -> None:
             db.sql(query)
         db.sql("ROLLBACK")
         assert db.sql(query).fetchall() == [(1,)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(table=tables(), cut=st.integers(0, 12), exact=st.booleans())
+def test_a_sink_gets_the_same_arrow_from_the_second_run(
+    db: tesseradb.Database, table: pa.Table, cut: int, exact: bool
+) -> None:
+    name = f"t{next(_names)}"
+    db.register("src", table)
+    db.sql(f"CREATE TABLE {name} AS SELECT * FROM src")
+    db.unregister("src")
+    query = f"SELECT * FROM {name} WHERE k < ? ORDER BY k"
+    session = db.session()
+    engine = db._engine
+    got: list[pa.Table] = []
+    hits = engine.small_results.hits
+    for _ in range(2):
+        result = session.stream_sql(query, lambda r: got.append(r.read_all()), [cut], exact=exact)
+        assert result.num_rows == 0
+    assert engine.small_results.hits == hits + 1  # the second run took the path
+    assert len(got) == 2
+    _tables_equal(got[1], got[0])
+    assert got[1].schema.metadata == got[0].schema.metadata  # (what exact describes)
+    session.close()
+    db.sql(f"DROP TABLE {name}")
+
+
+def test_a_large_result_goes_to_the_sink_as_it_comes(db: tesseradb.Database) -> None:
+    engine = db._engine
+    hits = engine.small_results.hits
+    sizes: list[int] = []
+    for _ in range(2):
+        db.stream_sql("SELECT * FROM range(5000)", lambda r: sizes.append(r.read_all().num_rows))
+    assert sizes == [5000, 5000] and engine.small_results.hits == hits

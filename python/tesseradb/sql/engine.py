@@ -257,15 +257,7 @@ class SQLEngine:
                     text, params, analysis, session, found, sink, watch, exact, retried=True
                 )
         if sink is not None and result.shortcut is not None:
-            # a shortcut answered: hand its rows over
-            if exact:
-                table = result.exact_arrow()
-                sink(described(table.to_reader(), result.conversion))
-            else:
-                sink(result.arrow().to_reader())
-            import pyarrow as pa
-
-            return Result(pa.table({}), result.scan_stats, result.shortcut)
+            return _hand_over(result, sink, exact)  # a shortcut answered
         return result
 
     def _read_settings(self, session: SQLSession) -> None:
@@ -357,6 +349,8 @@ class SQLEngine:
             # does not know): run again reading every column.
             scans = {k: RelationScan(s.relation, None, s.predicate) for k, s in scans.items()}
             result = self._run(run, scans)
+        if sink is not None and not run.sunk:
+            return _hand_over(result, sink, exact)  # a small result, fetched whole
         return result
 
     def explain(self, text: str, params: Any = None, session: SQLSession | None = None) -> Explain:
@@ -689,12 +683,7 @@ class SQLEngine:
         """The key under which a query's result shape is remembered, or None when the
         statement is not a lone query read straight into a result."""
         analysis = run.analysis
-        if (
-            run.sink is not None
-            or run.found is not None
-            or analysis.statement_count != 1
-            or _may_write(run)
-        ):
+        if run.found is not None or analysis.statement_count != 1 or _may_write(run):
             return None
         return (run.text, self._settings_epoch, run.session.restricted)
 
@@ -704,9 +693,10 @@ class SQLEngine:
         the DuckDB type of each column.
 
         A query seen before with a small result of plain types runs the short way (see
-        :mod:`tesseradb.sql.small_results`) and is fetched with ``fetchall``. Its
-        columns' names and types are checked against the earlier run's; the Arrow
-        form, if asked for, is built from the rows with the earlier run's schema."""
+        :mod:`tesseradb.sql.small_results`) and is fetched with ``fetchall``, a sink's
+        too (its rows are handed over once fetched). Its columns' names and types are
+        checked against the earlier run's; the Arrow form, if asked for, is built from
+        the rows with the earlier run's schema."""
         import duckdb
         import pyarrow as pa
 
@@ -742,6 +732,7 @@ class SQLEngine:
             else cursor.sql(run.text)
         )
         if relation is None:
+            run.sunk = True  # (no rows: a sink is not called)
             return _Fetched(pa.table({}), ())
         types = tuple(str(t) for t in relation.types)
         if any("AGGREGATE_STATE" in t for t in types):
@@ -758,7 +749,10 @@ class SQLEngine:
                 self.small_results.learn(key, table, types)
             return _Fetched(table, types)
         reader = relation.to_arrow_reader(_SINK_BATCH_ROWS)
+        if key is not None:
+            reader = self.small_results.learning(reader, key, types)
         conversion = Conversion(types, run.session.conversion_settings, run.session.lossless)
+        run.sunk = True
         if run.exact:  # lossless, saying how to read it exactly
             run.sink(described(reader, conversion))
         elif conversion.lossless or not arrow_lossy(types):
@@ -839,6 +833,20 @@ class _Run:
     watch: Tracker | None
     exact: bool
     retried: bool = False
+    sunk: bool = False  # the rows went to the sink (a small result is handed over after)
+
+
+def _hand_over(result: Result, sink: Callable[[pa.RecordBatchReader], Any], exact: bool) -> Result:
+    """Give ``sink`` the rows of a result answered whole (a shortcut's, a small one's) as
+    the sink path would have (``exact``: lossless, described); a Result without rows."""
+    import pyarrow as pa
+
+    if exact:
+        table = result.exact_arrow()
+        sink(described(table.to_reader(), result.conversion))
+    else:
+        sink(result.arrow().to_reader())
+    return Result(pa.table({}), result.scan_stats, result.shortcut)
 
 
 def _may_write(run: _Run) -> bool:

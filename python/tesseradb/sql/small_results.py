@@ -94,6 +94,31 @@ class SmallResults:
             while len(self._shapes) > self.ENTRIES:
                 self._shapes.popitem(last=False)
 
+    def learning(
+        self, reader: pa.RecordBatchReader, key: SmallResultKey, types: tuple[str, ...]
+    ) -> pa.RecordBatchReader:
+        """``reader``, passed through; once read to its end, its shape is learnt if it was
+        small (a query whose rows go to a sink, such as a Flight SQL or HTTP client's)."""
+        import pyarrow as pa
+
+        schema = reader.schema
+
+        def batches() -> Any:
+            kept: list[pa.RecordBatch] | None = []
+            rows = 0
+            for batch in reader:
+                if kept is not None:
+                    rows += batch.num_rows
+                    if rows <= self.ROWS:
+                        kept.append(batch)
+                    else:
+                        kept = None
+                yield batch
+            if kept is not None:
+                self.learn(key, pa.Table.from_batches(kept, schema), types)
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
+
     def forget(self, key: SmallResultKey) -> None:
         with self._lock:
             self._shapes.pop(key, None)
