@@ -120,6 +120,7 @@ class TableStore:
         self._private: Path | None = None  # a reader's own directory (copies, stand-in)
         self._chosen = ""  # what a reader attached: snapshot, private (copy) or empty
         self._copies = 0
+        self._seen_published = False  # (see published_once)
 
     @property
     def exists(self) -> bool:
@@ -364,8 +365,16 @@ class TableStore:
                 self._private = None
 
     def published_once(self) -> bool:
-        """Whether readers have a snapshot of the store (or there is no store to read)."""
-        return not self.path.exists() or self._published.newest() is not None
+        """Whether readers have a snapshot of the store (or there is no store to read).
+        Once they have, they always have one (a publish removes the older snapshots only
+        after the newer is whole), so that is not looked up again: a restricted session
+        asks before every query."""
+        if self._seen_published:
+            return True
+        if self._published.newest() is not None:
+            self._seen_published = True
+            return True
+        return not self.path.exists()
 
     def wait_for_newer(self, timeout: float) -> bool:
         """(a reader) Wait until a snapshot newer than the one attached is published;
