@@ -45,6 +45,18 @@ class ByteBudgetCache(Generic[Key, Value]):
                 _, dropped = self._entries.popitem(last=False)
                 self._held -= len(dropped)
 
+    def shrink_to(self, budget: int) -> None:
+        """Lower the budget to ``budget`` bytes if it is higher (dropping the least
+        recently used entries over it); a higher one leaves it as it is."""
+        with self._lock:
+            if budget >= self.budget:
+                return
+            self.largest = self.largest * budget // self.budget  # (the same share of it)
+            self.budget = budget
+            while self._held > self.budget and self._entries:
+                _, dropped = self._entries.popitem(last=False)
+                self._held -= len(dropped)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

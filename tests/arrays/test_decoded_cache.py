@@ -100,3 +100,18 @@ def test_a_point_query_decodes_its_chunk_once(
         for k in (5, 700, 1000, 5, 12):
             assert db.sql("SELECT v FROM p WHERE i = ?", [k]).fetchall() == [(k,)]
         assert calls == 1  # every key lies in chunk 0
+
+
+def test_a_memory_limit_bounds_the_chunk_caches(tmp_path: Path) -> None:
+    kept = [(c, c.budget, c.largest) for c in (_decode.PAYLOADS, _decode.DECODED)]
+    try:
+        with tesseradb.connect(tmp_path / "db", memory_limit="128MiB") as db:
+            array = db.create_array("m", [{"name": "i", "end": 64, "chunk": 8}], {"v": "int64"})
+            array[0:64] = {"v": np.arange(64)}
+            assert int(array[5:6]["v"][0]) == 5
+        for cache in (_decode.PAYLOADS, _decode.DECODED):
+            assert cache.budget <= (128 << 20) // 8
+            assert cache.largest <= cache.budget // 8
+    finally:
+        for cache, budget, largest in kept:
+            cache.budget, cache.largest = budget, largest

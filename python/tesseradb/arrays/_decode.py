@@ -82,6 +82,13 @@ DECODED_READ_CHUNKS = 4
 FETCH_CONCURRENCY = 64
 
 
+def bound_chunk_caches(memory_limit: int) -> None:
+    """Keep this process's two chunk caches within an eighth of ``memory_limit`` bytes
+    each (a database opened with ``memory_limit``); the lowest bound asked for stays."""
+    for cache in (PAYLOADS, DECODED):
+        cache.shrink_to(memory_limit // 8)
+
+
 def clear_chunk_cache() -> None:
     """Drop every cached stored and decoded chunk (later reads fetch from the repositories
     again)."""

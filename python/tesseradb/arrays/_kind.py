@@ -56,6 +56,11 @@ class ArrayKind(KeptInStorage):
     def __init__(self, context: Any) -> None:
         super().__init__(context)
         self._made: dict[str, ArrayRepository] = {}  # lower name -> repository just created
+        if context.memory_limit is not None:  # (the chunk caches are the process's)
+            from tesseradb._limits import limit_bytes
+            from tesseradb.arrays._decode import bound_chunk_caches
+
+            bound_chunk_caches(limit_bytes(context.memory_limit))
 
     def create(self, name: str, spec: dict[str, Any]) -> None:
         directory = self.folder(name)
