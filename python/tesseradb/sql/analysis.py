@@ -347,7 +347,7 @@ class _StatementAnalyser(PredicateDerivation):
         self._ambiguous: dict[str, set[float]] | None = None
         # each condition's predicate, by (condition, source, negated), for one binding
         # (the pushdown and a shortcut derive the same WHERE: see PredicateDerivation)
-        self._atoms: dict[tuple[int, int, bool], Any] = {}
+        self._atoms: dict[tuple[int, int, int, bool], Any] = {}
         self.relations: dict[str, RelationUse] = {}
         self.others = others
         self._schemas: dict[str, pa.Schema | None] = {}

@@ -62,10 +62,11 @@ class PredicateDerivation:
 
     params: Any
     _ambiguous: dict[str, set[float]] | None
-    # each atom's predicate (or the NotPushable it raised) by (id of the condition, id of
-    # the source, negated), for one binding of the parameters: a WHERE is derived for the
-    # pushdown and again for a shortcut, and an atom's predicate does not depend on which
-    _atoms: dict[tuple[int, int, bool], Any]
+    # each atom's predicate (or the NotPushable it raised) by (ids of the condition, the
+    # source and its scope's sources, negated), for one binding of the parameters: a WHERE
+    # is derived for the pushdown and again for a shortcut, and an atom's predicate does
+    # not depend on which
+    _atoms: dict[tuple[int, int, int, bool], Any]
 
     def derive_exact(
         self, node: exp.Expression, src: Source, sources: dict[str, Source]
@@ -140,7 +141,7 @@ class PredicateDerivation:
             return left.or_(right), exact
         if isinstance(node, exp.Boolean):
             return (Predicate() if bool(node.this) != negate else _FALSE), True
-        key = (id(node), id(src), negate)
+        key = (id(node), id(src), id(sources), negate)
         pred = self._atoms.get(key)
         if pred is None:
             try:
