@@ -99,16 +99,21 @@ def _results_equal(slow: tesseradb.Result, fast: tesseradb.Result) -> None:
         assert str(slow_np[name]) == str(fast_np[name])
 
 
+def _stored(db: tesseradb.Database, table: pa.Table) -> tuple[str, str]:
+    """``table`` as a new plain table: its name, and a query of its first rows by ``k``."""
+    name = f"t{next(_names)}"
+    db.register("src", table)
+    db.sql(f"CREATE TABLE {name} AS SELECT * FROM src")
+    db.unregister("src")
+    return name, f"SELECT * FROM {name} WHERE k < ? ORDER BY k"
+
+
 @settings(max_examples=60, deadline=None)
 @given(table=tables(), cut=st.integers(0, 12))
 def test_the_second_run_equals_the_first_in_every_conversion(
     db: tesseradb.Database, table: pa.Table, cut: int
 ) -> None:
-    name = f"t{next(_names)}"
-    db.register("src", table)
-    db.sql(f"CREATE TABLE {name} AS SELECT * FROM src")
-    db.unregister("src")
-    query = f"SELECT * FROM {name} WHERE k < ? ORDER BY k"
+    name, query = _stored(db, table)
     engine = db._engine
     before = engine.small_results.hits
     slow = db.sql(query, [cut])
@@ -223,11 +228,7 @@ def test_an_error_on_the_path_leaves_the_session_usable(tmp_path: Path) -> None:
 def test_a_sink_gets_the_same_arrow_from_the_second_run(
     db: tesseradb.Database, table: pa.Table, cut: int, exact: bool
 ) -> None:
-    name = f"t{next(_names)}"
-    db.register("src", table)
-    db.sql(f"CREATE TABLE {name} AS SELECT * FROM src")
-    db.unregister("src")
-    query = f"SELECT * FROM {name} WHERE k < ? ORDER BY k"
+    name, query = _stored(db, table)
     session = db.session()
     engine = db._engine
     got: list[pa.Table] = []

@@ -186,11 +186,17 @@ def read_box(
         return None
     out = np.empty(box.shape, dtype=dtype)
     parts = list(chunk_grid(box, chunk_shape))
-    snapshot = str(session.snapshot_id) if session.read_only else None
-    if snapshot is not None and len(parts) <= DECODED_READ_CHUNKS:
-        return _read_through_decoded(
-            session, where, array, fill, dtype, box, chunk_shape, codec, parts, snapshot, out
-        )
+    if session.read_only and len(parts) <= DECODED_READ_CHUNKS:
+        # a few chunks of a committed snapshot: each decoded whole once and kept
+        wholes, failure = _decoded_chunks(session, where, array, dtype, chunk_shape, codec, parts)
+        for (coords, part), whole in zip(parts, wholes, strict=True):
+            if whole is None:  # never written (or past a failure): the fill value
+                out[part.relative_to(box)] = fill
+                continue
+            cells = whole.view(dtype).reshape(tuple(chunk_shape))
+            origin = Box(tuple(c * n for c, n in zip(coords, chunk_shape, strict=True)), part.hi)
+            out[part.relative_to(box)] = cells[part.relative_to(origin)]
+        return out, failure
     payloads, unreadable = stored_chunks(session, where, array, [c for c, _ in parts])
     if unreadable is not None:
         return out, unreadable
@@ -210,60 +216,47 @@ def read_box(
     return out, None
 
 
-def _read_through_decoded(
+def _decoded_chunks(
     session: Any,
     where: str,
     array: Any,
-    fill: Any,
     dtype: np.dtype[Any],
-    box: Box,
     chunk_shape: Sequence[int],
     codec: tuple[str, bool],
     parts: list[tuple[tuple[int, ...], Box]],
-    snapshot: str,
-    out: np.ndarray,
-) -> tuple[np.ndarray, tuple[tuple[int, ...], str] | None]:
-    """:func:`read_box` of a few chunks of a committed snapshot: each chunk decoded whole
-    once and kept in :data:`DECODED`, its part of ``box`` copied out."""
+) -> tuple[list[np.ndarray | None], tuple[tuple[int, ...], str] | None]:
+    """Each of ``parts``' chunks decoded whole (its bytes; None: never written), from
+    :data:`DECODED` or decoded now and kept there; and the first chunk that cannot be
+    read or decoded, with why (the chunks from it on are then None)."""
     import numpy as np
 
     from tesseradb import _core
 
+    snapshot = str(session.snapshot_id)
     keys = chunk_keys(array, [c for c, _ in parts])
     kind = np.dtype(dtype).str
     wholes: list[np.ndarray | None] = [DECODED.get((where, snapshot, k, kind)) for k in keys]
     missing = [i for i, whole in enumerate(wholes) if whole is None]
-    if missing:
-        payloads, unreadable = stored_chunks(session, where, array, [parts[i][0] for i in missing])
-        if unreadable is not None:
-            return out, unreadable
-        cells = math.prod(chunk_shape)
-        for i, payload in zip(missing, payloads, strict=True):
-            if payload is None:
-                continue  # never written: the fill value (below)
-            coords = parts[i][0]
-            origin = [c * n for c, n in zip(coords, chunk_shape, strict=True)]
-            end = [o + n for o, n in zip(origin, chunk_shape, strict=True)]
-            whole = np.empty(cells * np.dtype(dtype).itemsize, dtype=np.uint8)
-            layout = _core.ChunkLayout(
-                list(chunk_shape), origin, end, np.dtype(dtype).itemsize, *codec
-            )
-            failed = _core.decode_chunks([(payload, list(coords))], layout, whole)
-            if failed is not None:
-                return out, (tuple(coords), failed[1])
-            DECODED.put((where, snapshot, keys[i], kind), whole)
-            wholes[i] = whole
-    for (coords, part), whole in zip(parts, wholes, strict=True):
-        if whole is None:
-            out[part.relative_to(box)] = fill
-            continue
-        cells = whole.view(dtype).reshape(tuple(chunk_shape))
-        origin = tuple(c * n for c, n in zip(coords, chunk_shape, strict=True))
-        inside = tuple(
-            slice(lo - o, hi - o) for lo, hi, o in zip(part.lo, part.hi, origin, strict=True)
-        )
-        out[part.relative_to(box)] = cells[inside]
-    return out, None
+    if not missing:
+        return wholes, None
+    payloads, unreadable = stored_chunks(session, where, array, [parts[i][0] for i in missing])
+    if unreadable is not None:
+        return [None] * len(parts), unreadable
+    itemsize = np.dtype(dtype).itemsize
+    for i, payload in zip(missing, payloads, strict=True):
+        if payload is None:
+            continue  # never written
+        coords = parts[i][0]
+        origin = [c * n for c, n in zip(coords, chunk_shape, strict=True)]
+        end = [o + n for o, n in zip(origin, chunk_shape, strict=True)]
+        whole = np.empty(math.prod(chunk_shape) * itemsize, dtype=np.uint8)
+        layout = _core.ChunkLayout(list(chunk_shape), origin, end, itemsize, *codec)
+        failed = _core.decode_chunks([(payload, list(coords))], layout, whole)
+        if failed is not None:
+            return [w if j < i else None for j, w in enumerate(wholes)], (coords, failed[1])
+        DECODED.put((where, snapshot, keys[i], kind), whole)
+        wholes[i] = whole
+    return wholes, None
 
 
 def reduce_box(
