@@ -45,6 +45,7 @@ from tesseradb.sql.relation import (
     Relation,
     RelationScan,
     SessionHolding,
+    can,
 )
 from tesseradb.sql.resolve import analyse, without_pushdown
 from tesseradb.sql.result import Result
@@ -311,7 +312,7 @@ class SQLEngine:
         seen: set[int] = set()
         for use in analysis.relations.values():
             relation = self.namespace.relation(use.name)
-            if not isinstance(relation, SessionHolding) or id(relation) in seen:
+            if not can(relation, SessionHolding) or id(relation) in seen:
                 continue
             seen.add(id(relation))
             stack.enter_context(relation.session())

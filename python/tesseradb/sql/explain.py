@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.sql.relation import Aggregating, ScanDescribing
+from tesseradb.sql.relation import Aggregating, ScanDescribing, can
 from tesseradb.sql.semijoin import reduce_semijoins
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def explain(namespace: Namespace, text: str, analysis: Analysis) -> Explain:
         relation = namespace.relation(use.name)
         if relation is None:
             continue
-        if native is not None and isinstance(relation, Aggregating):
+        if native is not None and can(relation, Aggregating):
             use.notes.append(
                 "aggregates computed from storage, no rows made (when the relation can)"
             )
@@ -123,6 +123,6 @@ def explain(namespace: Namespace, text: str, analysis: Analysis) -> Explain:
 
 
 def _describe(relation: Relation, use: RelationUse) -> list[str]:
-    if not isinstance(relation, ScanDescribing):
+    if not can(relation, ScanDescribing):
         return []
     return [str(line) for line in relation.describe_scan(use.columns, use.predicate)]

@@ -17,7 +17,7 @@ from tesseradb.sql.analysis import RelationUse
 from tesseradb.sql.diagnostics import syntax_error
 from tesseradb.sql.paths import JsonPath
 from tesseradb.sql.predicate import Predicate
-from tesseradb.sql.relation import PathFiltering
+from tesseradb.sql.relation import PathFiltering, can
 
 if TYPE_CHECKING:
     import duckdb
@@ -120,9 +120,7 @@ def _keep_paths_for_path_filtering(namespace: Namespace, analysis: Analysis) -> 
             continue
         relation = namespace.relation(use.name)
         columns: set[str] = (
-            {c.lower() for c in relation.path_columns()}
-            if isinstance(relation, PathFiltering)
-            else set()
+            {c.lower() for c in relation.path_columns()} if can(relation, PathFiltering) else set()
         )
         use.predicate = use.predicate.restricted_to(
             lambda c, paths=paths, columns=columns: (

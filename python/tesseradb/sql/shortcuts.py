@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from tesseradb.sql.bounds import NotPushable
 from tesseradb.sql.predicate import Predicate
-from tesseradb.sql.relation import Aggregating, Counting, RelationScan, ScanStats
+from tesseradb.sql.relation import Aggregating, Counting, RelationScan, ScanStats, can
 from tesseradb.sql.result import Result
 
 if TYPE_CHECKING:
@@ -314,7 +314,7 @@ def answer_count(namespace: Namespace, analysis: Analysis) -> Result | None:
         return None
     key, name, predicate = analysis.count_only
     relation = namespace.relation(key)
-    if not isinstance(relation, Counting):
+    if not can(relation, Counting):
         return None
     rows = relation.count(predicate)
     if rows is None:
@@ -340,7 +340,7 @@ def answer_aggregate(namespace: Namespace, analysis: Analysis) -> Result | None:
     if query is None:
         return None
     relation = namespace.relation(query.relation)
-    if not isinstance(relation, Aggregating):
+    if not can(relation, Aggregating):
         return None
     table = relation.aggregate(
         list(query.items),
