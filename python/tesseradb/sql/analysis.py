@@ -108,6 +108,7 @@ class Analysis:
         query = self.aggregate_only
         if (
             query is None
+            or query.finish
             or query.group_by
             or query.order
             or query.ambiguous

@@ -18,6 +18,7 @@ columns and the exact WHERE predicate, and the engine asks the relation
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -78,6 +79,33 @@ class AggregateQuery:
     # DuckDB compares in (see ambiguity_point); a relation answering the query must
     # give up when a candidate row holds one
     ambiguous: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    # the statement's columns when some are an aggregate divided by a number (see
+    # Quotient); empty: the items' outputs as they are
+    finish: tuple[tuple[str, Quotient | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class Quotient:
+    """``agg / number`` (or ``number / agg``): ``item`` is the aggregate's output among
+    the query's items, ``number`` the literal's value. DuckDB divides as DOUBLE whatever
+    the operands' types (``/`` is float division); so does :meth:`apply`."""
+
+    item: str
+    number: float
+    aggregate_first: bool
+
+    def apply(self, values: pa.ChunkedArray) -> pa.ChunkedArray | None:
+        """The quotients of ``values`` (the aggregate's), or None where DuckDB would not
+        divide as DOUBLE: a FLOAT minimum or maximum is divided as FLOAT there."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not (pa.types.is_integer(values.type) or pa.types.is_float64(values.type)):
+            return None
+        # (an integer past 2**53 rounds to the nearest DOUBLE, as DuckDB's cast does)
+        doubles = values.cast(pa.float64(), safe=False)
+        number = pa.scalar(self.number, pa.float64())
+        return pc.divide(doubles, number) if self.aggregate_first else pc.divide(number, doubles)
 
 
 @dataclass(frozen=True)
@@ -89,6 +117,7 @@ class AggregateShape:
     items: tuple[tuple[str, str, str | None], ...]
     group_by: tuple[str, ...]
     order: tuple[tuple[str, bool], ...]
+    finish: tuple[tuple[str, Quotient | None], ...] = ()
 
     def query(
         self,
@@ -103,7 +132,9 @@ class AggregateShape:
             pred, exact, ambiguous = derive_exact(where)
         if not exact:
             return None
-        return AggregateQuery(self.relation, self.items, self.group_by, pred, self.order, ambiguous)
+        return AggregateQuery(
+            self.relation, self.items, self.group_by, pred, self.order, ambiguous, self.finish
+        )
 
 
 _FUNCTIONS = {
@@ -142,26 +173,40 @@ def aggregate_shape(
                 return None  # ROLLUP, CUBE, GROUPING SETS, GROUP BY ALL
             group_by = [column_of(e) for e in group.expressions]
         items: list[tuple[str, str, str | None]] = []
+        finish: list[tuple[str, Quotient | None]] = []
         for item in select.expressions:
             alias = item.alias if isinstance(item, exp.Alias) else None
             node = item.this if isinstance(item, exp.Alias) else item
+            quotient = _quotient(node, column_of, len(items))
+            if quotient is not None:
+                (output, fn, column), divided, named = quotient
+                items.append((output, fn, column))
+                finish.append((alias or named, divided))
+                continue
             if isinstance(node, exp.Column):
                 name = column_of(node)
                 if name.lower() not in {g.lower() for g in group_by}:
                     return None
                 items.append((alias or node.name, "column", name))
+                finish.append((items[-1][0], None))
                 continue
             fn = _FUNCTIONS.get(type(node).__name__)
             if fn is None or node.args.get("expressions") or isinstance(node.this, exp.Distinct):
                 return None
             if fn == "count" and isinstance(node.this, exp.Star):
                 items.append((alias or "count_star()", "count", None))
+                finish.append((items[-1][0], None))
                 continue
             name = column_of(node.this)
             spelled = node.sql_name().lower() if fn == "stddev" else fn
             items.append((alias or f"{spelled}({node.this.name})", fn, name))
+            finish.append((items[-1][0], None))
+        if all(divided is None for _, divided in finish):
+            finish = []
         order: list[tuple[str, bool]] = []
         ordered = select.args.get("order")
+        if finish and ordered is not None:
+            return None  # (an order over a quotient: DuckDB sorts)
         outputs = {out.lower(): out for out, _, _ in items}
         for key in ordered.expressions if ordered is not None else []:
             target = key.this
@@ -178,7 +223,51 @@ def aggregate_shape(
         return None
     if not items or len({out for out, _, _ in items}) != len(items):
         return None  # a relation's answer is keyed by output name: DuckDB repeats a name
-    return AggregateShape(relation, tuple(items), tuple(group_by), tuple(order))
+    if finish and len({out.lower() for out, _ in finish}) != len(finish):
+        return None
+    return AggregateShape(relation, tuple(items), tuple(group_by), tuple(order), tuple(finish))
+
+
+# the aggregates whose quotient by a number the shortcut computes: their values are
+# DOUBLE or integers below 2**53 whose conversion to DOUBLE is exact or correctly
+# rounded on both sides (an integer sum is a HUGEINT, left to DuckDB)
+_DIVIDED = frozenset({"avg", "min", "max", "count"})
+# a number as DuckDB writes it back in a column's name: no sign, exponent or leading zeros
+_PLAIN_NUMBER = re.compile(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+
+
+def _quotient(
+    node: exp.Expression, column_of: Callable[[exp.Expression], str], index: int
+) -> tuple[tuple[str, str, str | None], Quotient, str] | None:
+    """``agg(col) / number`` or ``number / agg(col)``: the aggregate as a hidden item,
+    the division, and the column's name as DuckDB gives it (``(avg(x) / 10)``); None
+    for anything else."""
+    from sqlglot import exp
+
+    if not isinstance(node, exp.Div) or node.args.get("typed") or node.args.get("safe"):
+        return None
+    left, right = node.this, node.expression
+    aggregate_first = isinstance(right, exp.Literal)
+    number, aggregate = (right, left) if aggregate_first else (left, right)
+    if not isinstance(number, exp.Literal) or number.is_string:
+        return None
+    if not _PLAIN_NUMBER.fullmatch(number.this) or float(number.this) == 0:
+        return None
+    fn = _FUNCTIONS.get(type(aggregate).__name__)
+    if fn not in _DIVIDED or aggregate.args.get("expressions"):
+        return None
+    if isinstance(aggregate.this, exp.Distinct):
+        return None
+    if fn == "count" and isinstance(aggregate.this, exp.Star):
+        column, spelled = None, "count_star()"
+    elif isinstance(aggregate.this, exp.Star):
+        return None
+    else:
+        column = column_of(aggregate.this)
+        spelled = f"{fn}({aggregate.this.name})"
+    hidden = f"__tessera_quotient_{index}"
+    named = f"({spelled} / {number.this})" if aggregate_first else f"({number.this} / {spelled})"
+    return (hidden, fn, column), Quotient(hidden, float(number.this), aggregate_first), named
 
 
 # --- lookups ---------------------------------------------------------------------------------
@@ -350,6 +439,18 @@ def answer_aggregate(namespace: Namespace, analysis: Analysis) -> Result | None:
     )
     if table is None:
         return None
+    if query.finish:
+        import pyarrow as pa
+
+        columns = {}
+        for name, divided in query.finish:
+            column = table.column(name if divided is None else divided.item)
+            if divided is not None:
+                column = divided.apply(column)
+                if column is None:
+                    return None
+            columns[name] = column
+        table = pa.table(columns)
     if query.order:
         table = table.sort_by(
             [(name, "descending" if desc else "ascending") for name, desc in query.order]
