@@ -157,3 +157,19 @@ def test_a_deallocated_or_failing_prepared_statement_falls_back_to_the_text(
         db.sql("DROP TABLE t")
         fresh = _fresh_answer(session, query, None)
         assert fresh[0] == "error" and _answer(session, query, None) == fresh
+
+
+def test_a_view_over_a_relation_is_read_afresh_and_never_prepared(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    with tesseradb.connect(tmp_path / "db") as db:
+        db.register("rel", pa.table({"a": [1, 2, 3]}))
+        db.sql("CREATE VIEW over_rel AS SELECT * FROM rel")
+        small = db._engine.small_results
+        before = small.prepared_runs
+        for _ in range(3):
+            assert db.sql("SELECT count(*) AS n FROM over_rel").fetchall() == [(3,)]
+        db.unregister("rel")
+        db.register("rel", pa.table({"a": [1, 2, 3, 4, 5]}))
+        assert db.sql("SELECT count(*) AS n FROM over_rel").fetchall() == [(5,)]
+        assert small.prepared_runs == before

@@ -711,7 +711,8 @@ class SQLEngine:
                     key,
                     shape,
                     run.params,
-                    run.session.in_transaction,
+                    # (a relation's scan, even one read through a view, is never prepared)
+                    run.session.in_transaction or bool(run.analysis.relations),
                     lambda name: self.namespace.kind_of(name) in ("table", "view"),
                 )
                 columns = tuple((d[0], str(d[1])) for d in cursor.description or ())

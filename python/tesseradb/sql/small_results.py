@@ -133,19 +133,19 @@ class SmallResults:
         key: SmallResultKey,
         shape: Shape,
         params: Any,
-        in_transaction: bool,
+        unprepared: bool,
         in_catalog: Callable[[str], bool],
     ) -> None:
         """Run the query of ``key`` on ``kept``'s cursor the shortest way its shape
-        allows (its rows are left on the cursor). ``in_catalog`` says whether a table
-        name is one of the catalog's tables or views."""
+        allows (its rows are left on the cursor). ``unprepared``: never as a prepared
+        statement (in a transaction, a failed EXECUTE would abort it before the text
+        could say what failed; a relation's scan is the engine's, not the catalog's).
+        ``in_catalog`` says whether a table name is one of the catalog's tables or views."""
         import duckdb
 
         cursor = kept.cursor
         text = key[0]
-        # (in a transaction, a failed EXECUTE would abort it before the text could say
-        # what failed: the text runs itself there)
-        if params is None and not in_transaction:
+        if params is None and not unprepared:
             if shape.preparable is None:
                 shape.preparable = _reads_only_catalog(cursor, text, in_catalog)
             if shape.preparable:
