@@ -515,3 +515,26 @@ def test_a_view_over_a_relation_reads_it(tmp_path: Path, kind: str) -> None:
         ).fetchall()
         assert db.sql("SELECT * FROM w ORDER BY g").fetchall() == expected
         reference.close()
+
+
+def test_a_view_bound_later_is_refused_by_name_until_its_table_exists(tmp_path: Path) -> None:
+    """(found by scripts/sqllogictest: a view with DEFER_BINDING has columns DuckDB does not
+    know yet, which the analysis read as names)"""
+    with tesseradb.connect(tmp_path / "db") as db:
+        db.sql("CREATE VIEW v1 WITH (DEFER_BINDING) AS SELECT * FROM tbl")
+        with pytest.raises(tesseradb.TesseraError, match="tbl"):
+            db.sql("FROM v1")
+        db.sql("CREATE TABLE tbl (i INTEGER)")
+        db.sql("INSERT INTO tbl VALUES (42)")
+        assert db.sql("FROM v1").fetchall() == [(42,)]
+
+
+def test_a_value_python_cannot_hold_is_refused_by_fetchall_and_given_by_arrow(
+    tmp_path: Path,
+) -> None:
+    """(found by scripts/sqllogictest: DuckDB's own conversion raised OverflowError)"""
+    with tesseradb.connect(tmp_path / "db") as db:
+        result = db.sql("SELECT INTERVAL '2147483647 months' AS i")
+        with pytest.raises(tesseradb.TesseraError, match="no Python form"):
+            result.fetchall()
+        assert result.arrow().num_rows == 1

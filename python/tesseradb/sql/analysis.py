@@ -486,6 +486,8 @@ class _StatementAnalyser(PredicateDerivation):
                     if name is not None and not qualified:
                         self.others.add(name.lower())
                         names = self.columns_of(name) if self.columns_of is not None else None
+                        if names is not None and None in names:
+                            names = None  # (a view bound later: DuckDB does not know them yet)
                         alias_node = source.args.get("alias")
                         if names is not None and not (
                             alias_node is not None and alias_node.args.get("columns")

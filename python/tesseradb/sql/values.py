@@ -186,6 +186,13 @@ def _converted(what: str, convert: Any) -> Any:
         return convert()
     except duckdb.Error as err:
         raise ExportError(f"Result.{what}: {str(err).splitlines()[0]}") from None
+    except (OverflowError, ValueError) as err:
+        # (DuckDB's conversion of a value Python's own type cannot hold: an INTERVAL of
+        # more than 999,999,999 days is no timedelta)
+        raise ExportError(
+            f"Result.{what}: a value has no Python form here ({err}); "
+            "Result.arrow() gives every value"
+        ) from None
 
 
 def _relation(table: pa.Table, conversion: Conversion, lossless: bool) -> Any:

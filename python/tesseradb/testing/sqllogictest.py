@@ -305,6 +305,8 @@ def _run_reference(cursor: Any, sql: str) -> tuple[str, Any]:
         return "ok", None if relation is None else relation.fetchall()
     except duckdb.Error as err:
         return "error", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    except (OverflowError, ValueError) as err:  # DuckDB's own Python conversion of a value
+        return "error", f"{type(err).__name__} in DuckDB's Python conversion: {err}"
 
 
 def _run_ours(session: Any, sql: str) -> tuple[str, Any]:
@@ -345,8 +347,12 @@ def _classify(record: Record, ours: tuple[str, Any], theirs: tuple[str, Any]) ->
 
 
 # (what "twice" repeats: a query that only reads; a query record may also be a write
-# that returns rows, such as EXECUTE or INSERT ... RETURNING)
-_READS = re.compile(r"\s*\(*\s*(SELECT|WITH|FROM|VALUES|TABLE)\b", re.IGNORECASE)
+# that returns rows, such as EXECUTE or INSERT ... RETURNING, or WITH ... DELETE)
+_READS = re.compile(
+    r"\s*\(*\s*(SELECT|WITH|FROM|VALUES|TABLE)\b"
+    r"(?!.*\b(INSERT|UPDATE|DELETE|MERGE|COPY|CREATE|DROP|ALTER)\b)",
+    re.IGNORECASE | re.DOTALL,
+)
 
 _ORDERED = re.compile(r"\bORDER\s+BY\b", re.IGNORECASE)
 
@@ -495,6 +501,8 @@ def run_paths(
                     if run.returncode in (0, 1)
                     else None
                 )
+                if part is not None and "files" not in part:
+                    part = None  # (it ended without a report: an error of the runner's own)
                 why = f"exit status {run.returncode}: {run.stderr.strip().splitlines()[-1:]}"
             except subprocess.TimeoutExpired:
                 part, why = None, "the file ran for 30 minutes"
