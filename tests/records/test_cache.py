@@ -87,3 +87,15 @@ def test_concurrent_use_stays_within_capacity() -> None:
     for t in threads:
         t.join()
     assert cache.used <= 1000 and cache.used == sum(40 + k for k in range(50) if k in cache)
+
+
+def test_peek_answers_a_hit_as_get_does_and_loads_nothing() -> None:
+    cache: ClockCache[str] = ClockCache(100, size=len)
+    assert cache.peek(1) is None and cache.stats.misses == 0 and len(cache) == 0
+    assert cache.get(1, lambda: "one") == "one"
+    hits = cache.stats.hits
+    assert cache.peek(1) == "one" and cache.stats.hits == hits + 1
+    # a peeked entry is referenced: the hand passes over it once, as after a get
+    cache.get(2, lambda: "x" * 50)
+    cache.get(3, lambda: "y" * 60)  # makes room: 2 (not referenced) goes, 1 stays
+    assert 1 in cache and 2 not in cache

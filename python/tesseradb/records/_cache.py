@@ -73,6 +73,17 @@ class ClockCache(Generic[V]):
             self._insert(key, value, nbytes)
             return value
 
+    def peek(self, key: int) -> V | None:
+        """The cached value of ``key`` (a hit, as :meth:`get` counts it), or None when it
+        is not cached (nothing is loaded, and no miss is counted)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._referenced[key] = True
+            self.stats.hits += 1
+            return entry[0]
+
     def _insert(self, key: int, value: V, nbytes: int) -> None:
         if nbytes > self.capacity:
             return  # too big to keep: served, not cached

@@ -450,10 +450,27 @@ class SegmentStore:
 
     def segments(self, ids: Sequence[int]) -> list[Segment]:
         """The segments ``ids`` in order; those to be loaded, ``parallel_loads`` at a time
-        (a stream whose segments are in an object store: one round trip each)."""
+        (a stream whose segments are in an object store: one round trip each). Those in
+        memory or in the cache are taken here: a pool of threads for them cost a query of
+        a few segments more than its search."""
         from tesseradb.executor import Threads
 
-        return Threads(self.parallel_loads).map(self.segment, ids, what="loading segments")
+        found: dict[int, Segment] = {}
+        missing: list[int] = []
+        for segment_id in ids:
+            seg = self._resident.get(segment_id)
+            if seg is None and self._cache is not None:
+                seg = self._cache.peek(segment_id)
+            if seg is None:
+                missing.append(segment_id)
+            else:
+                found[segment_id] = seg
+        if missing:
+            loaded = Threads(self.parallel_loads).map(
+                self.segment, missing, what="loading segments"
+            )
+            found.update(zip(missing, loaded, strict=True))
+        return [found[segment_id] for segment_id in ids]
 
     def segment(self, segment_id: int) -> Segment:
         """A segment by id: resident, cached, or loaded from its file into the cache."""
