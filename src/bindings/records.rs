@@ -239,15 +239,17 @@ pub fn search_segments<'py>(
         )));
     }
     let (segments, found, held) = py.detach(|| {
-        let found: Vec<(Vec<u32>, Vec<bool>)> = crate::pool::install(|| {
-            refs.par_iter()
-                .map(|t| {
-                    let sequential =
-                        sequential.unwrap_or_else(|| t.inner.prefers_sequential(&query));
-                    t.find_probing(&query, sequential, &probes)
-                })
-                .collect()
-        });
+        let search = |t: &&PyKdTree| {
+            let sequential = sequential.unwrap_or_else(|| t.inner.prefers_sequential(&query));
+            t.find_probing(&query, sequential, &probes)
+        };
+        // (one segment, a point or small-range query's usual case, is searched on the
+        // calling thread: handing it to the pool woke a sleeping thread for it)
+        let found: Vec<(Vec<u32>, Vec<bool>)> = if refs.len() <= 1 {
+            refs.iter().map(search).collect()
+        } else {
+            crate::pool::install(|| refs.par_iter().map(search).collect())
+        };
         let total = found.iter().map(|(rows, _)| rows.len()).sum();
         let mut held = vec![false; probes.len()];
         let mut segments = Vec::with_capacity(total);
