@@ -108,26 +108,8 @@ pub fn decode_chunks(
     layout.check(out.len())?;
     check_chunks(layout, chunks.iter().map(|(_, c)| *c), false)?;
     let base = OutPtr(out.as_mut_ptr());
-    if chunks.len() <= 1 {
-        // (a point or small-range read: handing one chunk to the pool woke a
-        // sleeping thread and waited for it, 60 µs of an 80 µs decode)
-        return chunks
-            .iter()
-            .enumerate()
-            .try_for_each(|(index, (payload, coords))| {
-                decode_one(layout, payload, coords, base)
-                    .map_err(|message| Failure::Chunk(index, message))
-            });
-    }
-    let results: Vec<Result<(), Failure>> = crate::pool::install(|| {
-        chunks
-            .par_iter()
-            .enumerate()
-            .map(|(index, (payload, coords))| {
-                decode_one(layout, payload, coords, base)
-                    .map_err(|message| Failure::Chunk(index, message))
-            })
-            .collect()
+    let results = crate::pool::map(chunks, 1, |index, (payload, coords)| {
+        decode_one(layout, payload, coords, base).map_err(|message| Failure::Chunk(index, message))
     });
     results.into_iter().collect()
 }

@@ -49,6 +49,23 @@ pub fn install<R: Send>(op: impl FnOnce() -> R + Send) -> R {
     pool().install(op)
 }
 
+/// `f(index, item)` over `items`, in this process's pool, or on the calling
+/// thread when there are at most `serial` of them: handing a point query's one
+/// chunk, segment or object to the pool woke a sleeping thread and waited for it,
+/// which cost more than the work (a chunk's decode 80 against 37 µs, a stream's
+/// point query 371 against 262 µs, one packed object 20.4 against 5.5 µs).
+pub fn map<T: Sync, R: Send>(
+    items: &[T],
+    serial: usize,
+    f: impl Fn(usize, &T) -> R + Sync + Send,
+) -> Vec<R> {
+    use rayon::prelude::*;
+    if items.len() <= serial {
+        return items.iter().enumerate().map(|(i, t)| f(i, t)).collect();
+    }
+    install(|| items.par_iter().enumerate().map(|(i, t)| f(i, t)).collect())
+}
+
 /// Threads of this process's pool.
 pub fn threads() -> usize {
     pool().current_num_threads()

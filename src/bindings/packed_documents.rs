@@ -40,9 +40,8 @@ fn unpacked(
     packed: &[Bound<'_, PyBytes>],
     check_json: bool,
 ) -> PyResult<Vec<String>> {
-    use rayon::prelude::*;
     let parts: Vec<&[u8]> = packed.iter().map(|b| b.as_bytes()).collect();
-    let one = |(i, p): (usize, &&[u8])| -> Result<String, String> {
+    let one = |i: usize, p: &&[u8]| -> Result<String, String> {
         let text = crate::jsontext::unpack_text(p)
             .map_err(|e| format!("packed document {i} is damaged: {e}"))?;
         if check_json {
@@ -51,21 +50,13 @@ fn unpacked(
         }
         Ok(text)
     };
+    // (up to SERIAL_TEXTS objects, a point query's, on this thread: load_documents of
+    // NoBench objects, through the pool against here, 1 object 20.4 against 5.5 us,
+    // 16: 111 against 71 us, 128: the same, 256: 1.01 against 1.08 ms, a script)
     py.detach(|| {
-        // A few objects (a point query's) are unpacked on this thread: handing them to
-        // the pool and waking its threads cost more than the work. load_documents of
-        // NoBench objects, through the pool against here: 1 object 20.4 against 5.5 us,
-        // 16: 111 against 71 us, 128: the same, 256: 1.01 against 1.08 ms (a script).
-        if parts.len() <= SERIAL_TEXTS {
-            return parts.iter().enumerate().map(one).collect();
-        }
-        crate::pool::install(|| {
-            parts
-                .par_iter()
-                .enumerate()
-                .map(one)
-                .collect::<Result<Vec<_>, String>>()
-        })
+        crate::pool::map(&parts, SERIAL_TEXTS, one)
+            .into_iter()
+            .collect::<Result<Vec<_>, String>>()
     })
     .map_err(PyValueError::new_err)
 }

@@ -213,7 +213,6 @@ pub fn search_segments<'py>(
     iterator: &str,
     probes: Vec<(usize, f64)>,
 ) -> PyResult<Found<'py>> {
-    use rayon::prelude::*;
     let sequential = match iterator {
         "kdtree" => Some(false),
         "sequential" => Some(true),
@@ -239,17 +238,11 @@ pub fn search_segments<'py>(
         )));
     }
     let (segments, found, held) = py.detach(|| {
-        let search = |t: &&PyKdTree| {
+        // (one segment, a point or small-range query's usual case, on this thread)
+        let found: Vec<(Vec<u32>, Vec<bool>)> = crate::pool::map(&refs, 1, |_, t| {
             let sequential = sequential.unwrap_or_else(|| t.inner.prefers_sequential(&query));
             t.find_probing(&query, sequential, &probes)
-        };
-        // (one segment, a point or small-range query's usual case, is searched on the
-        // calling thread: handing it to the pool woke a sleeping thread for it)
-        let found: Vec<(Vec<u32>, Vec<bool>)> = if refs.len() <= 1 {
-            refs.iter().map(search).collect()
-        } else {
-            crate::pool::install(|| refs.par_iter().map(search).collect())
-        };
+        });
         let total = found.iter().map(|(rows, _)| rows.len()).sum();
         let mut held = vec![false; probes.len()];
         let mut segments = Vec::with_capacity(total);

@@ -113,7 +113,7 @@ def test_a_quotient_equals_duckdbs_and_takes_the_shortcut_where_it_may(
     assert left <= floats, left
 
 
-def test_the_gchn_style_quotients_take_the_shortcut(tmp_path: Path) -> None:
+def test_the_ghcn_style_quotients_take_the_shortcut(tmp_path: Path) -> None:
     with tesseradb.connect(tmp_path / "db") as db:
         stream = db.create_stream(
             "obs",
