@@ -216,6 +216,7 @@ class Backend(ABC):
         with self._lock:
             if self._depth:
                 self._depth += 1
+                self._writing = self._writing or write
                 try:
                     yield self
                 finally:

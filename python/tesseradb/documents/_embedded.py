@@ -121,7 +121,7 @@ class SQLiteBackend(Backend):
 
     def _commit(self) -> None:
         super()._commit()
-        if self._checkpointer is not None:
+        if self._checkpointer is not None and self._writing:  # (a read leaves the log as it was)
             self._checkpointer.committed()
 
     def _rollback(self) -> None:

@@ -150,6 +150,8 @@ class _Planner:
                 return self.typed(pred.path, kind, "({col} < ? OR {col} > ?)", bounds)
             return self.typed(pred.path, kind, "{col} BETWEEN ? AND ?", bounds)
         if isinstance(pred, Like):
+            if pred.pattern == "%" and not pred.negated:  # every string (an index seek, no scan)
+                return self.typed(pred.path, "str", "{col} IS NOT NULL", ())
             op = "NOT LIKE" if pred.negated else "LIKE"
             return self.typed(
                 pred.path, "str", f"{{col}} {op} ? ESCAPE '!'", (like_pattern(pred.pattern),)

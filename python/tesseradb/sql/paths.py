@@ -18,6 +18,7 @@ number, ``true`` cast from JSON is 1.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -86,6 +87,10 @@ class JsonPath:
     @classmethod
     def parse(cls, key: str) -> JsonPath | None:
         """The path a predicate column stands for, or None for a plain column."""
+        return _parsed(cls, key)
+
+    @classmethod
+    def _parse(cls, key: str) -> JsonPath | None:
         match = _KEY.fullmatch(key)
         if match is None:
             return None
@@ -103,3 +108,10 @@ class JsonPath:
         except ValueError:
             return None
         return path if path.key == key else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(cls: type[JsonPath], key: str) -> JsonPath | None:
+    # a statement asks for the same keys several times (the pushdown, the mapping's
+    # condition, a lookup), and a JsonPath never changes
+    return cls._parse(key)
