@@ -66,7 +66,7 @@ class TestAttachedTable(RelationTests):
 
 
 class TestCollection(RelationTests):
-    capabilities = frozenset({"paths"})
+    capabilities = frozenset({"paths", "path_values"})
     key = "objid"
     value = None  # its values are inside doc
 

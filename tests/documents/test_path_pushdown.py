@@ -9,11 +9,9 @@ the JSON value: ``'5'`` casts to 5, the number 5 has the text ``'5'``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +21,7 @@ import tesseradb
 from tesseradb.documents._relation import path_condition
 from tesseradb.sql.paths import JsonPath
 from tesseradb.sql.predicate import ColumnDomain, RangeSet
+from tests.documents.plain_copies import plain_copy
 from tests.tallies import tally
 
 COUNTS = tally("path pushdown")
@@ -94,16 +93,7 @@ def test_path_filters_answer_as_duckdb_over_a_plain_copy(db: Any, data: st.DataO
     docs = data.draw(documents())
     db.drop("c", missing_ok=True)
     db.create_collection("c").insert_many(docs)
-    plain = duckdb.connect()
-    plain.register(
-        "c",
-        pa.table(
-            {
-                "objid": pa.array(range(1, len(docs) + 1), pa.int64()),
-                "doc": pa.array([json.dumps(d, ensure_ascii=False) for d in docs], pa.json_()),
-            }
-        ),
-    )
+    plain = plain_copy(docs)
     for numeric, templates in ((False, TEXT), (True, NUMBER)):
         condition = data.draw(st.sampled_from(templates))
         params = [data.draw(NUMBERS if numeric else TEXTS) for _ in range(condition.count("?"))]

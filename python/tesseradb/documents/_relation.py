@@ -135,6 +135,77 @@ class CollectionRelation:
 
         return pa.RecordBatchReader.from_batches(schema, batches())
 
+    def read_paths(
+        self, columns: Sequence[str], predicate: Predicate | None, max_rows: int
+    ) -> pa.Table | None:
+        """The objects a scan under ``predicate`` gives, with ``columns``: ``objid``,
+        ``doc``, and values at one-key paths into ``doc`` as DuckDB computes them.
+
+        DuckDB's ``->>`` gives a string itself, an integer's digits, ``true`` or
+        ``false``, and NULL for JSON null or a missing key; its BIGINT and DOUBLE
+        casts of that text give the integer. Everything else (a float, whose text
+        is DuckDB's own rendering; an object or array; a string or boolean cast to
+        a number; an integer past int64, or past 2**53 as a DOUBLE) declines, and
+        so do paths of several keys, which DuckDB may read as one key with dots.
+        """
+        import json
+
+        wanted = [(c, JsonPath.parse(c)) for c in columns]
+        for column, path in wanted:
+            if path is None:
+                if column not in ("objid", "doc"):
+                    return None
+            elif path.column.lower() != "doc" or path.operator != "->>" or len(path.steps) != 1:
+                return None
+        collection = self.collection
+        with collection.transaction():  # (one state of the collection for the statement)
+            ids = self._candidates(predicate)
+            if len(ids) > max_rows:
+                return None
+            texts = collection._texts(ids) if ids else []
+        values: dict[str, list[Any]] = {c: [] for c in columns}
+        for objid, text in texts:
+            document = json.loads(text)
+            for column, path in wanted:
+                if path is None:
+                    values[column].append(objid if column == "objid" else text)
+                    continue
+                value = document.get(path.steps[0]) if isinstance(document, dict) else None
+                read = _read_as_duckdb(value, path.cast)
+                if read is _DECLINED:
+                    return None
+                values[column].append(read)
+        types = {None: pa.string(), "int": pa.int64(), "float": pa.float64()}
+        try:
+            arrays = [
+                pa.array(
+                    values[column],
+                    pa.int64()
+                    if column == "objid"
+                    else pa.json_()
+                    if column == "doc"
+                    else types[path.cast],  # type: ignore[union-attr]
+                )
+                for column, path in wanted
+            ]
+        except (pa.ArrowException, UnicodeEncodeError):  # (a lone surrogate: DuckDB's to refuse)
+            return None
+        return pa.Table.from_arrays(arrays, names=list(columns))
+
+    def _candidates(self, predicate: Predicate | None) -> list[int]:
+        """The objids a scan under ``predicate`` would rebuild, in order (inside a
+        transaction)."""
+        if predicate is not None and predicate.is_false:
+            return []
+        where, params = self._objid_bounds(predicate)
+        condition = self._condition(predicate)
+        collection, mapping = self.collection, self.collection.mapping
+        if condition is not None:
+            within = _objid_filter(predicate)
+            return [i for i in collection._matching_ids(condition) if within(i)]
+        sql = f"SELECT objid FROM ({mapping.objids_sql()}) AS ids WHERE {where} ORDER BY objid"
+        return [row[0] for row in mapping.backend.execute(sql, params)]
+
     def estimate(self, predicate: Predicate | None) -> Estimate:
         return Estimate(rows=self.collection.count())
 
@@ -144,6 +215,29 @@ def _objid_filter(predicate: Predicate | None) -> Callable[[int], bool]:
     if domain is None:
         return lambda objid: True
     return domain.contains
+
+
+_DECLINED = object()
+_INT64 = 1 << 63
+_EXACT_DOUBLE = 1 << 53
+
+
+def _read_as_duckdb(value: Any, cast: str | None) -> Any:
+    """What DuckDB computes for a JSON value (as Python reads it) under ``->>`` and
+    ``cast``, or ``_DECLINED`` where that is not known here exactly."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return _DECLINED if cast is not None else ("true" if value else "false")
+    if isinstance(value, int):
+        if cast == "float":
+            return float(value) if -_EXACT_DOUBLE <= value <= _EXACT_DOUBLE else _DECLINED
+        if not -_INT64 <= value < _INT64:
+            return _DECLINED
+        return value if cast == "int" else str(value)
+    if isinstance(value, str) and cast is None:
+        return value
+    return _DECLINED
 
 
 def path_condition(path: JsonPath, domain: ColumnDomain) -> Condition | None:

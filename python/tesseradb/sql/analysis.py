@@ -632,9 +632,16 @@ class _StatementAnalyser(PredicateDerivation):
             return
 
         def orderable(name: str) -> bool:  # orders on which pyarrow's sort and DuckDB's agree
-            return type_class(src.columns[name.lower()]) in ("int", "string", "bool")  # type: ignore[index]
+            ctype = src.columns.get(name.lower())  # type: ignore[union-attr]
+            return ctype is not None and type_class(ctype) in ("int", "string", "bool")
 
-        lookup = lookup_shape(select, src.relation, src.names, column, orderable)
+        def path(node: exp.Expression) -> str:  # a value inside a JSON column, as text
+            found = self._json_path(node, src, sources)
+            if found.cast is not None:
+                raise NotPushable
+            return found.key
+
+        lookup = lookup_shape(select, src.relation, src.names, column, orderable, path)
         if lookup is not None:
             self._steps.append((_StatementAnalyser._bind_shortcut, (lookup, where, src, sources)))
 

@@ -85,16 +85,16 @@ class PredicateDerivation:
         from sqlglot import exp
 
         try:
-            comparison = self._comparison(node, src, sources)
+            comparison = self._comparison(node, src, sources, self._exact_operand)
             if comparison is not None:
                 return self._exact_but_for(*comparison)
             if isinstance(node, exp.Between):
-                column, ctype = self.column_of(node.this, src, sources)
+                column, ctype = self._exact_operand(node.this, src, sources)
                 low = self._exact_but_for(column, ctype, ">=", self._literal(node.args["low"]))
                 high = self._literal(node.args["high"])
                 return low and self._exact_but_for(column, ctype, "<=", high)
             if isinstance(node, exp.In):
-                _, ctype = self.column_of(node.this, src, sources)
+                _, ctype = self._exact_operand(node.this, src, sources)
                 values = [self._literal(e, allow_null=True) for e in node.expressions]
                 return all(v is None or is_exact(ctype, v) for v in values)
             if isinstance(node, exp.Like):
@@ -103,6 +103,36 @@ class PredicateDerivation:
         except NotPushable:
             return False
         return isinstance(node, (exp.Is, exp.Column))
+
+    def _exact_operand(
+        self, node: exp.Expression, src: Source, sources: dict[str, Source]
+    ) -> tuple[str, pa.DataType]:
+        """:meth:`_operand` where its key stands for exactly this expression's values.
+
+        A path key stands for a class of expressions (every integer cast shares
+        one key), so only the one member a relation computes exactly counts:
+        the text (``->>``), or that text cast (``CAST``, not ``TRY_CAST``)
+        to BIGINT or DOUBLE. See ``tesseradb.sql.relation.PathReading``.
+        """
+        from sqlglot import exp
+
+        try:
+            return self.column_of(node, src, sources)
+        except NotPushable:
+            pass
+        bare = node
+        while isinstance(bare, exp.Paren):
+            bare = bare.this
+        if isinstance(bare, exp.Cast):
+            t = exp.DataType.Type
+            if isinstance(bare, exp.TryCast) or bare.to.this not in (t.BIGINT, t.DOUBLE):
+                raise NotPushable
+            bare = bare.this
+            while isinstance(bare, exp.Paren):
+                bare = bare.this
+        if not isinstance(bare, exp.JSONExtractScalar):
+            raise NotPushable  # (``->`` cast: a JSON true casts to 1)
+        return self._operand(node, src, sources)
 
     def _exact_but_for(self, column: str, ctype: pa.DataType, op: str, value: Any) -> bool:
         """Whether ``column op value`` maps to exact bounds; while deriving an aggregate

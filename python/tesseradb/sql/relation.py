@@ -28,6 +28,7 @@ __all__ = [
     "Counting",
     "Estimate",
     "PathFiltering",
+    "PathReading",
     "Relation",
     "RelationScan",
     "ScanDescribing",
@@ -155,6 +156,28 @@ class PathFiltering(Protocol):
 
     def path_columns(self) -> Sequence[str]:
         """The JSON columns whose paths its scans narrow by."""
+        ...
+
+
+@runtime_checkable
+class PathReading(Protocol):
+    """Gives the values DuckDB computes at paths inside its JSON columns, so that a
+    lookup selecting and filtering by them is answered without DuckDB (a collection's
+    point query, ``SELECT doc->>'s' AS s FROM docs WHERE (doc->>'id')::BIGINT = ?``).
+    """
+
+    def read_paths(
+        self, columns: Sequence[str], predicate: Predicate | None, max_rows: int
+    ) -> pa.Table | None:
+        """A superset of the rows matching ``predicate``, as a table with ``columns``:
+        plain columns, or keys of :class:`~tesseradb.sql.paths.JsonPath` values holding
+        exactly what DuckDB computes for that expression: the text for ``->>`` (a
+        string column), that text cast to BIGINT (int64) or DOUBLE (float64).
+
+        None, and the statement runs in DuckDB, when there would be more than
+        ``max_rows`` rows, or when some row holds a value whose reading this
+        relation cannot give exactly as DuckDB would (it need not try).
+        """
         ...
 
 

@@ -24,8 +24,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tesseradb.sql.bounds import NotPushable
+from tesseradb.sql.paths import JsonPath
 from tesseradb.sql.predicate import Predicate
-from tesseradb.sql.relation import Aggregating, Counting, RelationScan, ScanStats, can
+from tesseradb.sql.relation import (
+    Aggregating,
+    Counting,
+    PathReading,
+    Relation,
+    RelationScan,
+    ScanStats,
+    can,
+)
 from tesseradb.sql.result import Result
 
 if TYPE_CHECKING:
@@ -57,6 +66,8 @@ __all__ = [
 # scan has given more rows than this, the statement runs in DuckDB (where it can be
 # interrupted) with a fresh scan; the rows read so far are the most a lookup wastes.
 LOOKUP_MAX_ROWS = 65_536
+# a lookup reading paths filters this many rows or fewer one by one, in Python
+_ROW_BY_ROW = 16
 
 
 @dataclass(frozen=True)
@@ -130,8 +141,8 @@ class AggregateShape:
             pred, exact, ambiguous = Predicate(), True, ()
         else:
             pred, exact, ambiguous = derive_exact(where)
-        if not exact:
-            return None
+        if not exact or any(JsonPath.parse(column) for column in pred):
+            return None  # (only a lookup reads values inside JSON columns: PathReading)
         return AggregateQuery(
             self.relation, self.items, self.group_by, pred, self.order, ambiguous, self.finish
         )
@@ -323,10 +334,14 @@ def lookup_shape(
     names: Sequence[str],
     column_of: Callable[[exp.Expression], str],
     orderable: Callable[[str], bool],
+    path_of: Callable[[exp.Expression], str] | None = None,
 ) -> LookupShape | None:
     """``select`` as a lookup in ``relation`` (whose columns are ``names``), or None.
 
-    Only plain columns (or a bare ``*``) are selected, each output name once;
+    Only plain columns (or a bare ``*``) are selected, each output name once,
+    and, where ``path_of`` is given, values inside a JSON column under an alias
+    (``doc->>'s' AS s``: ``path_of`` gives the key of that
+    :class:`~tesseradb.sql.paths.JsonPath`, or raises NotPushable);
     ``ORDER BY`` keys are selected or relation columns that ``orderable``
     accepts (whose order pyarrow and DuckDB agree on), without explicit
     ``NULLS FIRST/LAST``. Anything else (expressions, joins, grouping,
@@ -361,9 +376,12 @@ def lookup_shape(
             if isinstance(node, exp.Star) and not any(node.args.values()) and alias is None:
                 columns.extend((n, n) for n in names)
                 continue
-            if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
+            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                name = column_of(node)
+            elif path_of is not None and alias:  # (DuckDB's own name for it is its text)
+                name = path_of(node)
+            else:
                 return None
-            name = column_of(node)
             columns.append((name, alias or name))
         outputs = {out.lower(): source for source, out in columns}
         if not columns or len(outputs) != len(columns):
@@ -467,6 +485,10 @@ def answer_lookup(namespace: Namespace, analysis: Analysis) -> Result | None:
     floats, booleans; strings and JSON come out as ``string``), so the answer is the
     one DuckDB would give, Arrow types included; tests compare the two. A scan that
     gives more than ``LOOKUP_MAX_ROWS`` rows is abandoned to DuckDB.
+
+    Values inside a JSON column (selected, or in the WHERE) come from the
+    relation's ``read_paths`` (:class:`PathReading`), which gives them as DuckDB
+    computes them or declines.
     """
     import pyarrow as pa
 
@@ -477,23 +499,64 @@ def answer_lookup(namespace: Namespace, analysis: Analysis) -> Result | None:
     if relation is None:
         return None
     types = {f.name: f.type for f in relation.schema()}
-    if not all(c in types and _passes_through_duckdb(types[c]) for c in query.needed):
-        return None
-    scan = RelationScan(relation, query.needed, query.predicate)
-    schema = scan.schema()
-    batches = []
-    for batch in scan.reader():
-        kept = query.predicate.filter_exactly(batch)
-        if kept is None or scan.stats.rows > LOOKUP_MAX_ROWS:
-            return None  # a column Arrow cannot compare as SQL does, or a large scan
-        batches.append(kept)
-    table = pa.Table.from_batches(batches, schema)
+    paths = [c for c in query.needed if c not in types]
+    if paths:
+        read = _read_paths(relation, query, types)
+        if read is None:
+            return None
+        table, stats = read
+    else:
+        if not all(_passes_through_duckdb(types[c]) for c in query.needed):
+            return None
+        scan = RelationScan(relation, query.needed, query.predicate)
+        schema = scan.schema()
+        batches = []
+        for batch in scan.reader():
+            kept = query.predicate.filter_exactly(batch)
+            if kept is None or scan.stats.rows > LOOKUP_MAX_ROWS:
+                return None  # a column Arrow cannot compare as SQL does, or a large scan
+            batches.append(kept)
+        table = pa.Table.from_batches(batches, schema)
+        stats = scan.stats
     if query.order:
         keys = [(c, "descending" if desc else "ascending", "at_end") for c, desc in query.order]
         table = table.sort_by(keys)  # NULLs last either way, as DuckDB by default
     columns = [_as_duckdb_gives(table.column(c)) for c, _ in query.columns]
     table = pa.Table.from_arrays(columns, names=[out for _, out in query.columns])
-    return Result(table, {relation.name: scan.stats}, shortcut="lookup")
+    return Result(table, {relation.name: stats}, shortcut="lookup")
+
+
+def _read_paths(
+    relation: Relation, query: Lookup, types: dict[str, pa.DataType]
+) -> tuple[pa.Table, ScanStats] | None:
+    """The rows of a lookup that needs values inside JSON columns, filtered exactly, and
+    what was read; None where the relation declines or a value cannot be compared here."""
+    import pyarrow as pa
+
+    if not can(relation, PathReading):
+        return None
+    if len({c.lower() for c in query.needed}) < len(query.needed):
+        return None  # (columns are matched by name without case: two paths may differ in it)
+    if not all(_passes_through_duckdb(types[c]) for c in query.needed if c in types):
+        return None
+    table = relation.read_paths(
+        query.needed, None if query.predicate.is_true else query.predicate, LOOKUP_MAX_ROWS
+    )
+    if table is None:
+        return None
+    stats = ScanStats(scans=1, batches=1, rows=table.num_rows)
+    if table.num_rows <= _ROW_BY_ROW:
+        # the relation's values are Python's ints, floats and strings, compared with the
+        # predicate's bounds as SQL compares them; Arrow compute costs more on a few rows
+        rows = table.to_pylist()
+        matching = [i for i, row in enumerate(rows) if query.predicate.matches(row)]
+        if len(matching) < table.num_rows:
+            kept = table.take(pa.array(matching, pa.int64()))
+        else:
+            kept = table
+    else:
+        kept = query.predicate.filter_exactly(table)
+    return None if kept is None else (kept, stats)
 
 
 def _passes_through_duckdb(arrow_type: pa.DataType) -> bool:

@@ -35,12 +35,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tesseradb
+from tesseradb.sql.paths import JsonPath
 from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate, RangeSet
 from tesseradb.sql.relation import (
     Aggregating,
     Counting,
     Estimate,
     PathFiltering,
+    PathReading,
     Relation,
     ScanDescribing,
     SessionHolding,
@@ -58,6 +60,7 @@ CAPABILITIES: dict[str, type] = {
     "session": SessionHolding,
     "describe_scan": ScanDescribing,
     "paths": PathFiltering,
+    "path_values": PathReading,
 }
 
 ROWS = 300
@@ -206,8 +209,6 @@ class RelationTests:
     def test_sql_answers_as_duckdb_over_the_rows(
         self, made: tuple[Database, Relation, pa.Table], bounds: tuple[int, int]
     ) -> None:
-        import duckdb
-
         db, relation, expected = made
         lo, hi = min(bounds), max(bounds)
         k = _quoted(self.key)
@@ -216,8 +217,7 @@ class RelationTests:
             f"WHERE {k} BETWEEN ? AND ?"
         )
         ours = db.sql(query.format(_quoted(relation.name)), [lo, hi]).fetchall()
-        peer = duckdb.connect()
-        peer.register("plain", expected)
+        peer = _plain_copy(expected)
         assert ours == peer.execute(query.format("plain"), [lo, hi]).fetchall()
 
     @given(bounds=st.tuples(_bounds, _bounds), descending=st.booleans())
@@ -226,16 +226,13 @@ class RelationTests:
         self, made: tuple[Database, Relation, pa.Table], bounds: tuple[int, int], descending: bool
     ) -> None:
         """Plain columns under an exact predicate: the engine filters the scan itself."""
-        import duckdb
-
         db, relation, expected = made
         lo, hi = min(bounds), max(bounds)
         k = _quoted(self.key)
         order = " DESC" if descending else ""
         query = f"SELECT {k} AS key, * FROM {{}} WHERE {k} BETWEEN ? AND ? ORDER BY {k}{order}"
         ours = db.sql(query.format(_quoted(relation.name)), [lo, hi])
-        peer = duckdb.connect()
-        peer.register("plain", expected)
+        peer = _plain_copy(expected)
         want = peer.sql(query.format("plain"), params=[lo, hi]).to_arrow_table()
         assert ours.shortcut == "lookup"
         assert ours.arrow().schema == want.schema
@@ -303,8 +300,6 @@ class RelationTests:
     def test_a_path_filter_answers_as_duckdb_and_narrows_the_scan(
         self, made: tuple[Database, Relation, pa.Table], bounds: tuple[int, int]
     ) -> None:
-        import duckdb
-
         db, relation, expected = made
         if not isinstance(relation, PathFiltering):
             pytest.skip("this kind does not narrow by paths into JSON")
@@ -316,12 +311,35 @@ class RelationTests:
             f"WHERE ({doc}->>'$.{KEY}')::BIGINT BETWEEN ? AND ?"
         )
         ours = db.sql(query.format(_quoted(relation.name)), [lo, hi])
-        peer = duckdb.connect()
-        peer.register("plain", expected)
+        peer = _plain_copy(expected)
         want = peer.execute(query.format("plain"), [lo, hi]).fetchall()
         assert ours.fetchall() == want
         # integers in the range are exactly what may cast into it: the scan read no other
         assert ours.scan_stats[relation.name].rows == want[0][0]
+
+    def test_paths_read_as_duckdb_reads_them(
+        self, made: tuple[Database, Relation, pa.Table]
+    ) -> None:
+        """Values inside a JSON column, selected and filtered: the relation reads each as
+        DuckDB does, and the engine answers a lookup by them without DuckDB."""
+        db, relation, expected = made
+        if not isinstance(relation, PathReading):
+            pytest.skip("this kind does not read values at paths into JSON")
+        column = relation.path_columns()[0] if isinstance(relation, PathFiltering) else "doc"
+        key = JsonPath(column, (KEY,)).key
+        peer = _plain_copy(expected)
+        read = relation.read_paths(["objid", key], None, expected.num_rows)
+        assert read is not None and read.schema.names == ["objid", key]
+        want = peer.execute(f"SELECT objid, {key} FROM plain").fetchall()
+        assert _rows(read) == Counter(want)
+        assert relation.read_paths([key], None, expected.num_rows - 1) is None  # too many
+        lo, hi = ROWS // 3, ROWS // 3 + 5
+        query = f"SELECT {key} AS key FROM {{}} WHERE CAST({key} AS BIGINT) BETWEEN ? AND ?"
+        ours = db.sql(query.format(_quoted(relation.name)), [lo, hi])
+        assert ours.shortcut == "lookup"
+        wanted = peer.sql(query.format("plain"), params=[lo, hi]).to_arrow_table()
+        assert ours.arrow().schema == wanted.schema
+        assert _rows(ours.arrow()) == _rows(wanted)
 
     def test_a_scan_description_is_text(self, made: tuple[Database, Relation, pa.Table]) -> None:
         _, relation, _ = made
@@ -330,6 +348,15 @@ class RelationTests:
         for predicate in (None, Predicate.between(self.key, 10, 20)):
             lines = relation.describe_scan(None, predicate)
             assert lines and all(isinstance(line, str) and line for line in lines)
+
+
+def _plain_copy(expected: pa.Table) -> Any:
+    """A DuckDB connection holding the rows a relation must show, as ``plain``."""
+    import duckdb
+
+    peer = duckdb.connect()
+    peer.register("plain", expected)
+    return peer
 
 
 def _quoted(name: str) -> str:
