@@ -289,6 +289,37 @@ def test_memory_limit_bounds_every_duckdb_instance_holding_data(
         assert db.sql(query).fetchall() != [(shown,)]
 
 
+def test_memory_limit_bounds_the_stream_and_block_caches(tmp_path: Path) -> None:
+    """A stream's segment cache takes at most an eighth of the limit (for that connection
+    only), and so does the process's cache of blocks of files in buckets."""
+    import h5py
+    import numpy as np
+
+    from tesseradb.attached._bytes import BLOCK_CACHE
+
+    path = tmp_path / "db.tdb"
+    fields = [{"name": "t", "type": "int64"}]
+    kept = (BLOCK_CACHE.budget, BLOCK_CACHE.largest)
+    try:
+        with tesseradb.connect(path, memory_limit="256MiB") as db:
+            stream = db.create_stream("s", {"fields": fields, "index": ["t"]}, cache_bytes=1 << 30)
+            assert stream._cache.capacity == (256 << 20) // 8
+            small = db.create_stream(
+                "small", {"fields": fields, "index": ["t"]}, cache_bytes=1 << 20
+            )
+            assert small._cache.capacity == 1 << 20  # (a smaller cache stays as asked)
+            with h5py.File(tmp_path / "f.h5", "w") as f:
+                f["t/x"] = np.arange(4)
+            db.attach(tmp_path / "f.h5", name="f")  # (attached files come in when first used)
+            assert BLOCK_CACHE.budget <= (256 << 20) // 8
+            assert BLOCK_CACHE.largest <= BLOCK_CACHE.budget
+        with tesseradb.connect(path) as db:  # (not kept: the stream's own option stands)
+            assert db.stream("s")._cache.capacity == 1 << 30
+            assert db.describe("s")["records"] == 0
+    finally:
+        BLOCK_CACHE.budget, BLOCK_CACHE.largest = kept
+
+
 @pytest.mark.parametrize("bad", ["lots", "-1GB", "12", "1 parsec", 0, -5, 1.5, True, [], "1MB"])
 def test_a_bad_memory_limit_is_refused_before_anything_opens(tmp_path: Path, bad: object) -> None:
     path = tmp_path / "never.tdb"

@@ -27,6 +27,7 @@ __all__ = [
     "LocalBytes",
     "RemoteBytes",
     "RemoteFile",
+    "bound_block_cache",
     "clear_remote_cache",
     "opening_identity",
     "remote_identity",
@@ -78,6 +79,12 @@ def _keep_blocks(url: str, etag: str | None, first: int, data: bytes) -> None:
     (a short last block only where the file ends)."""
     for i in range(-(-len(data) // BLOCK)):
         BLOCK_CACHE.put((url, etag or "", first + i), data[i * BLOCK : (i + 1) * BLOCK])
+
+
+def bound_block_cache(memory_limit: int) -> None:
+    """Keep the process's block cache within an eighth of ``memory_limit`` bytes (a
+    database opened with ``memory_limit``); the lowest bound asked for stays."""
+    BLOCK_CACHE.shrink_to(memory_limit // 8)
 
 
 def clear_remote_cache() -> None:

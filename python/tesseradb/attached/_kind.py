@@ -40,6 +40,14 @@ class AttachedKind(KeptInStorage):
     location_key = "index_location"  # (its sidecar indexes: the files stay where they are)
     directory = "attached"
 
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        if context.memory_limit is not None:  # (the block cache is the process's)
+            from tesseradb._limits import limit_bytes
+            from tesseradb.attached._bytes import bound_block_cache
+
+            bound_block_cache(limit_bytes(context.memory_limit))
+
     # --- what db.attach and db.create_index do (their docstrings say how to call them) ---
     def attach(
         self,

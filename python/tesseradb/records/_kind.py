@@ -72,10 +72,18 @@ class StreamKind(KeptInStorage):
         )
 
     def open(self, name: str, spec: dict[str, Any]) -> Stream:
+        options = StreamOptions.from_dict(spec["options"])
+        if self.context.memory_limit is not None:  # its segment cache takes an eighth at most
+            from dataclasses import replace
+
+            from tesseradb._limits import limit_bytes
+
+            bound = limit_bytes(self.context.memory_limit) // 8
+            options = replace(options, cache_bytes=min(options.cache_bytes, bound))
         return Stream(
             name,
             RecordDescriptor.from_dict(spec["descriptor"]),
-            StreamOptions.from_dict(spec["options"]),
+            options,
             self.folder(name),  # made when the stream opens
             self.context.read_only,
             self.stored_location(spec),
