@@ -39,6 +39,7 @@ from tesseradb.sql.derivation import (
     Source,
     rejects_nulls,
 )
+from tesseradb.sql.joins import JoinQuery, JoinShape, join_shape
 from tesseradb.sql.predicate import Predicate, type_class
 from tesseradb.sql.shortcuts import (
     AggregateQuery,
@@ -96,6 +97,8 @@ class Analysis:
     aggregate_only: AggregateQuery | None = None
     # a single-relation selection of plain columns its scan answers without DuckDB
     lookup: Lookup | None = None
+    # an inner equi-join of relations the engine answers without DuckDB
+    join: JoinQuery | None = None
     statement_count: int = 1
 
     @property
@@ -238,10 +241,10 @@ class Prepared:
             )
         relations: dict[str, RelationUse] = {}
         equijoins: list[EquiJoin] = []
-        aggregate_only = lookup = None
+        aggregate_only = lookup = join = None
         for analyser in self._analysers:
             bound = analyser.bound(params, relations)
-            aggregate_only, lookup = bound.aggregate_only, bound.lookup
+            aggregate_only, lookup, join = bound.aggregate_only, bound.lookup, bound.join
             equijoins.extend(analyser.equijoins)
         return Analysis(
             relations,
@@ -252,6 +255,7 @@ class Prepared:
             equijoins=equijoins,
             aggregate_only=aggregate_only if len(self._analysers) == 1 else None,
             lookup=lookup if len(self._analysers) == 1 else None,
+            join=join if len(self._analysers) == 1 else None,
             statement_count=len(self._analysers),
         )
 
@@ -343,6 +347,7 @@ class _StatementAnalyser(PredicateDerivation):
         self.equijoins: list[EquiJoin] = []
         self.aggregate_only: AggregateQuery | None = None
         self.lookup: Lookup | None = None
+        self.join: JoinQuery | None = None
         # while deriving an aggregate query's WHERE: float comparisons taken as exact
         # but for one value per column (None: such comparisons are inexact)
         self._ambiguous: dict[str, set[float]] | None = None
@@ -359,7 +364,7 @@ class _StatementAnalyser(PredicateDerivation):
         bound = copy.copy(self)
         bound.params = params
         bound.relations = relations
-        bound.aggregate_only = bound.lookup = None
+        bound.aggregate_only = bound.lookup = bound.join = None
         bound._ambiguous = None
         bound._atoms = {}
         for step, args in self._steps:
@@ -615,7 +620,10 @@ class _StatementAnalyser(PredicateDerivation):
         selection of plain columns (:class:`Lookup`: the scan's rows, filtered).
         The WHERE clause is derived when the parameters are bound; see the engine.
         """
-        if select is not self.stmt or len(sources) != 1:
+        if select is not self.stmt:
+            return
+        if len(sources) > 1:
+            self._join_shortcut(select, sources)
             return
         src = next(iter(sources.values()))
         if src.relation is None or src.blocked or src.renamed or src.columns is None:
@@ -644,6 +652,47 @@ class _StatementAnalyser(PredicateDerivation):
         lookup = lookup_shape(select, src.relation, src.names, column, orderable, path)
         if lookup is not None:
             self._steps.append((_StatementAnalyser._bind_shortcut, (lookup, where, src, sources)))
+
+    def _join_shortcut(self, select: exp.Select, sources: dict[str, Source]) -> None:
+        """Recognise an inner equi-join of relations the engine answers itself
+        (:class:`JoinShape`); its WHERE is derived per relation when bound."""
+        from sqlglot import exp
+
+        order = _source_order(select)
+        if len(order) != len(sources) or set(order) != set(sources):
+            return
+        ordered = [sources[alias] for alias in order]
+        if any(s.relation is None or s.blocked or s.renamed or s.columns is None for s in ordered):
+            return
+
+        def resolve(node: exp.Expression) -> tuple[int, str]:
+            if not isinstance(node, exp.Column):
+                raise NotPushable
+            found = []
+            for i, src in enumerate(ordered):
+                try:
+                    found.append((i, self.column_of(node, src, sources)[0]))
+                except NotPushable:
+                    continue
+            if len(found) != 1:
+                raise NotPushable
+            return found[0]
+
+        shape = join_shape(
+            select,
+            order,
+            [s.relation for s in ordered],  # type: ignore[misc]
+            [s.columns for s in ordered],  # type: ignore[misc]
+            resolve,
+        )
+        if shape is not None:
+            self._steps.append((_StatementAnalyser._bind_join, (shape, ordered, sources)))
+
+    def _bind_join(
+        self, shape: JoinShape, ordered: list[Source], sources: dict[str, Source]
+    ) -> None:
+        """The join with each relation's conditions derived (see :meth:`_join_shortcut`)."""
+        self.join = shape.query(lambda node, i: self.derive_exact(node, ordered[i], sources))
 
     def _bind_shortcut(
         self,

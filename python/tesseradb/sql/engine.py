@@ -41,6 +41,7 @@ from tesseradb.sql.diagnostics import (
 )
 from tesseradb.sql.explain import Explain, explain
 from tesseradb.sql.instance import DuckDBInstance, KeptCursor
+from tesseradb.sql.joins import answer_join
 from tesseradb.sql.relation import (
     Relation,
     RelationScan,
@@ -242,7 +243,7 @@ class SQLEngine:
             without_pushdown(analysis)
         elif session.in_transaction:
             # DuckDB answers inside a transaction (one it aborted refuses every statement)
-            analysis.aggregate_only = analysis.lookup = None
+            analysis.aggregate_only = analysis.lookup = analysis.join = None
         with self._sessions(analysis):
             try:
                 result = self._execute(text, params, analysis, session, found, sink, watch, exact)
@@ -340,6 +341,9 @@ class SQLEngine:
         if looked_up is not None:
             return looked_up
         reduce_semijoins(self.namespace, analysis)
+        joined = answer_join(self.namespace, analysis)
+        if joined is not None:
+            return joined
         self._check_writes(analysis, found)
         scans = self._scans(analysis)
         run = _Run(text, params, analysis, session, found, sink, watch, exact, retried)

@@ -106,6 +106,10 @@ def explain(namespace: Namespace, text: str, analysis: Analysis) -> Explain:
             )
         if analysis.lookup is not None:
             use.notes.append("answered from the scan, filtered exactly: no DuckDB statement")
+        if analysis.join is not None:
+            use.notes.append(
+                "joined by the engine from the scans, filtered exactly: no DuckDB statement"
+            )
         relations.append(
             ExplainedRelation(
                 name=relation.name,

@@ -108,7 +108,7 @@ def _read_through_views(
             elif namespace.kind_of(name) == "view":
                 views.append(name)
     if seen:  # (a statement over a view is DuckDB's to answer)
-        analysis.aggregate_only = analysis.lookup = None
+        analysis.aggregate_only = analysis.lookup = analysis.join = None
 
 
 def _keep_paths_for_path_filtering(namespace: Namespace, analysis: Analysis) -> None:
@@ -153,6 +153,7 @@ def without_pushdown(analysis: Analysis) -> None:
     the statement itself, and every scan gives every row (columns are still pruned)."""
     analysis.aggregate_only = None
     analysis.lookup = None
+    analysis.join = None
     analysis.equijoins = []
     for use in analysis.relations.values():
         use.predicate = Predicate()

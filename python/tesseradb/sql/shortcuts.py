@@ -66,6 +66,22 @@ __all__ = [
 # scan has given more rows than this, the statement runs in DuckDB (where it can be
 # interrupted) with a fresh scan; the rows read so far are the most a lookup wastes.
 LOOKUP_MAX_ROWS = 65_536
+# the parts of a SELECT that make its rows other than rows read (and filtered, joined,
+# sorted): a statement with any of them is no lookup and no join the engine answers
+NOT_ROWS_AS_READ = (
+    "group",
+    "having",
+    "qualify",
+    "distinct",
+    "limit",
+    "offset",
+    "with",
+    "laterals",
+    "windows",
+    "sample",
+    "into",
+    "kind",
+)
 # a lookup reading paths filters this many rows or fewer one by one, in Python
 _ROW_BY_ROW = 16
 
@@ -349,24 +365,7 @@ def lookup_shape(
     """
     from sqlglot import exp
 
-    if any(
-        select.args.get(k)
-        for k in (
-            "joins",
-            "group",
-            "having",
-            "qualify",
-            "distinct",
-            "limit",
-            "offset",
-            "with",
-            "laterals",
-            "windows",
-            "sample",
-            "into",
-            "kind",
-        )
-    ):
+    if any(select.args.get(k) for k in ("joins", *NOT_ROWS_AS_READ)):
         return None
     try:
         columns: list[tuple[str, str]] = []
@@ -506,7 +505,7 @@ def answer_lookup(namespace: Namespace, analysis: Analysis) -> Result | None:
             return None
         table, stats = read
     else:
-        if not all(_passes_through_duckdb(types[c]) for c in query.needed):
+        if not all(passes_through_duckdb(types[c]) for c in query.needed):
             return None
         scan = RelationScan(relation, query.needed, query.predicate)
         schema = scan.schema()
@@ -521,7 +520,7 @@ def answer_lookup(namespace: Namespace, analysis: Analysis) -> Result | None:
     if query.order:
         keys = [(c, "descending" if desc else "ascending", "at_end") for c, desc in query.order]
         table = table.sort_by(keys)  # NULLs last either way, as DuckDB by default
-    columns = [_as_duckdb_gives(table.column(c)) for c, _ in query.columns]
+    columns = [as_duckdb_gives(table.column(c)) for c, _ in query.columns]
     table = pa.Table.from_arrays(columns, names=[out for _, out in query.columns])
     return Result(table, {relation.name: stats}, shortcut="lookup")
 
@@ -537,7 +536,7 @@ def _read_paths(
         return None
     if len({c.lower() for c in query.needed}) < len(query.needed):
         return None  # (columns are matched by name without case: two paths may differ in it)
-    if not all(_passes_through_duckdb(types[c]) for c in query.needed if c in types):
+    if not all(passes_through_duckdb(types[c]) for c in query.needed if c in types):
         return None
     table = relation.read_paths(
         query.needed, None if query.predicate.is_true else query.predicate, LOOKUP_MAX_ROWS
@@ -559,7 +558,7 @@ def _read_paths(
     return None if kept is None else (kept, stats)
 
 
-def _passes_through_duckdb(arrow_type: pa.DataType) -> bool:
+def passes_through_duckdb(arrow_type: pa.DataType) -> bool:
     """Whether DuckDB gives a column of this type back with the same values and type (a
     string type, or JSON text, comes back as ``string`` holding the same text)."""
     import pyarrow as pa
@@ -577,7 +576,7 @@ def _passes_through_duckdb(arrow_type: pa.DataType) -> bool:
     )
 
 
-def _as_duckdb_gives(column: pa.ChunkedArray) -> pa.ChunkedArray:
+def as_duckdb_gives(column: pa.ChunkedArray) -> pa.ChunkedArray:
     import pyarrow as pa
     import pyarrow.types as pt
 
