@@ -354,6 +354,7 @@ class _StatementAnalyser(PredicateDerivation):
         # each condition's predicate, by (condition, source, negated), for one binding
         # (the pushdown and a shortcut derive the same WHERE: see PredicateDerivation)
         self._atoms: dict[tuple[int, int, int, bool], Any] = {}
+        self._operands: dict[tuple[str, int, int, int], Any] = {}  # (shared by every binding)
         self.relations: dict[str, RelationUse] = {}
         self.others = others
         self._schemas: dict[str, pa.Schema | None] = {}

@@ -67,6 +67,30 @@ class PredicateDerivation:
     # is derived for the pushdown and again for a shortcut, and an atom's predicate does
     # not depend on which
     _atoms: dict[tuple[int, int, int, bool], Any]
+    # what a column reference or path resolves to (or the NotPushable it raised), by
+    # (how, ids of the expression, the source and its scope's sources): it depends on the
+    # statement alone, so every binding of the parameters shares it
+    _operands: dict[tuple[str, int, int, int], Any]
+
+    def _resolved(
+        self,
+        how: str,
+        resolve: Callable[[exp.Expression, Source, dict[str, Source]], tuple[str, pa.DataType]],
+        node: exp.Expression,
+        src: Source,
+        sources: dict[str, Source],
+    ) -> tuple[str, pa.DataType]:
+        key = (how, id(node), id(src), id(sources))
+        found = self._operands.get(key)
+        if found is None:
+            try:
+                found = resolve(node, src, sources)
+            except NotPushable:
+                found = NotPushable
+            self._operands[key] = found
+        if found is NotPushable:
+            raise NotPushable
+        return found  # type: ignore[no-any-return]
 
     def derive_exact(
         self, node: exp.Expression, src: Source, sources: dict[str, Source]
@@ -114,6 +138,11 @@ class PredicateDerivation:
         the text (``->>``), or that text cast (``CAST``, not ``TRY_CAST``)
         to BIGINT or DOUBLE. See ``tesseradb.sql.relation.PathReading``.
         """
+        return self._resolved("exact", self._resolve_exact_operand, node, src, sources)
+
+    def _resolve_exact_operand(
+        self, node: exp.Expression, src: Source, sources: dict[str, Source]
+    ) -> tuple[str, pa.DataType]:
         from sqlglot import exp
 
         try:
@@ -187,6 +216,13 @@ class PredicateDerivation:
     def column_of(
         self, node: exp.Expression, src: Source, sources: dict[str, Source]
     ) -> tuple[str, pa.DataType]:
+        """The relation column (as its schema spells it) and type ``node`` names in
+        ``src``; NotPushable for anything else (another source's, ambiguous, unknown)."""
+        return self._resolved("column", self._column_of, node, src, sources)
+
+    def _column_of(
+        self, node: exp.Expression, src: Source, sources: dict[str, Source]
+    ) -> tuple[str, pa.DataType]:
         from sqlglot import exp
 
         while isinstance(node, exp.Paren):
@@ -243,6 +279,11 @@ class PredicateDerivation:
         """A plain column of ``src``, or a value inside one of its JSON columns (a
         :class:`JsonPath`, whose key stands as the column; its type is what DuckDB
         compares: the text, or the number it is cast to)."""
+        return self._resolved("operand", self._resolve_operand, node, src, sources)
+
+    def _resolve_operand(
+        self, node: exp.Expression, src: Source, sources: dict[str, Source]
+    ) -> tuple[str, pa.DataType]:
         try:
             return self.column_of(node, src, sources)
         except NotPushable:
