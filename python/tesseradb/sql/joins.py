@@ -160,7 +160,9 @@ def join_shape(
             if len(sources) != 1:
                 return None  # (a condition across relations, or on none)
             conjuncts.append((sources.pop(), conjunct))
-        outputs = {name.lower(): (s, c) for s, c, name in columns}
+        outputs: dict[str, list[Ref]] = {}
+        for s, c, name in columns:
+            outputs.setdefault(name.lower(), []).append((s, c))
         order = []
         ordered = select.args.get("order")
         for key in ordered.expressions if ordered is not None else []:
@@ -168,7 +170,10 @@ def join_shape(
             if not isinstance(target, exp.Column) or key.args.get("nulls_first"):
                 return None  # (sqlglot reads DuckDB's default, NULLS LAST, as False)
             if not target.table and target.name.lower() in outputs:
-                source, column = outputs[target.name.lower()]
+                named = outputs[target.name.lower()]
+                if len(named) > 1:
+                    return None  # (DuckDB binds an alias before a column, or finds it ambiguous)
+                source, column = named[0]
             else:
                 source, column = resolve(target)
             if type_class(types[source][column.lower()]) not in ("int", "string", "bool"):
