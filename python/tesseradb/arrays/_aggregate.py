@@ -459,10 +459,12 @@ class _Accumulator:
                 out[name] = _column(st["sum"], empty, keys, _sum_type(attr))
             elif fn == "avg":
                 with np.errstate(all="ignore"):
-                    # Python ints divide exactly rounded; int64 and floats as float64
+                    # as DuckDB: the sum made a double, then divided (Python ints too:
+                    # dividing them exactly differs from DuckDB in the last bit past 2**53)
                     divisor = np.where(empty, 1, st["count"])
                     if st["sum"].dtype == object:
-                        avg = np.asarray(st["sum"] / divisor.astype(object), dtype=np.float64)
+                        sums = np.array([float(v) for v in st["sum"].ravel()], np.float64)
+                        avg = sums.reshape(st["sum"].shape) / divisor
                     else:
                         avg = st["sum"].astype(np.float64) / divisor
                 out[name] = _column(avg, empty, keys, pa.float64())

@@ -114,7 +114,9 @@ class Partials:
         assert column is not None
         type_ = schema.field(column).type
         if fn == "avg":
-            value = None if not self.rows else self.sums[column] / self.rows
+            # as DuckDB: the sum made a double, then divided (an integer sum divided
+            # exactly, as Python's int / int does, differs in the last bit past 2**53)
+            value = None if not self.rows else float(self.sums[column]) / self.rows
             return pa.array([value], pa.float64())
         if fn == "sum":
             if pa.types.is_integer(type_):
