@@ -60,8 +60,10 @@ def tables(draw: st.DrawFn) -> pa.Table:
     )
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: Any, b: Any, order_dependent: bool = False) -> bool:
     if isinstance(a, float) and isinstance(b, float):
+        if order_dependent and math.isclose(a, b, rel_tol=1e-12):
+            return True
         return a == b or (math.isnan(a) and math.isnan(b))
     return bool(a == b) and type(a) is type(b)
 
@@ -101,7 +103,10 @@ def test_a_quotient_equals_duckdbs_and_takes_the_shortcut_where_it_may(
         assert ours.types == [str(d[1]) for d in theirs.description]
         rows, expected = ours.fetchall(), theirs.fetchall()
         assert len(rows) == len(expected) == 1
-        assert _same(rows[0][0], expected[0][0]), (rows, expected)
+        # a float column's avg adds in the stream's order, DuckDB's in the table's: the last
+        # bits may differ (docs/sql.md); every other answer is exactly DuckDB's
+        in_order = fn == "avg" and column in (NAMES["float"], NAMES["double"])
+        assert _same(rows[0][0], expected[0][0], in_order), (rows, expected)
         db.drop(name)
 
     check()
