@@ -198,10 +198,14 @@ def answer_join(namespace: Namespace, analysis: Analysis) -> Result | None:
         return None
     uses = [analysis.relations.get(key) for key in query.sources]
     relations = [None if use is None else namespace.relation(use.name) for use in uses]
-    for key, use, relation in zip(query.sources, uses, relations, strict=True):
+    # everything that declines the join is checked before any relation is read
+    for source, (key, use, relation) in enumerate(zip(query.sources, uses, relations, strict=True)):
         if use is None or relation is None:
             return None
-        if key not in analysis.prefetched:  # (a large relation is declined before any read)
+        types = {f.name: f.type for f in relation.schema()}
+        if not all(c in types and passes_through_duckdb(types[c]) for c in query.needed(source)):
+            return None
+        if key not in analysis.prefetched:  # (a large relation, by its estimate)
             estimated = relation.estimate(None if use.predicate.is_true else use.predicate).rows
             if estimated is not None and estimated > LOOKUP_MAX_ROWS:
                 return None
@@ -211,9 +215,6 @@ def answer_join(namespace: Namespace, analysis: Analysis) -> Result | None:
         use, relation = uses[source], relations[source]
         assert use is not None and relation is not None
         needed = query.needed(source)
-        types = {f.name: f.type for f in relation.schema()}
-        if not all(c in types and passes_through_duckdb(types[c]) for c in needed):
-            return None
         scan = RelationScan(relation, needed, use.predicate)
         prefetched = analysis.prefetched.get(key)
         if (
