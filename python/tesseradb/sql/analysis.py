@@ -618,8 +618,10 @@ class _StatementAnalyser(PredicateDerivation):
     def _shortcuts(self, select: exp.Select, sources: dict[str, Source]) -> None:
         """Recognise a statement a relation may answer without DuckDB: a single-relation
         aggregate query (:class:`AggregateQuery`: an array folds its chunks) or a
-        selection of plain columns (:class:`Lookup`: the scan's rows, filtered).
-        The WHERE clause is derived when the parameters are bound; see the engine.
+        selection of plain columns (:class:`Lookup`: the scan's rows, filtered), or,
+        over several relations, an inner equi-join (:class:`JoinShape`: their rows,
+        filtered and joined). The WHERE clause is derived when the parameters are
+        bound; see the engine.
         """
         if select is not self.stmt:
             return
