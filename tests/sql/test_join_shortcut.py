@@ -28,10 +28,7 @@ WORDS = st.one_of(st.sampled_from(["a", "b", "é", ""]), st.none())
 
 @st.composite
 def tables(draw: st.DrawFn) -> dict[str, pa.Table]:
-    def rows(n_max: int) -> int:
-        return draw(st.integers(0, n_max))
-
-    n = rows(12)
+    n = draw(st.integers(0, 12))
     a = pa.table(
         {
             "id": pa.array([draw(KEYS) for _ in range(n)], pa.int64()),
@@ -43,7 +40,7 @@ def tables(draw: st.DrawFn) -> dict[str, pa.Table]:
             "flag": pa.array([draw(st.one_of(st.booleans(), st.none())) for _ in range(n)]),
         }
     )
-    n = rows(15)
+    n = draw(st.integers(0, 15))
     b = pa.table(
         {
             "id": pa.array([draw(KEYS) for _ in range(n)], pa.int32()),
@@ -52,7 +49,7 @@ def tables(draw: st.DrawFn) -> dict[str, pa.Table]:
             "t": pa.array([draw(WORDS) for _ in range(n)], pa.string()),
         }
     )
-    n = rows(15)
+    n = draw(st.integers(0, 15))
     c = pa.table(
         {
             "b_id": pa.array([draw(KEYS) for _ in range(n)], pa.uint8()),

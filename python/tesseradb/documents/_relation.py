@@ -99,20 +99,16 @@ class CollectionRelation:
         schema = pa.schema([full.field(n) for n in names])
         if predicate is not None and predicate.is_false:
             return pa.RecordBatchReader.from_batches(schema, iter(()))
-        where, params = self._objid_bounds(predicate)
         condition = self._condition(predicate)
-        collection, mapping = self.collection, self.collection.mapping
+        collection = self.collection
         with collection.transaction():
-            if condition is not None:  # the mapping's indexes find the objects that may match
-                within = _objid_filter(predicate)
-                ids = [i for i in collection._matching_ids(condition) if within(i)]
+            if condition is None and "doc" in names:  # every object in the objid range
+                where, params = self._objid_bounds(predicate)
+                texts = collection.mapping.texts(where, tuple(params))
+            else:  # the objects the indexes may match, or objids alone (nothing rebuilt)
+                ids = self._candidates(predicate, condition)
                 if "doc" in names:
                     texts = collection._texts(ids)
-            elif "doc" not in names:  # objids alone: nothing to rebuild
-                sql = f"SELECT objid FROM ({mapping.objids_sql()}) AS ids WHERE {where} ORDER BY objid"
-                ids = [row[0] for row in mapping.backend.execute(sql, params)]
-            else:
-                texts = mapping.texts(where, tuple(params))
         if "doc" not in names:
             found = pa.record_batch([pa.array(ids, pa.int64())], names=["objid"])
             return pa.RecordBatchReader.from_batches(schema, iter([found] if names else []))
@@ -159,7 +155,7 @@ class CollectionRelation:
                 return None
         collection = self.collection
         with collection.transaction():  # (one state of the collection for the statement)
-            ids = self._candidates(predicate)
+            ids = self._candidates(predicate, self._condition(predicate))
             if len(ids) > max_rows:
                 return None
             texts = collection._texts(ids) if ids else []
@@ -175,34 +171,27 @@ class CollectionRelation:
                 if read is _DECLINED:
                     return None
                 values[column].append(read)
-        types = {None: pa.string(), "int": pa.int64(), "float": pa.float64()}
+        types = {"objid": pa.int64(), "doc": pa.json_()}  # (a path's by its cast, below)
+        casts = {None: pa.string(), "int": pa.int64(), "float": pa.float64()}
         try:
             arrays = [
-                pa.array(
-                    values[column],
-                    pa.int64()
-                    if column == "objid"
-                    else pa.json_()
-                    if column == "doc"
-                    else types[path.cast],  # type: ignore[union-attr]
-                )
-                for column, path in wanted
+                pa.array(values[c], types[c] if path is None else casts[path.cast])
+                for c, path in wanted
             ]
         except (pa.ArrowException, UnicodeEncodeError):  # (a lone surrogate: DuckDB's to refuse)
             return None
         return pa.Table.from_arrays(arrays, names=list(columns))
 
-    def _candidates(self, predicate: Predicate | None) -> list[int]:
-        """The objids a scan under ``predicate`` would rebuild, in order (inside a
-        transaction)."""
+    def _candidates(self, predicate: Predicate | None, condition: Condition | None) -> list[int]:
+        """The objids a scan under ``predicate`` (whose paths imply ``condition``) would
+        rebuild, in order (inside a transaction)."""
         if predicate is not None and predicate.is_false:
             return []
-        where, params = self._objid_bounds(predicate)
-        condition = self._condition(predicate)
-        collection, mapping = self.collection, self.collection.mapping
-        if condition is not None:
+        if condition is not None:  # the mapping's indexes find the objects that may match
             within = _objid_filter(predicate)
-            return [i for i in collection._matching_ids(condition) if within(i)]
+            return [i for i in self.collection._matching_ids(condition) if within(i)]
+        where, params = self._objid_bounds(predicate)
+        mapping = self.collection.mapping
         sql = f"SELECT objid FROM ({mapping.objids_sql()}) AS ids WHERE {where} ORDER BY objid"
         return [row[0] for row in mapping.backend.execute(sql, params)]
 

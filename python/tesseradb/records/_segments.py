@@ -458,9 +458,7 @@ class SegmentStore:
         found: dict[int, Segment] = {}
         missing: list[int] = []
         for segment_id in ids:
-            seg = self._resident.get(segment_id)
-            if seg is None and self._cache is not None:
-                seg = self._cache.peek(segment_id)
+            seg = self._held(segment_id)
             if seg is None:
                 missing.append(segment_id)
             else:
@@ -474,13 +472,20 @@ class SegmentStore:
 
     def segment(self, segment_id: int) -> Segment:
         """A segment by id: resident, cached, or loaded from its file into the cache."""
-        seg = self._resident.get(segment_id)
+        seg = self._held(segment_id)
         if seg is not None:
             return seg
         if self._cache is None or self._load is None:
             raise KeyError(segment_id)
         load = self._load
         return self._cache.get(segment_id, lambda: load(segment_id))
+
+    def _held(self, segment_id: int) -> Segment | None:
+        """The segment if it is in memory (resident, or in the cache), else None."""
+        seg = self._resident.get(segment_id)
+        if seg is None and self._cache is not None:
+            seg = self._cache.peek(segment_id)
+        return seg
 
     def query_box(self, predicate: Predicate | None) -> tuple[list[float], list[float]] | None:
         """The box of the predicate's hull on the indexing fields (None: nothing can match)."""

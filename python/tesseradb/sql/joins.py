@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from tesseradb.sql.bounds import NotPushable
 from tesseradb.sql.predicate import Predicate, type_class
-from tesseradb.sql.relation import RelationScan, ScanStats
+from tesseradb.sql.relation import ScanStats
 from tesseradb.sql.result import Result
 from tesseradb.sql.shortcuts import (
     LOOKUP_MAX_ROWS,
     NOT_ROWS_AS_READ,
     as_duckdb_gives,
+    exact_rows,
     passes_through_duckdb,
 )
 
@@ -215,22 +216,19 @@ def answer_join(namespace: Namespace, analysis: Analysis) -> Result | None:
         use, relation = uses[source], relations[source]
         assert use is not None and relation is not None
         needed = query.needed(source)
-        scan = RelationScan(relation, needed, use.predicate)
-        prefetched = analysis.prefetched.get(key)
-        if (
-            prefetched is not None
-            and prefetched[0] == use.predicate
-            and set(needed) <= set(prefetched[1].schema.names)
-        ):
-            scan.prefetched = prefetched[1]  # read for the semi-join keys
-        batches = []
-        for batch in scan.reader():
-            kept = query.predicates[source].filter_exactly(batch)
-            if kept is None or scan.stats.rows > LOOKUP_MAX_ROWS:
-                return None  # a column Arrow cannot compare as SQL does, or a large scan
-            batches.append(kept)
-        tables.append(pa.Table.from_batches(batches, scan.schema()))
-        stats[relation.name] = scan.stats
+        read_for_keys = analysis.prefetched.get(key)  # (the semi-join's rows, if it suits)
+        prefetched = (
+            read_for_keys[1]
+            if read_for_keys is not None
+            and read_for_keys[0] == use.predicate
+            and set(needed) <= set(read_for_keys[1].schema.names)
+            else None
+        )
+        read = exact_rows(relation, needed, use.predicate, query.predicates[source], prefetched)
+        if read is None:
+            return None
+        tables.append(read[0])
+        stats[relation.name] = read[1]
     rows = _joined_rows(tables, query.joins)
     if rows is None:
         return None

@@ -507,22 +507,40 @@ def answer_lookup(namespace: Namespace, analysis: Analysis) -> Result | None:
     else:
         if not all(passes_through_duckdb(types[c]) for c in query.needed):
             return None
-        scan = RelationScan(relation, query.needed, query.predicate)
-        schema = scan.schema()
-        batches = []
-        for batch in scan.reader():
-            kept = query.predicate.filter_exactly(batch)
-            if kept is None or scan.stats.rows > LOOKUP_MAX_ROWS:
-                return None  # a column Arrow cannot compare as SQL does, or a large scan
-            batches.append(kept)
-        table = pa.Table.from_batches(batches, schema)
-        stats = scan.stats
+        read = exact_rows(relation, query.needed, query.predicate, query.predicate)
+        if read is None:
+            return None
+        table, stats = read
     if query.order:
         keys = [(c, "descending" if desc else "ascending", "at_end") for c, desc in query.order]
         table = table.sort_by(keys)  # NULLs last either way, as DuckDB by default
     columns = [as_duckdb_gives(table.column(c)) for c, _ in query.columns]
     table = pa.Table.from_arrays(columns, names=[out for _, out in query.columns])
     return Result(table, {relation.name: stats}, shortcut="lookup")
+
+
+def exact_rows(
+    relation: Relation,
+    columns: Sequence[str],
+    scan_predicate: Predicate,
+    exact: Predicate,
+    prefetched: pa.Table | None = None,
+) -> tuple[pa.Table, ScanStats] | None:
+    """The rows of ``relation``'s scan (``columns`` under ``scan_predicate``, or the
+    ``prefetched`` rows read under it) that ``exact`` matches as SQL decides, and what
+    was read; None for a column Arrow cannot compare as SQL does, or a scan past
+    ``LOOKUP_MAX_ROWS`` rows (the statement then runs in DuckDB)."""
+    import pyarrow as pa
+
+    scan = RelationScan(relation, columns, scan_predicate)
+    scan.prefetched = prefetched
+    batches = []
+    for batch in scan.reader():
+        kept = exact.filter_exactly(batch)
+        if kept is None or scan.stats.rows > LOOKUP_MAX_ROWS:
+            return None
+        batches.append(kept)
+    return pa.Table.from_batches(batches, scan.schema()), scan.stats
 
 
 def _read_paths(
