@@ -34,7 +34,7 @@ JOINS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "SEMI JOIN", "ANTI JOIN
     middle=tables(),
     right=tables(),
     join=st.sampled_from(JOINS),
-    key=st.sampled_from([("i", "i"), ("s", "s"), ("j", "j"), ("i", "j")]),
+    key=st.sampled_from([("i", "i"), ("s", "s"), ("j", "j"), ("i", "j"), ("f", "f"), ("f", "g")]),
     where_left=conditions(depth=1, qualifier="t"),
     where_right=conditions(depth=1, qualifier="u"),
 )
@@ -122,3 +122,27 @@ def test_left_join_with_is_null_on_both_clauses_answers_right(db: tesseradb.Data
     db.register("t", t)
     db.register("u", u)
     assert db.sql(sql).fetchall() == expected
+
+
+def test_float_keys_holding_nan_join_as_in_duckdb(
+    always_reduce: None, db: tesseradb.Database
+) -> None:
+    """DuckDB joins NaN with NaN. A NaN among the keys handed over once became an
+    interval ``>= nan and <= nan`` that swallowed the other keys: the join lost every row."""
+    import duckdb
+
+    a = pa.table({"k": [float("nan"), 1.0, 2.0], "f": [1, 1, 5]})
+    b = pa.table({"k": [float("nan"), 1.0, 3.0, -0.0] * 100, "v": list(range(400))})
+    sql = "SELECT count(*), sum(b.v) FROM a JOIN b ON a.k = b.k WHERE a.f = 1"
+    native = duckdb.connect()
+    try:
+        native.register("a", a)
+        native.register("b", b)
+        expected = native.execute(sql).fetchall()
+    finally:
+        native.close()
+    assert expected == [(200, sum(range(0, 400, 4)) + sum(range(1, 400, 4)))]
+    db.register("a", a)
+    db.register("b", b)
+    assert db.sql(sql).fetchall() == expected
+    assert any("semi-join" in n for n in db.explain(sql).relation("b").notes)

@@ -282,7 +282,8 @@ class ColumnDomain:
         import numpy as np
 
         unique = np.sort(np.asarray(keys)) if distinct else np.unique(np.asarray(keys))
-        if len(unique) <= LARGE_IN_SET or unique.dtype.kind not in "iufUS":
+        small = len(unique) <= LARGE_IN_SET and not _holds_nan(unique)  # (NaN is no point)
+        if small or unique.dtype.kind not in "iufUS":
             return cls.values(RangeSet.points(unique.tolist()))
         finite = unique[~np.isnan(unique)] if unique.dtype.kind == "f" else unique
         hull = (
@@ -379,6 +380,16 @@ class ColumnDomain:
         return f"({text} or is null)" if self.nulls else text
 
 
+def _holds_nan(values: Any) -> bool:
+    """Whether ``values`` (a list or numpy array) hold a float NaN: an interval cannot be
+    NaN (its bounds compare false with it), so such sets stay ``ColumnDomain.keys``."""
+    import numpy as np
+
+    if isinstance(values, np.ndarray):
+        return values.dtype.kind == "f" and bool(np.isnan(values).any())
+    return any(isinstance(v, float) and math.isnan(v) for v in values)
+
+
 def _in_keys(keys: Any, value: Bound) -> bool:
     import numpy as np
 
@@ -432,7 +443,7 @@ class Predicate(Mapping[str, ColumnDomain]):
         ``distinct`` says the values have no duplicates already.
         """
         values = list(values) if not hasattr(values, "__array__") else values
-        if len(values) > LARGE_IN_SET:  # type: ignore[arg-type]
+        if len(values) > LARGE_IN_SET or _holds_nan(values):  # type: ignore[arg-type]
             return cls.on(column, ColumnDomain.key_set(values, distinct))
         if hasattr(values, "tolist"):
             values = values.tolist()  # numpy scalars become Python values
