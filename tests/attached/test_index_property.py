@@ -175,7 +175,11 @@ def test_indexed_scan_equals_plain_read(
                 rows = zip(
                     scanned.column("id").to_pylist(), scanned.column("v").to_pylist(), strict=True
                 )
+                rows = list(rows)
                 assert sorted(i for i, v in rows if pred.matches({"v": v})) == wanted
+                # and every row read holds its own values (a lookup reads a chunk's span)
+                stored = table.scan(["id", "v"], None).read_all().column("v").to_pylist()
+                assert all(v == stored[i] or v != v for i, v in rows)
 
 
 def _binning_args(binning: Binning) -> dict[str, Any]:

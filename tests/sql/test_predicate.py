@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pyarrow as pa
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate, RangeSet
@@ -139,3 +139,94 @@ def test_key_sets_stay_numpy_and_print_short() -> None:
     assert not pred.may_match("id", 2000, 3000) and pred.may_match("id", 500, 500)
     both = pred.and_(Predicate.isin("id", np.arange(990, 1100)))
     assert list(both.domain("id").keys) == list(range(990, 1001))
+
+
+NUMERIC_TYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float32", "float64"]
+numeric_bounds = st.one_of(
+    st.none(),
+    st.integers(-(2**65), 2**65),
+    st.sampled_from([-300, -1, 0, 1, 127, 128, 255, 256, 2**63 - 1, 2**63, 2**64 - 1]),
+    st.floats(allow_nan=False, allow_infinity=True),  # (the analysis never bounds by NaN)
+    st.sampled_from([-0.0, 0.5, 1e20, True]),
+)
+text_bounds = st.one_of(st.none(), st.sampled_from(["1", "a"]))
+
+
+@st.composite
+def numeric_domains(draw: st.DrawFn) -> ColumnDomain:
+    import numpy as np
+
+    shape = draw(st.sampled_from(["ranges", "points", "keys", "keys_and_range"]))
+    # one class of bounds a domain (numeric keys with numeric ranges)
+    bound = numeric_bounds
+    if not shape.startswith("keys"):
+        bound = draw(st.sampled_from([numeric_bounds] * 4 + [text_bounds]))
+    if shape == "points":
+        points = draw(st.lists(bound.filter(lambda v: v is not None), max_size=6))
+        return ColumnDomain(RangeSet.points(points), draw(st.booleans()))
+    ranges = RangeSet.of(
+        [
+            Interval(draw(bound), draw(bound), draw(st.booleans()), draw(st.booleans()))
+            for _ in range(draw(st.integers(1, 3)))
+        ]
+        if shape != "keys"
+        else [Interval(None, None)]
+    )
+    if shape == "ranges":
+        return ColumnDomain(ranges, draw(st.booleans()))
+    key_type = draw(st.sampled_from(["int64", "uint64", "float64"]))
+    if key_type == "float64":
+        keys = draw(st.lists(st.floats(-300, 300) | st.just(math.nan), min_size=1, max_size=80))
+    else:
+        lo = 0 if key_type == "uint64" else -(2**63)
+        hi = 2**64 - 1 if key_type == "uint64" else 2**63 - 1
+        keys = draw(
+            st.lists(st.integers(max(lo, -300), 300) | st.integers(lo, hi), min_size=1, max_size=80)
+        )
+    domain = ColumnDomain.key_set(np.asarray(keys, dtype=key_type))
+    return ColumnDomain(ranges.intersect(domain.ranges), False, domain.keys)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    numeric_domains(),
+    st.sampled_from(NUMERIC_TYPES),
+    st.lists(st.integers(-300, 300) | st.floats(-1e3, 1e3) | st.just(math.nan), max_size=40),
+)
+def test_numpy_masks_equal_arrow_masks_and_row_by_row(
+    dom: ColumnDomain, type_name: str, drawn: list[float]
+) -> None:
+    """The numpy mask of a numeric column without NULLs is Arrow's mask, value for value,
+    and what evaluating each row gives; where numpy is unsure it leaves it to Arrow."""
+    import numpy as np
+
+    from tesseradb.sql._masks import numpy_domain_mask
+    from tesseradb.sql.predicate import _arrow_domain_mask, _Incomparable, type_class
+
+    dtype = np.dtype(type_name)
+    if dtype.kind == "f":
+        values = np.asarray(drawn, dtype=dtype)
+    else:
+        info = np.iinfo(dtype)
+        ints = [int(v) for v in drawn if not math.isnan(v) and info.min <= int(v) <= info.max]
+        values = np.asarray([*ints, info.min, info.max], dtype=dtype)
+    if dom.is_empty:
+        return  # a predicate holding it is false before any mask (Predicate.is_false)
+    array = pa.array(values)
+    kind = type_class(array.type)
+    fast = numpy_domain_mask(array, dom, kind)
+    event("numpy answered" if fast is not None else "left to Arrow")
+    if fast is None:
+        return
+    got = fast.tolist()
+    try:
+        arrow = _arrow_domain_mask(array, dom, kind)
+    except _Incomparable:
+        arrow = "incomparable"
+    expected = [True] * len(values) if arrow is None else arrow
+    assert arrow != "incomparable", "numpy answered where Arrow cannot compare"
+    if not isinstance(expected, list):
+        expected = expected.to_pylist()
+    assert got == expected
+    pred = Predicate.on("x", dom)
+    assert got == [pred.matches({"x": v}) for v in array.to_pylist()]

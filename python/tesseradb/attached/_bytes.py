@@ -59,6 +59,7 @@ class LocalBytes:
     def __init__(self, path: str) -> None:
         self.path = path
         self.fd = os.open(path, os.O_RDONLY)
+        self.size = os.fstat(self.fd).st_size  # (files are opened anew for each statement)
 
     def pread(self, size: int, offset: int) -> bytes:
         return os.pread(self.fd, size, offset)

@@ -248,12 +248,17 @@ class FileReader:
                 block = self.read_range(path, int(rows[a]), int(rows[b - 1]) + 1)
                 out.append(block[rows[a:b] - rows[a]])
             return np.concatenate(out)
-        chunk_ids = rows // plan.chunk_rows
-        boundaries = np.flatnonzero(np.diff(chunk_ids)) + 1
+        step = plan.chunk_rows
+        first, last = int(rows[0]) // step, int(rows[-1]) // step
+        if first == last:  # an index lookup's rows mostly sit in one chunk
+            return self._chunk_part(plan, first, rows - first * step)
+        # the rows are sorted: each chunk's rows are one slice of them
+        chunk_ids = rows // step
+        cuts = (np.flatnonzero(np.diff(chunk_ids)) + 1).tolist()
         out = []
-        for part in np.split(np.arange(len(rows)), boundaries):
-            c = int(chunk_ids[part[0]])
-            out.append(self._chunk(plan, c)[rows[part] - c * plan.chunk_rows])
+        for a, b in itertools.pairwise([0, *cuts, len(rows)]):
+            c = int(chunk_ids[a])
+            out.append(self._chunk_part(plan, c, rows[a:b] - c * step))
         return np.concatenate(out)
 
     def _read_contiguous(self, plan: DatasetPlan, start: int, stop: int) -> np.ndarray:
@@ -269,6 +274,34 @@ class FileReader:
                 f"attached file {self.path} is truncated: {plan.path} ends early"
             )
         return np.frombuffer(data, dtype=plan.dtype)
+
+    def _chunk_part(self, plan: DatasetPlan, index: int, local: np.ndarray) -> np.ndarray:
+        """Rows ``local`` (sorted, within the chunk) of chunk ``index``. A chunk stored
+        without filters is read over their span only: an index lookup's few rows then
+        cost a few hundred bytes, not the chunk."""
+        import numpy as np
+
+        where = int(plan.chunk_position[index])
+        if plan.filters or where < 0:
+            return self._chunk(plan, index)[local]
+        offset, size = int(plan.chunk_offsets[where]), int(plan.chunk_sizes[where])
+        itemsize = plan.dtype.itemsize
+        valid = min(plan.chunk_rows, plan.length - index * plan.chunk_rows)
+        if offset + size > self.source.size:  # (what reading the whole chunk would find)
+            raise AttachedFileError(
+                f"attached file {self.path} is truncated: a chunk of {plan.path} ends early"
+            )
+        if size < valid * itemsize:
+            raise AttachedFileError(
+                f"attached file {self.path}: a chunk of {plan.path} decodes short"
+            )
+        lo, hi = int(local[0]), int(local[-1]) + 1
+        raw = self._pread((hi - lo) * itemsize, offset + lo * itemsize)
+        if len(raw) != (hi - lo) * itemsize:
+            raise AttachedFileError(
+                f"attached file {self.path} is truncated: a chunk of {plan.path} ends early"
+            )
+        return np.frombuffer(raw, dtype=plan.dtype)[local - lo]
 
     def _chunk(self, plan: DatasetPlan, index: int) -> np.ndarray:
         """Decoded rows of chunk ``index`` (the last one may hold fewer rows than chunk_rows)."""

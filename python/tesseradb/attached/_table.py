@@ -372,12 +372,11 @@ class AttachedTable:
 
         reader = self.attachment.reader(file_no)
         sources = {c.name: c for c in self.layout.columns}
-        filter_cols = [
-            c for c in sources if predicate is not None and predicate.domain(c) is not None
-        ]
+        filtered = set() if predicate is None else {c.lower() for c in predicate}
+        filter_cols = [c for c in sources if c.lower() in filtered]  # (as Predicate.domain)
         arrays: dict[str, pa.Array] = {}
 
-        def read(name: str, rows: np.ndarray | None) -> pa.Array:
+        def read(name: str, rows: np.ndarray | None, keep: np.ndarray | None = None) -> pa.Array:
             src = sources[name]
             if rows is None:
                 values = reader.read_range(src.dataset, unit[0], unit[1])
@@ -385,6 +384,8 @@ class AttachedTable:
                 values = reader.read_rows(src.dataset, rows)
             if src.field:
                 values = values[src.field]
+            if keep is not None:
+                values = values[keep]  # (numpy's filter costs a fifth of Arrow's)
             return to_arrow(values, src.arrow)
 
         rows = None if isinstance(unit, tuple) else unit
@@ -417,10 +418,7 @@ class AttachedTable:
                 out.append(_constant_string(os.path.basename(self.attachment.files[file_no]), n))
                 continue
             if name not in arrays:
-                array = read(name, rows)
-                if keep is not None:
-                    array = array.filter(keep_mask)
-                arrays[name] = array
+                arrays[name] = read(name, rows, keep)
             out.append(arrays[name])
         return pa.RecordBatch.from_arrays(out, schema=schema)
 

@@ -203,8 +203,11 @@ def answer_join(namespace: Namespace, analysis: Analysis) -> Result | None:
     for source, (key, use, relation) in enumerate(zip(query.sources, uses, relations, strict=True)):
         if use is None or relation is None:
             return None
-        types = {f.name: f.type for f in relation.schema()}
-        if not all(c in types and passes_through_duckdb(types[c]) for c in query.needed(source)):
+        schema = relation.schema()
+        if not all(
+            schema.get_field_index(c) >= 0 and passes_through_duckdb(schema.field(c).type)
+            for c in query.needed(source)
+        ):
             return None
         if key not in analysis.prefetched:  # (a large relation, by its estimate)
             estimated = relation.estimate(None if use.predicate.is_true else use.predicate).rows
@@ -232,10 +235,15 @@ def answer_join(namespace: Namespace, analysis: Analysis) -> Result | None:
     rows = _joined_rows(tables, query.joins)
     if rows is None:
         return None
-    columns = [as_duckdb_gives(tables[s].column(c).take(rows[s])) for s, c, _ in query.columns]
-    table = pa.Table.from_arrays(columns, names=[name for _, _, name in query.columns])
     if query.order:
-        table = table.take(_order(tables, rows, query.order))
+        order = _order(tables, rows, query.order).to_numpy()
+        rows = [r[order] for r in rows]
+    taken = {}  # one take a source (a take a column cost 4 µs each)
+    for source in dict.fromkeys(s for s, _, _ in query.columns):
+        wanted = list(dict.fromkeys(c for s, c, _ in query.columns if s == source))
+        taken[source] = tables[source].select(wanted).take(rows[source])
+    columns = [as_duckdb_gives(taken[s].column(c)) for s, c, _ in query.columns]
+    table = pa.Table.from_arrays(columns, names=[name for _, _, name in query.columns])
     return Result(table, stats, shortcut="join")
 
 

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tesseradb.sql._masks import numpy_domain_mask
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -554,6 +556,7 @@ class Predicate(Mapping[str, ColumnDomain]):
         return self._mask(data, exact=False)
 
     def _mask(self, data: pa.RecordBatch | pa.Table, exact: bool) -> Any:
+        import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -573,8 +576,13 @@ class Predicate(Mapping[str, ColumnDomain]):
                 continue  # a superset may let the column's every row through
             if column_mask is None:
                 continue
-            result = column_mask if result is None else pc.and_(result, column_mask)
-        return result
+            if result is None:
+                result = column_mask
+            elif isinstance(result, np.ndarray) and isinstance(column_mask, np.ndarray):
+                result &= column_mask
+            else:
+                result = pc.and_(_as_arrow(result), _as_arrow(column_mask))
+        return None if result is None else _as_arrow(result)
 
     def filter(self, data: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
         mask = self.mask(data)
@@ -626,6 +634,16 @@ class _Incomparable(Exception):
 
 
 def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
+    """The rows of ``array`` in ``dom``: a numpy mask where numpy is sure, else Arrow's."""
+    kind = type_class(array.type)
+    if kind is None:
+        raise _Incomparable(array.type)
+    fast = numpy_domain_mask(array, dom, kind)
+    return fast if fast is not None else _arrow_domain_mask(array, dom, kind)
+
+
+def _arrow_domain_mask(array: Any, dom: ColumnDomain, kind: str) -> Any:
+    """The mask with Arrow's compute functions: every type class, NULLs and errors."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -637,10 +655,6 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
         TypeError,
         OverflowError,
     )
-
-    kind = type_class(array.type)
-    if kind is None:
-        raise _Incomparable(array.type)
     if dom.keys is not None:
         try:
             mask = _keys_mask(array, dom.keys, kind)
@@ -665,6 +679,14 @@ def _domain_mask(array: Any, dom: ColumnDomain) -> Any:
     except incomparable as err:
         raise _Incomparable(err) from None  # a bound this column cannot compare with
     return _nulls_as(mask, array, dom.nulls)
+
+
+def _as_arrow(mask: Any) -> Any:
+    """A mask as Arrow (numpy's boolean masks come from ``numpy_domain_mask``)."""
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.array(mask, pa.bool_()) if isinstance(mask, np.ndarray) else mask
 
 
 def _nulls_as(mask: Any, array: Any, nulls: bool) -> Any:

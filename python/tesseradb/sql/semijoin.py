@@ -113,13 +113,14 @@ def _distinct_keys(relation: Relation, column: str, use: RelationUse) -> tuple[A
 
     predicate = use.predicate
     needed = None if use.columns is None else {c.lower() for c in use.columns}
+    filtered = {c.lower() for c in predicate}  # (domains match names case-insensitively)
     wanted = [
-        f.name
-        for f in relation.schema()
+        name
+        for name in relation.schema().names
         if needed is None
-        or f.name.lower() in needed
-        or f.name.lower() == column.lower()
-        or predicate.domain(f.name) is not None
+        or name.lower() in needed
+        or name.lower() == column.lower()
+        or name.lower() in filtered
     ]
     read = relation.scan(wanted, None if predicate.is_true else predicate).read_all()
     mask = predicate.mask(read)
