@@ -101,6 +101,9 @@ def test_names_share_one_case_insensitive_namespace(db: tesseradb.Database) -> N
     with pytest.raises(InvalidNameError):
         db.register("bad name", pa.table({"x": [1]}))
     assert validate_name("ok_Name_2") == "ok_Name_2"
+    db.catalog.create("grid", "array", {})
+    with pytest.raises(ObjectExistsError, match=r"'grid' already exists \(an array\)"):
+        db.catalog.create("grid", "stream", {})
 
 
 def test_info_lists_kinds_and_sizes(db: tesseradb.Database) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tesseradb._lifetime import Lifetime
-from tesseradb.catalog import Catalog, validate_name
+from tesseradb.catalog import Catalog, validate_name, with_article
 from tesseradb.errors import (
     DatabaseClosedError,
     ObjectExistsError,
@@ -158,7 +158,9 @@ class Registry:
         with self._lock:
             existing = self.catalog.get(name)
             if existing is not None or name.lower() in self.session:
-                what = f"a {existing.kind}" if existing is not None else "a registered relation"
+                what = (
+                    with_article(existing.kind) if existing is not None else "a registered relation"
+                )
                 shown = existing.name if existing is not None else name
                 raise ObjectExistsError(
                     f"cannot create {kind} {name!r}: {shown!r} already exists ({what})"

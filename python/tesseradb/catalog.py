@@ -128,6 +128,11 @@ CREATE TABLE IF NOT EXISTS objects (
 _PENDING = "CREATE TABLE IF NOT EXISTS pending (name TEXT NOT NULL PRIMARY KEY COLLATE NOCASE)"
 
 
+def with_article(kind: str) -> str:
+    """``kind`` after its indefinite article, for messages: "an array", "a stream"."""
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -356,7 +361,7 @@ class Catalog:
             ).fetchone()
             if existing:
                 raise ObjectExistsError(
-                    f"cannot create {kind} {name!r}: {existing[0]!r} already exists (a {existing[1]})"
+                    f"cannot create {kind} {name!r}: {existing[0]!r} already exists ({with_article(existing[1])})"
                 )
             con.execute("INSERT INTO objects VALUES (?, ?, ?, ?, ?, ?)", row)
             if pending:
