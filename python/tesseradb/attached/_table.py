@@ -522,7 +522,9 @@ def _fold_unit(
     return part
 
 
+@functools.lru_cache(maxsize=256)
 def _width(dtype: str) -> int:
+    """Bytes a value of ``dtype`` takes (memoised: every estimate sums a table's)."""
     import numpy as np
 
     try:
