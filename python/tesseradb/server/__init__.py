@@ -80,7 +80,7 @@ def _pg_listener(
     """The PostgreSQL-protocol listener beside the HTTP app, sharing its server state
     (users, rights, running statements), started."""
     from tesseradb.errors import ServerError
-    from tesseradb.server._pgwire import PgServer
+    from tesseradb.server._pgserver import PgServer
 
     try:
         return PgServer(app.state.server, host, port, certfile, keyfile, processes).start()
@@ -286,7 +286,7 @@ def serve(
         )
         pg = processes = pool = None
         if workers:
-            from tesseradb.server._pgwire import Processes
+            from tesseradb.server._pgserver import Processes
 
             processes = Processes(free_ports(workers + 1), 0)
         if pg_port is not None:

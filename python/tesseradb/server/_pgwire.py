@@ -24,23 +24,16 @@ one implicit transaction (each commits on its own unless ``BEGIN`` opened one).
 from __future__ import annotations
 
 import contextlib
-import hmac
-import io
 import re
 import secrets
 import socket
-import socketserver
 import ssl
 import struct
-import threading
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tesseradb.errors import (
     CancelledError,
     InterruptedStatementError,
-    ReadOnlyError,
-    TesseraError,
 )
 from tesseradb.server._guard import Refused, may_write
 from tesseradb.server._pgcatalog import driver_columns, driver_types, psql_describe
@@ -57,6 +50,40 @@ from tesseradb.server._pgcopy import (
     read_text_copy,
     text_copy_rows,
 )
+from tesseradb.server._pgmessages import (
+    CANCEL_REQUEST,
+    FLUSH_BYTES,
+    GSS_REQUEST,
+    PROTOCOL_3,
+    SSL_REQUEST,
+    ClientGone,
+    ProtocolViolation,
+    cstring,
+    format_code,
+    int_at,
+    reader_of,
+    short_at,
+)
+from tesseradb.server._pgrelay import needs_writer, relay_to_writer
+from tesseradb.server._pgstatements import (
+    CLIENT_SETTINGS,
+    COUNT_WORDS,
+    REPORTED,
+    ROW_WORDS,
+    SERVER_VERSION,
+    SET_STATEMENT,
+    SHOW_STATEMENT,
+    TRANSACTION_TAGS,
+    Outcome,
+    Portal,
+    Prepared,
+    SQLStateError,
+    duckdb_spelling,
+    first_words,
+    parameter_count,
+    split_statements,
+    sqlstate,
+)
 from tesseradb.server._pgtypes import (
     TEXT,
     ParameterError,
@@ -67,195 +94,14 @@ from tesseradb.server._pgtypes import (
 
 if TYPE_CHECKING:
     from tesseradb.database import Session
-    from tesseradb.server._http import Running, Server
+    from tesseradb.server._http import Running
+    from tesseradb.server._pgserver import PgServer
     from tesseradb.server._users import User
 
-__all__ = ["PgServer"]
+__all__ = ["Backend"]
 
-PROTOCOL_3 = 3 << 16
-SSL_REQUEST = 80877103
-GSS_REQUEST = 80877104
-CANCEL_REQUEST = 80877102
 MAX_STARTUP_BYTES = 10_000  # PostgreSQL's own limit on a startup packet
 STARTUP_SECONDS = 30.0  # a connection must have logged in by then
-FLUSH_BYTES = 1 << 16  # rows are sent whenever this much is waiting
-SERVER_VERSION = "15.0"  # (what clients read to choose their catalog queries)
-
-# settings PostgreSQL clients send that mean nothing to DuckDB: kept per connection,
-# shown by SHOW, never passed on
-_CLIENT_SETTINGS = {
-    "application_name": "",
-    "client_encoding": "UTF8",
-    "datestyle": "ISO, MDY",
-    "intervalstyle": "postgres",
-    "extra_float_digits": "1",
-    "statement_timeout": "0",
-    "lock_timeout": "0",
-    "idle_in_transaction_session_timeout": "0",
-    "client_min_messages": "notice",
-    "standard_conforming_strings": "on",
-    "bytea_output": "hex",
-    "jit": "off",
-    "default_transaction_isolation": "serializable",
-    "transaction_isolation": "serializable",
-    "server_version": SERVER_VERSION,
-    "server_encoding": "UTF8",
-    "integer_datetimes": "on",
-}
-_REPORTED = ("application_name", "client_encoding", "DateStyle", "IntervalStyle")
-_SET = re.compile(
-    r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+)?([A-Za-z_]+)\s*(?:=|\s+TO\s+)\s*(.*?)\s*;?\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
-_SHOW = re.compile(r"^\s*SHOW\s+([A-Za-z_ ]+?)\s*;?\s*$", re.IGNORECASE)
-_FIRST_WORDS = re.compile(
-    r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)(?:\s+(?:OR\s+REPLACE\s+)?"
-    r"(?:TEMP\s+|TEMPORARY\s+|UNIQUE\s+)?([A-Za-z]+))?",
-    re.DOTALL,
-)
-# what a worker process answers itself (anything else goes to the writer)
-_READ_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM", "SHOW", "DESCRIBE", "SUMMARIZE"}
-_ROW_WORDS = _READ_WORDS | {"EXPLAIN", "PIVOT", "UNPIVOT", "CALL", "PRAGMA"}
-_COUNT_WORDS = {"INSERT", "UPDATE", "DELETE", "MERGE"}
-_TRANSACTION_TAGS = {
-    "BEGIN": "BEGIN",
-    "START": "START TRANSACTION",
-    "COMMIT": "COMMIT",
-    "END": "COMMIT",
-    "ROLLBACK": "ROLLBACK",
-    "ABORT": "ROLLBACK",
-}
-# SQLSTATEs by the class of DuckDB's error, then by ours
-_DUCKDB_STATES = (
-    ("Parser Error", "42601"),
-    ("Catalog Error", "42P01"),
-    ("Binder Error", "42703"),
-    ("Conversion Error", "22P02"),
-    ("Out of Range Error", "22003"),
-    ("Invalid Input Error", "22P02"),
-    ("Division by zero", "22012"),
-    ("Duplicate key", "23505"),
-    ("NOT NULL constraint", "23502"),
-    ("CHECK constraint", "23514"),
-    ("foreign key", "23503"),
-    ("Constraint Error", "23000"),
-    ("TransactionContext Error", "25P02"),
-    ("Permission Error", "42501"),
-)
-
-
-class ClientGone(Exception):
-    """The client's connection broke (reading or sending): the backend ends quietly."""
-
-
-class ProtocolViolation(Exception):
-    """The client broke the protocol: told so (SQLSTATE 08P01), then disconnected."""
-
-
-class SQLStateError(Exception):
-    """An error of this layer with its SQLSTATE."""
-
-    def __init__(self, state: str, message: str) -> None:
-        super().__init__(message)
-        self.state = state
-
-
-def sqlstate(err: BaseException) -> str:
-    if isinstance(err, SQLStateError):
-        return err.state
-    if isinstance(err, (Refused, ReadOnlyError)):
-        return "42501" if isinstance(err, Refused) else "25006"
-    if isinstance(err, (CancelledError, InterruptedStatementError)):
-        return "57014"
-    if isinstance(err, ParameterError):
-        return "22P02"
-    text = str(err)
-    for marker, state in _DUCKDB_STATES:
-        if marker in text:
-            return state
-    if isinstance(err, LookupError):
-        return "42P01"
-    if isinstance(err, ValueError):
-        return "22023"
-    return "XX000" if not isinstance(err, TesseraError) else "42000"
-
-
-@dataclass
-class Outcome:
-    """A statement's answer as the protocol sends it: no columns means no RowDescription."""
-
-    tag: str
-    names: list[str] = field(default_factory=list)
-    types: list[PgType] = field(default_factory=list)
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-    sent: int = 0  # rows sent so far (a portal's Execute may ask for some at a time)
-
-    @property
-    def has_rows(self) -> bool:
-        return bool(self.names)
-
-
-@dataclass
-class Prepared:
-    text: str
-    types: list[int]  # the parameter types the client named (0: let the statement say)
-
-
-@dataclass
-class Portal:
-    prepared: Prepared
-    params: list[Any]
-    formats: list[int]  # per result column: 0 text, 1 binary
-    outcome: Outcome | None = None
-
-
-# PostgreSQL-only spellings in the catalog queries of psql and drivers, said as DuckDB
-# says them (DuckDB's own pg_catalog answers the rest)
-_PG_SPELLINGS = (
-    (re.compile(r"OPERATOR\(\s*pg_catalog\.([~!<>=*+-]+)\s*\)", re.I), r"\1"),
-    (re.compile(r"\s+COLLATE\s+pg_catalog\.(?:default|\"default\"|\"C\")", re.I), ""),
-    (re.compile(r"pg_catalog\.pg_get_userbyid\s*\([^()]*\)", re.I), "'tessera'"),
-    (re.compile(r"pg_catalog\.pg_encoding_to_char\s*\([^()]*\)", re.I), "'UTF8'"),
-)
-
-
-def _duckdb_spelling(text: str) -> str:
-    """A client's catalog query in DuckDB's spelling (other statements are left alone)."""
-    if "pg_catalog" not in text:
-        return text
-    for pattern, replacement in _PG_SPELLINGS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def _first_words(text: str) -> tuple[str, str]:
-    found = _FIRST_WORDS.match(text)
-    if found is None:
-        return "", ""
-    return found.group(1).upper(), (found.group(2) or "").upper()
-
-
-def _parameter_count(text: str) -> int:
-    """The highest ``$n`` in the text outside quotes and comments."""
-    plain = re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
-    numbers = [int(n) for n in re.findall(r"\$(\d+)", plain)]
-    return max(numbers, default=0)
-
-
-def _split(text: str) -> list[str]:
-    """The statements of a simple query (DuckDB's parser splits it; one it cannot read
-    stays whole, for the engine to name its syntax error)."""
-    body = text.strip()
-    while body.endswith(";"):
-        body = body[:-1].rstrip()
-    if ";" not in body:
-        return [body] if body else []
-    import duckdb
-
-    try:
-        return [s.query.strip() for s in duckdb.extract_statements(text) if s.query.strip()]
-    except duckdb.Error:
-        return [body]
 
 
 class Backend:
@@ -265,11 +111,11 @@ class Backend:
         self.pg = pg
         self.server = pg.server
         self.sock: socket.socket = sock
-        self.rfile = _reader(sock)
+        self.rfile = reader_of(sock)
         self.out = bytearray()
         self.user: User | None = None
         self.session: Session | None = None
-        self.settings = dict(_CLIENT_SETTINGS)
+        self.settings = dict(CLIENT_SETTINGS)
         # (the process number in the key's top bits: a cancel request reaching another
         # process of the server is passed to this one)
         self.key = (pg.number << 24 | secrets.randbelow(1 << 24), secrets.randbelow(1 << 31))
@@ -368,7 +214,7 @@ class Backend:
                     continue
                 self.sock.sendall(b"S")
                 self.sock = self.pg.tls.wrap_socket(self.sock, server_side=True)
-                self.rfile = _reader(self.sock)
+                self.rfile = reader_of(self.sock)
                 continue
             if code == GSS_REQUEST:
                 self.sock.sendall(b"N")
@@ -468,9 +314,9 @@ class Backend:
                 raise ProtocolViolation(f"message type {kind!r} is not known here")
             if self.skipping and kind != b"Q":
                 continue
-            if self.pg.writer_port is not None and self.writes(kind, body):
+            if self.pg.writer_port is not None and needs_writer(kind, body):
                 try:
-                    self.relay_to_writer(kind, body)
+                    relay_to_writer(self, kind, body)
                 except (OSError, EOFError, SQLStateError) as err:
                     if self.upstream is not None:
                         return  # (relayed: whichever side ended, the connection ends)
@@ -493,105 +339,6 @@ class Backend:
                     self.skipping = True
 
     # --- a worker's client that writes: handed to the writer ------------------------
-    def writes(self, kind: bytes, body: bytes) -> bool:
-        """Whether a worker must hand this client to the writer: a statement that is not
-        a plain query (a write, a transaction, a setting), from here on."""
-        if kind == b"Q":
-            texts = _split(_cstring(body)[0])
-        elif kind == b"P":
-            texts = [_cstring(_cstring(body)[1])[0]]
-        else:
-            return False
-        for text in texts:
-            setting = _SET.match(text)
-            if setting is not None and setting.group(1).lower() in _CLIENT_SETTINGS:
-                continue
-            word = _first_words(text)[0]
-            if word not in _READ_WORDS or may_write(text):
-                return True
-        return False
-
-    def relay_to_writer(self, kind: bytes, body: bytes) -> None:
-        """Log in to the writer as this client's user, bring over its prepared statements
-        and settings, pass this message on, then relay both ways until either side ends
-        (the writer acknowledges writes: nothing is acknowledged here)."""
-        assert self.user is not None
-        self.flush()
-        upstream = socket.create_connection(("127.0.0.1", self.pg.writer_port), timeout=30)
-        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reader = _reader(upstream)
-        payload = struct.pack("!i", PROTOCOL_3) + b"user\0" + self.user.name.encode() + b"\0\0"
-        upstream.sendall(struct.pack("!i", len(payload) + 4) + payload)
-
-        def until_ready() -> None:
-            while True:
-                head = reader.read(5)
-                if len(head) < 5:
-                    raise EOFError("the writer closed the connection")
-                size = struct.unpack("!i", head[1:])[0]
-                data = reader.read(size - 4)
-                if head[:1] == b"R" and data[:4] == struct.pack("!i", 3):
-                    password = self.token.encode() + b"\0"
-                    upstream.sendall(b"p" + struct.pack("!i", len(password) + 4) + password)
-                elif head[:1] == b"K":
-                    self.upstream_key = data
-                elif head[:1] == b"E":
-                    raise SQLStateError("08006", "the writer refused this client's login")
-                elif head[:1] == b"Z":
-                    return
-
-        until_ready()
-        setup = bytearray()
-        timeout = self.settings.get("statement_timeout", "0")
-        if timeout != "0":
-            text = f"SET statement_timeout = {timeout}".encode() + b"\0"
-            setup += b"Q" + struct.pack("!i", len(text) + 4) + text
-        for name, prepared in self.prepared.items():
-            if name:  # (named statements live on: the client may bind them later)
-                parse = name.encode() + b"\0" + prepared.text.encode() + b"\0"
-                parse += struct.pack(
-                    f"!h{len(prepared.types)}I", len(prepared.types), *prepared.types
-                )
-                setup += b"P" + struct.pack("!i", len(parse) + 4) + parse
-        named = [n for n in self.prepared if n]
-        if setup:
-            if named:
-                setup += b"S\x00\x00\x00\x04"
-            upstream.sendall(bytes(setup))
-            for _ in range(int(timeout != "0") + int(bool(named))):
-                until_ready()
-        upstream.settimeout(None)
-        self.upstream = upstream
-        if self.session is not None:
-            self.session.close()  # (the writer's session serves this client now)
-            self.session = None
-        upstream.sendall(kind + struct.pack("!i", len(body) + 4) + body)
-
-        def down() -> None:
-            try:
-                while True:
-                    data = reader.read1(FLUSH_BYTES)
-                    if not data:
-                        break
-                    self.sock.sendall(data)
-            except OSError:
-                pass
-            finally:
-                with contextlib.suppress(OSError):
-                    self.sock.shutdown(socket.SHUT_RDWR)
-
-        threading.Thread(target=down, name="pg-relay", daemon=True).start()
-        try:
-            while True:
-                data = self.rfile.read1(FLUSH_BYTES)
-                if not data:
-                    break
-                upstream.sendall(data)
-        finally:
-            with contextlib.suppress(OSError):
-                upstream.shutdown(socket.SHUT_RDWR)
-            upstream.close()
-
     # --- statements ----------------------------------------------------------------
     def execute(self, text: str, params: list[Any]) -> Outcome:
         """Run one statement in the session, through the server's guard and running list."""
@@ -607,8 +354,8 @@ class Backend:
         if described is not None:
             names, kinds, rows = described
             return Outcome(f"SELECT {len(rows)}", names, kinds, rows)
-        text = _duckdb_spelling(text)
-        word, second = _first_words(text)
+        text = duckdb_spelling(text)
+        word, second = first_words(text)
         if self.failed and word not in ("ROLLBACK", "ABORT", "COMMIT", "END"):
             raise SQLStateError(
                 "25P02",
@@ -636,18 +383,18 @@ class Backend:
         if word in ("COMMIT", "END", "ROLLBACK", "ABORT"):
             self.failed = False
         columns = result.columns
-        if word in _COUNT_WORDS and columns == ["Count"]:
+        if word in COUNT_WORDS and columns == ["Count"]:
             count = result.fetchall()
             done = int(count[0][0]) if count and count[0][0] is not None else 0
             return Outcome(f"INSERT 0 {done}" if word == "INSERT" else f"{word} {done}")
-        if word in _TRANSACTION_TAGS:
-            return Outcome(_TRANSACTION_TAGS[word])
+        if word in TRANSACTION_TAGS:
+            return Outcome(TRANSACTION_TAGS[word])
         if word in ("CREATE", "DROP", "ALTER") and second:
             return Outcome(f"{word} {second}")
-        if word not in _ROW_WORDS and word not in _COUNT_WORDS and columns in ([], ["Count"]):
+        if word not in ROW_WORDS and word not in COUNT_WORDS and columns in ([], ["Count"]):
             return Outcome(word or "OK")
         rows = _with_intervals(result)
-        tag = f"{word} {len(rows)}" if word in _COUNT_WORDS else f"SELECT {len(rows)}"
+        tag = f"{word} {len(rows)}" if word in COUNT_WORDS else f"SELECT {len(rows)}"
         if word == "INSERT":
             tag = f"INSERT 0 {len(rows)}"
         return Outcome(tag, columns, [pg_type(t) for t in result.types], rows)
@@ -663,10 +410,10 @@ class Backend:
 
     def client_setting(self, text: str) -> Outcome | None:
         """A ``SET`` or ``SHOW`` of a setting PostgreSQL clients send, answered here."""
-        found = _SET.match(text)
+        found = SET_STATEMENT.match(text)
         if found is not None:
             name = found.group(1).lower()
-            if name not in _CLIENT_SETTINGS:
+            if name not in CLIENT_SETTINGS:
                 return None
             value = found.group(2).strip().strip("'\"")
             if name == "client_encoding" and value.upper().replace("-", "") not in (
@@ -677,16 +424,16 @@ class Backend:
             if name == "statement_timeout":
                 value = str(_milliseconds(value))
             self.settings[name] = value
-            reported = {k.lower(): k for k in _REPORTED}
+            reported = {k.lower(): k for k in REPORTED}
             if name in reported:
                 self.send(b"S", reported[name].encode() + b"\0" + value.encode() + b"\0")
             return Outcome("SET")
-        found = _SHOW.match(text)
+        found = SHOW_STATEMENT.match(text)
         if found is not None:
             name = "_".join(found.group(1).lower().split())
             if name == "transaction_isolation_level":
                 name = "transaction_isolation"
-            if name in _CLIENT_SETTINGS:
+            if name in CLIENT_SETTINGS:
                 return Outcome("SHOW", [name], [PgType(TEXT)], [(self.settings[name],)])
         return None
 
@@ -694,7 +441,7 @@ class Backend:
         """Send the outcome's rows not yet sent (at most ``limit``; 0: all); True when all
         are sent."""
         kinds = outcome.types
-        coders = [t.binary if _format(formats, i) else t.text for i, t in enumerate(kinds)]
+        coders = [t.binary if format_code(formats, i) else t.text for i, t in enumerate(kinds)]
         end = len(outcome.rows) if limit <= 0 else min(len(outcome.rows), outcome.sent + limit)
         for row in outcome.rows[outcome.sent : end]:
             self.send(b"D", encode_row(row, coders))
@@ -707,7 +454,7 @@ class Backend:
             return
         fields = [struct.pack("!h", len(outcome.names))]
         for i, (name, kind) in enumerate(zip(outcome.names, outcome.types, strict=True)):
-            fmt = _format(formats, i)
+            fmt = format_code(formats, i)
             fields.append(name.encode() + b"\0")
             fields.append(struct.pack("!ihihih", 0, 0, kind.oid, kind.width, -1, fmt))
         self.send(b"T", b"".join(fields))
@@ -715,16 +462,16 @@ class Backend:
     # --- the simple query protocol -------------------------------------------------
     def on_query(self, body: bytes) -> None:
         self.skipping = False
-        text = _cstring(body)[0]
-        statements = _split(text)
+        text = cstring(body)[0]
+        statements = split_statements(text)
         if not statements:
             self.send(b"I")
             self.ready()
             return
         assert self.session is not None and self.user is not None
-        words = [_first_words(s)[0] for s in statements]
+        words = [first_words(s)[0] for s in statements]
         several = len(statements) > 1 and not self.session.in_transaction
-        several = several and not any(w in _TRANSACTION_TAGS for w in words)
+        several = several and not any(w in TRANSACTION_TAGS for w in words)
         if several and not self.user.is_admin and any(may_write(s) for s in statements):
             raise Refused(
                 "a query of several statements that write runs as one transaction, and "
@@ -838,7 +585,7 @@ class Backend:
             elif message == b"c":
                 break
             elif message == b"f":
-                reason = _cstring(body)[0]
+                reason = cstring(body)[0]
                 raise SQLStateError(
                     "57014", f"COPY from stdin failed: {reason}; nothing was stored"
                 )
@@ -868,32 +615,32 @@ class Backend:
 
     # --- the extended query protocol -----------------------------------------------
     def on_parse(self, body: bytes) -> None:
-        name, rest = _cstring(body)
-        text, rest = _cstring(rest)
-        count = _short(rest, 0)
-        types = [_int(rest, 2 + 4 * i) & 0xFFFFFFFF for i in range(count)]
+        name, rest = cstring(body)
+        text, rest = cstring(rest)
+        count = short_at(rest, 0)
+        types = [int_at(rest, 2 + 4 * i) & 0xFFFFFFFF for i in range(count)]
         if name and name in self.prepared:
             raise SQLStateError("42P05", f'prepared statement "{name}" already exists')
         self.prepared[name] = Prepared(text, types)
         self.send(b"1")
 
     def on_bind(self, body: bytes) -> None:
-        portal, rest = _cstring(body)
-        name, rest = _cstring(rest)
+        portal, rest = cstring(body)
+        name, rest = cstring(rest)
         prepared = self.prepared.get(name)
         if prepared is None:
             raise SQLStateError("26000", f'prepared statement "{name}" does not exist')
         at = 0
-        nformats = _short(rest, at)
-        formats = [_short(rest, at + 2 + 2 * i) for i in range(nformats)]
+        nformats = short_at(rest, at)
+        formats = [short_at(rest, at + 2 + 2 * i) for i in range(nformats)]
         at += 2 + 2 * nformats
-        nparams = _short(rest, at)
+        nparams = short_at(rest, at)
         at += 2
         if nformats not in (0, 1, nparams):
             raise ProtocolViolation(f"{nformats} parameter format codes for {nparams} parameters")
         params = []
         for i in range(nparams):
-            size = _int(rest, at)
+            size = int_at(rest, at)
             at += 4
             data = None
             if size >= 0:
@@ -901,23 +648,23 @@ class Backend:
                 if len(data) != size:
                     raise ProtocolViolation("a Bind message ends inside a parameter")
                 at += size
-            fmt = _format(formats, i)
+            fmt = format_code(formats, i)
             oid = prepared.types[i] if i < len(prepared.types) else 0
             params.append(read_parameter(data, oid, fmt == 1, i + 1))
-        nresults = _short(rest, at)
-        results = [_short(rest, at + 2 + 2 * i) for i in range(nresults)]
+        nresults = short_at(rest, at)
+        results = [short_at(rest, at + 2 + 2 * i) for i in range(nresults)]
         if any(f not in (0, 1) for f in formats + results):
             raise ProtocolViolation("a format code is 0 (text) or 1 (binary)")
         self.portals[portal] = Portal(prepared, params, results)
         self.send(b"2")
 
     def on_describe(self, body: bytes) -> None:
-        what, name = body[:1], _cstring(body[1:])[0]
+        what, name = body[:1], cstring(body[1:])[0]
         if what == b"S":
             prepared = self.prepared.get(name)
             if prepared is None:
                 raise SQLStateError("26000", f'prepared statement "{name}" does not exist')
-            count = max(_parameter_count(prepared.text), len(prepared.types))
+            count = max(parameter_count(prepared.text), len(prepared.types))
             types = [prepared.types[i] if i < len(prepared.types) else 0 for i in range(count)]
             types = [t or TEXT for t in types]  # (an untyped parameter is read as text)
             self.send(b"t", struct.pack(f"!h{count}I", count, *types))
@@ -934,7 +681,7 @@ class Backend:
     def preview(self, prepared: Prepared, count: int) -> Outcome:
         """The columns of a prepared query, from a run with no rows and NULL parameters
         (a statement that is not a query describes no rows)."""
-        word = _first_words(prepared.text)[0]
+        word = first_words(prepared.text)[0]
         if word not in ("SELECT", "WITH", "VALUES", "TABLE", "FROM"):
             return Outcome("")
         body = prepared.text.strip().rstrip(";")
@@ -959,8 +706,8 @@ class Backend:
         return portal.outcome
 
     def on_execute(self, body: bytes) -> None:
-        name, rest = _cstring(body)
-        limit = _int(rest, 0)
+        name, rest = cstring(body)
+        limit = int_at(rest, 0)
         portal = self.portal(name)
         if self.copy(portal.prepared.text, portal.params):
             return
@@ -974,7 +721,7 @@ class Backend:
         self.send(b"C", outcome.tag.encode() + b"\0")
 
     def on_close(self, body: bytes) -> None:
-        what, name = body[:1], _cstring(body[1:])[0]
+        what, name = body[:1], cstring(body[1:])[0]
         if what == b"S":
             self.prepared.pop(name, None)
         elif what == b"P":
@@ -1014,18 +761,6 @@ def _copied_row(row: list[Any], number: int, target: Outcome, binary: bool) -> l
     return values
 
 
-def _reader(sock: socket.socket) -> io.BufferedReader:
-    return cast(io.BufferedReader, sock.makefile("rb", buffering=FLUSH_BYTES))
-
-
-def _format(codes: list[int], i: int) -> int:
-    """Value ``i``'s format code: the protocol gives none (all text), one for all, or one
-    per value."""
-    if len(codes) > 1:
-        return codes[i]
-    return codes[0] if codes else 0
-
-
 def _milliseconds(value: str) -> int:
     found = re.fullmatch(r"\s*(\d+)\s*(ms|s|min)?\s*", value.lower())
     if found is None:
@@ -1034,141 +769,3 @@ def _milliseconds(value: str) -> int:
         )
     scale = {"s": 1000, "min": 60_000}.get(found.group(2) or "ms", 1)
     return int(found.group(1)) * scale
-
-
-def _cstring(data: bytes) -> tuple[str, bytes]:
-    end = data.find(b"\0")
-    if end < 0:
-        raise ProtocolViolation("a string in the message has no terminating NUL")
-    try:
-        return data[:end].decode(), data[end + 1 :]
-    except UnicodeDecodeError:
-        raise ProtocolViolation("a string in the message is not UTF-8") from None
-
-
-def _short(data: bytes, at: int) -> int:
-    if at + 2 > len(data):
-        raise ProtocolViolation("the message ends early")
-    return int(struct.unpack_from("!h", data, at)[0])
-
-
-def _int(data: bytes, at: int) -> int:
-    if at + 4 > len(data):
-        raise ProtocolViolation("the message ends early")
-    return int(struct.unpack_from("!i", data, at)[0])
-
-
-class _Listener(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-
-class _SharedListener(_Listener):
-    """A listener sharing its port with the server's other processes (SO_REUSEPORT: the
-    kernel spreads new connections over them)."""
-
-    allow_reuse_port = True
-
-
-class PgServer:
-    """The PostgreSQL-protocol listener of a served database (threads of this process)."""
-
-    def __init__(
-        self,
-        server: Server,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        certfile: str | None = None,
-        keyfile: str | None = None,
-        processes: Processes | None = None,
-    ) -> None:
-        self.server = server
-        self.processes = processes
-        self.number = 0 if processes is None else processes.number
-        # a worker's: where the writer takes the clients that write
-        self.writer_port = None if processes is None or not processes.number else processes.ports[0]
-        self.tls: ssl.SSLContext | None = None
-        if certfile is not None:
-            self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            self.tls.load_cert_chain(certfile, keyfile)
-        self._backends: dict[int, Backend] = {}
-        self._lock = threading.Lock()
-        pg = self
-
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                sock = self.request
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                Backend(pg, sock).run()
-
-        self._listeners: list[_Listener] = []
-        if processes is None:
-            self._listeners.append(_Listener((host, port), Handler))
-        else:  # (the shared public port, and this process's own on loopback)
-            self._listeners.append(_SharedListener((host, port), Handler))
-            own = processes.ports[processes.number]
-            self._listeners.append(_Listener(("127.0.0.1", own), Handler))
-        self.port = int(self._listeners[0].server_address[1])
-
-    def start(self) -> PgServer:
-        for listener in self._listeners:
-            name = f"tessera-pg-{listener.server_address[1]}"
-            threading.Thread(target=listener.serve_forever, name=name, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        for listener in self._listeners:
-            listener.shutdown()
-            listener.server_close()
-        with self._lock:
-            backends = list(self._backends.values())
-        for backend in backends:  # (their threads end on the closed sockets)
-            with contextlib.suppress(OSError):
-                backend.sock.shutdown(socket.SHUT_RDWR)
-
-    def register(self, backend: Backend) -> None:
-        with self._lock:
-            self._backends[backend.key[0]] = backend
-
-    def unregister(self, backend: Backend) -> None:
-        with self._lock:
-            if self._backends.get(backend.key[0]) is backend:
-                del self._backends[backend.key[0]]
-
-    def cancel(self, pid: int, secret: int) -> None:
-        """A cancel request: stop the statement of the backend with that key, if any (a
-        wrong secret is ignored, as PostgreSQL ignores it)."""
-        owner = pid >> 24
-        if self.processes is not None and owner != self.number:
-            if owner < len(self.processes.ports):  # (another process's client)
-                _send_cancel(self.processes.ports[owner], struct.pack("!ii", pid, secret))
-            return
-        with self._lock:
-            backend = self._backends.get(pid)
-        if backend is None or not hmac.compare_digest(
-            struct.pack("!i", backend.key[1]), struct.pack("!i", secret)
-        ):
-            return
-        if backend.upstream is not None and backend.upstream_key and self.writer_port:
-            _send_cancel(self.writer_port, backend.upstream_key)  # (its statement runs there)
-            return
-        running = backend.running
-        if running is not None:
-            running.cancel.cancel()
-
-
-@dataclass(frozen=True)
-class Processes:
-    """The processes of a server with workers: each one's loopback port (the writer's
-    first) and this process's number (0: the writer)."""
-
-    ports: tuple[int, ...]
-    number: int
-
-
-def _send_cancel(port: int, key: bytes) -> None:
-    """A cancel request for ``key`` (process id and secret) to a process of the server."""
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 5) as sock:
-        sock.sendall(struct.pack("!ii", 16, CANCEL_REQUEST) + key)
-        sock.recv(1)

@@ -109,7 +109,7 @@ def _main(argv: list[str]) -> None:
 
     import tesseradb
     from tesseradb.server._http import Server, ServerOptions
-    from tesseradb.server._pgwire import PgServer, Processes
+    from tesseradb.server._pgserver import PgServer, Processes
     from tesseradb.server._users import Users
 
     number, writer, path, host, port, ports, seconds = argv[:7]
