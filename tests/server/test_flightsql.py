@@ -20,7 +20,7 @@ import pytest
 
 import tesseradb
 from tesseradb.server import ServerProcess, ServerThread, Users, free_ports, parse_rights
-from tesseradb.server._flightsql import Proto, pack_any
+from tesseradb.server._flightproto import Proto, pack_any
 
 from .conftest import self_signed
 from .test_rights import ATTACKS
