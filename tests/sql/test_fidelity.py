@@ -318,11 +318,11 @@ def test_a_new_session_answers_under_the_settings_of_now(
 ) -> None:
     """New sessions share one read of the settings a fresh cursor sees, per settings
     epoch: a global setting changed since must reach the next new session."""
-    from tesseradb.sql import engine
+    from tesseradb.sql import session
 
     reads = []
-    read = engine.read_settings
-    monkeypatch.setattr(engine, "read_settings", lambda cursor: reads.append(1) or read(cursor))
+    read = session.read_settings
+    monkeypatch.setattr(session, "read_settings", lambda cursor: reads.append(1) or read(cursor))
     query = "SELECT x FROM (VALUES (1), (NULL)) v(x) ORDER BY x"
     with tesseradb.connect(tmp_path / "db.tdb") as db:
         db.sql("SELECT 1")

@@ -23,7 +23,7 @@ from tesseradb.errors import (
 )
 
 if TYPE_CHECKING:
-    from tesseradb.sql.engine import Namespace
+    from tesseradb.sql.relation import Namespace
     from tesseradb.sql.store import TableStore
 
 __all__ = [

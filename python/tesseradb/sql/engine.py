@@ -16,14 +16,14 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tesseradb._sqltext import quote_identifier
-from tesseradb.catalog import validate_name
+from tesseradb.catalog import validate_name, with_article
 from tesseradb.errors import (
     InterruptedStatementError,
     ObjectExistsError,
@@ -43,7 +43,7 @@ from tesseradb.sql.explain import Explain, explain
 from tesseradb.sql.instance import DuckDBInstance, KeptCursor
 from tesseradb.sql.joins import answer_join
 from tesseradb.sql.relation import (
-    Relation,
+    Namespace,
     RelationScan,
     SessionHolding,
     can,
@@ -52,20 +52,18 @@ from tesseradb.sql.resolve import analyse, without_pushdown
 from tesseradb.sql.result import Result
 from tesseradb.sql.semijoin import reduce_semijoins
 from tesseradb.sql.session import (
+    SettingsTracker,
     SQLSession,
     changes_session,
     commits,
-    read_settings,
     statements,
     transaction_after_error,
     transaction_state,
 )
-from tesseradb.sql.settings import RESULT_SETTINGS
 from tesseradb.sql.shortcuts import answer_aggregate, answer_count, answer_lookup
 from tesseradb.sql.small_results import SmallResultKey, SmallResults
 from tesseradb.sql.store import SNAPSHOT_WAIT, STORE_ALIAS, TableStore, store_objects
 from tesseradb.sql.values import (
-    CONVERSION_SETTINGS,
     Conversion,
     arrow_lossy,
     as_duckdb_arrow_batches,
@@ -91,33 +89,6 @@ _UNWRAPPED = frozenset(
 _WRITING_FUNCTIONS = re.compile(r"\b(nextval|setval|checkpoint|force_checkpoint)\b", re.IGNORECASE)
 # rows per Arrow batch handed to an execute() sink (an export streams them to a file)
 _SINK_BATCH_ROWS = 1 << 17
-
-
-class Namespace(Protocol):
-    """What the engine needs to know about the database's names."""
-
-    def relation(self, name: str) -> Relation | None:
-        """The relation of that name (case-insensitive), or None if it is not one."""
-        ...
-
-    def kind_of(self, name: str) -> str | None:
-        """The kind of the object of that name (``table``, ``view``, ``array``, ...), or None."""
-        ...
-
-    def known_names(self) -> list[str]:
-        """Every name a statement may refer to, for suggestions."""
-        ...
-
-    def columns_of(self, name: str) -> list[str] | None:
-        """The column names of a plain table or view, or None if unknown."""
-        ...
-
-    def sync_tables(
-        self, tables: dict[str, tuple[str, list[str]]], written: Sequence[str] = ()
-    ) -> None:
-        """The store now holds exactly these plain tables/views (name -> (kind, columns));
-        ``written`` names the ones the statement changed."""
-        ...
 
 
 class SQLEngine:
@@ -149,12 +120,7 @@ class SQLEngine:
         self.analyses = AnalysisCache()
         self.session = SQLSession("database")  # the database's own session
         self._sessions_made: list[SQLSession] = [self.session]
-        # settings: their values when the database was opened, and an epoch that moves
-        # whenever a statement may have changed one (sessions read theirs again then)
-        self._default_settings: dict[str, str] | None = None
-        # (epoch, values) of the settings a fresh cursor sees, read once per epoch
-        self._fresh_settings: tuple[int, dict[str, str]] | None = None
-        self._settings_epoch = 0
+        self.settings = SettingsTracker(self._main)
         self.small_results = SmallResults()
 
     # --- lifecycle ----------------------------------------------------------
@@ -238,7 +204,7 @@ class SQLEngine:
         if watch is not None:
             watch.check()
         found = changes_session(self.connection(), text, analysis)
-        self._read_settings(session)
+        self.settings.read(session)
         if session.changed_settings:
             without_pushdown(analysis)
         elif session.in_transaction:
@@ -261,47 +227,6 @@ class SQLEngine:
         if sink is not None and result.shortcut is not None:
             return _hand_over(result, sink, exact)  # a shortcut answered
         return result
-
-    def _read_settings(self, session: SQLSession) -> None:
-        """Bring what is known of ``session``'s settings up to date (after any statement
-        that may have changed a setting, in any session: most are global)."""
-        if session.settings_epoch == self._settings_epoch or session.restricted:
-            return  # (a restricted session's instance keeps DuckDB's defaults, locked)
-        epoch = self._settings_epoch
-        import duckdb
-
-        main = self._main
-        with session.lock, main.store.attached(main.connection(), refresh=False):
-            # (read on a cursor set up as statements' are: USE sets the search path)
-            try:
-                if session.cursor is not None:
-                    values = read_settings(session.cursor.cursor)
-                elif self._fresh_settings is not None and self._fresh_settings[0] == epoch:
-                    # every session without a cursor of its own sees what a fresh cursor
-                    # sees: read once per epoch (the read is a DuckDB statement of
-                    # milliseconds, and a served client's request makes a new session)
-                    values = self._fresh_settings[1]
-                else:
-                    kept = main.cursor()
-                    try:
-                        values = read_settings(kept.cursor)
-                    finally:
-                        main.keep(kept)
-                    self._fresh_settings = (epoch, values)
-            except duckdb.Error:
-                return  # (a transaction DuckDB aborted answers nothing: read them later)
-        if self._default_settings is None:
-            self._default_settings = values  # (read before any statement could change one)
-        defaults = self._default_settings
-        session.changed_settings = frozenset(
-            n for n in RESULT_SETTINGS if n in values and values[n] != defaults.get(n)
-        )
-        session.conversion_settings = tuple(
-            (n, values[n])
-            for n in CONVERSION_SETTINGS
-            if n in values and values[n] != defaults.get(n)
-        )
-        session.settings_epoch = epoch
 
     def _sessions(self, analysis: Analysis) -> ExitStack:
         """Enter each relation's ``session()`` (if it has one) for the whole statement.
@@ -361,7 +286,7 @@ class SQLEngine:
     def explain(self, text: str, params: Any = None, session: SQLSession | None = None) -> Explain:
         session = session if session is not None else self.session
         analysis = self._analyse(text, params)
-        self._read_settings(session)
+        self.settings.read(session)
         if session.changed_settings:
             without_pushdown(analysis)
         with self._sessions(analysis):
@@ -658,7 +583,7 @@ class SQLEngine:
             finally:
                 session.in_transaction = after
                 if run.found is not None:
-                    self._session_changed(session, run)
+                    self.settings.changed(session, run.text)
             if tables is not None:
                 self._catalog_in_line = -1
                 self.namespace.sync_tables(tables, [target for _, target in analysis.writes])
@@ -690,7 +615,7 @@ class SQLEngine:
         analysis = run.analysis
         if run.found is not None or analysis.statement_count != 1 or _may_write(run):
             return None
-        return (run.text, self._settings_epoch, run.session.restricted)
+        return (run.text, self.settings.epoch, run.session.restricted)
 
     def _fetch(self, kept: KeptCursor, run: _Run) -> _Fetched:
         """Run the text and take its rows: Arrow that loses no value (the cursor fetches
@@ -767,26 +692,6 @@ class SQLEngine:
             run.sink(as_duckdb_arrow_batches(reader, conversion))
         return _Fetched(pa.table({}), types)
 
-    def _session_changed(self, session: SQLSession, run: _Run) -> None:
-        """A statement that may have changed the session ran: settings are read again
-        (by every session: most settings are global), and the user's own Arrow setting
-        is noted while the session's cursor keeps fetching losslessly."""
-        import duckdb
-
-        self._settings_epoch += 1
-        if session.cursor is None or "arrow_lossless_conversion" not in run.text.lower():
-            return
-        cursor = session.cursor.cursor
-        read = "SELECT current_setting('arrow_lossless_conversion')"
-        with contextlib.suppress(duckdb.Error):
-            effective = cursor.execute(read).fetchone()
-            cursor.execute("RESET SESSION arrow_lossless_conversion")
-            overall = cursor.execute(read).fetchone()
-            # (SET SESSION ... = false shows in the effective value; a plain SET, global
-            # for this setting, under the session's own value)
-            session.lossless = bool(effective and effective[0]) and bool(overall and overall[0])
-            cursor.execute("SET SESSION arrow_lossless_conversion = true")
-
     def interrupt(self) -> None:
         """Cancel the statements running now (from another thread or a signal handler)."""
         with self._lock:
@@ -810,7 +715,7 @@ class SQLEngine:
             if existing is not None:
                 raise ObjectExistsError(
                     f"cannot create {kind} {name!r}: an object named {name!r} already exists "
-                    f"(a {existing}); nothing of the statement was kept"
+                    f"({with_article(existing)}); nothing of the statement was kept"
                 )
             validate_name(name, kind)
 

@@ -11,9 +11,8 @@ from tesseradb.sql.semijoin import reduce_semijoins
 
 if TYPE_CHECKING:
     from tesseradb.sql.analysis import Analysis, RelationUse
-    from tesseradb.sql.engine import Namespace
     from tesseradb.sql.predicate import Predicate
-    from tesseradb.sql.relation import Estimate, Relation, ScanStats
+    from tesseradb.sql.relation import Estimate, Namespace, Relation, ScanStats
 
 __all__ = ["Explain", "ExplainedRelation", "explain"]
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from sqlglot import exp
 
     from tesseradb.sql.analysis import Analysis
-    from tesseradb.sql.engine import Namespace
+    from tesseradb.sql.relation import Namespace
 
 __all__ = ["JoinQuery", "JoinShape", "answer_join", "join_shape"]
 

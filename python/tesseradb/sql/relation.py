@@ -27,6 +27,7 @@ __all__ = [
     "ArrowRelation",
     "Counting",
     "Estimate",
+    "Namespace",
     "PathFiltering",
     "PathReading",
     "Relation",
@@ -440,3 +441,30 @@ def _span(values: Any, interval: Any) -> tuple[int, int]:
         side = "right" if interval.hi_inclusive else "left"
         hi = int(np.searchsorted(values, interval.hi, side))
     return lo, max(lo, hi)
+
+
+class Namespace(Protocol):
+    """What the engine needs to know about the database's names."""
+
+    def relation(self, name: str) -> Relation | None:
+        """The relation of that name (case-insensitive), or None if it is not one."""
+        ...
+
+    def kind_of(self, name: str) -> str | None:
+        """The kind of the object of that name (``table``, ``view``, ``array``, ...), or None."""
+        ...
+
+    def known_names(self) -> list[str]:
+        """Every name a statement may refer to, for suggestions."""
+        ...
+
+    def columns_of(self, name: str) -> list[str] | None:
+        """The column names of a plain table or view, or None if unknown."""
+        ...
+
+    def sync_tables(
+        self, tables: dict[str, tuple[str, list[str]]], written: Sequence[str] = ()
+    ) -> None:
+        """The store now holds exactly these plain tables/views (name -> (kind, columns));
+        ``written`` names the ones the statement changed."""
+        ...

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from tesseradb.sql.analysis import Analysis
     from tesseradb.sql.analysis_cache import AnalysisCache
-    from tesseradb.sql.engine import Namespace
+    from tesseradb.sql.relation import Namespace
 
 __all__ = ["analyse", "referenced_names", "without_pushdown"]
 

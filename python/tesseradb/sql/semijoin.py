@@ -15,8 +15,7 @@ from tesseradb.sql.predicate import Predicate
 
 if TYPE_CHECKING:
     from tesseradb.sql.analysis import Analysis, RelationUse
-    from tesseradb.sql.engine import Namespace
-    from tesseradb.sql.relation import Relation
+    from tesseradb.sql.relation import Namespace, Relation
 
 __all__ = ["SEMIJOIN_MAX_KEYS", "SEMIJOIN_SELECTIVITY", "reduce_semijoins"]
 

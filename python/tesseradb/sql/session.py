@@ -23,9 +23,11 @@ if TYPE_CHECKING:
     import duckdb
 
     from tesseradb.sql.analysis import Analysis
+    from tesseradb.sql.instance import DuckDBInstance
 
 __all__ = [
     "SQLSession",
+    "SettingsTracker",
     "changes_session",
     "commits",
     "read_settings",
@@ -180,3 +182,81 @@ def commits(found: list[tuple[str, str]] | None) -> bool:
         for kind, query in found
         if query.strip()
     )
+
+
+class SettingsTracker:
+    """What is known of each session's DuckDB settings.
+
+    The values when the database was opened are the defaults; ``epoch`` moves whenever
+    a statement may have changed a setting (in any session: most are global), and each
+    session reads its own again before its next statement. A session whose settings
+    differ from the defaults in one of :data:`RESULT_SETTINGS` runs without shortcuts.
+    """
+
+    def __init__(self, main: DuckDBInstance) -> None:
+        self._main = main
+        self.epoch = 0
+        self._defaults: dict[str, str] | None = None
+        # (epoch, values) of the settings a fresh cursor sees, read once per epoch
+        self._fresh: tuple[int, dict[str, str]] | None = None
+
+    def read(self, session: SQLSession) -> None:
+        """Bring what is known of ``session``'s settings up to date (after any statement
+        that may have changed a setting, in any session: most are global)."""
+        if session.settings_epoch == self.epoch or session.restricted:
+            return  # (a restricted session's instance keeps DuckDB's defaults, locked)
+        epoch = self.epoch
+        import duckdb
+
+        main = self._main
+        with session.lock, main.store.attached(main.connection(), refresh=False):
+            # (read on a cursor set up as statements' are: USE sets the search path)
+            try:
+                if session.cursor is not None:
+                    values = read_settings(session.cursor.cursor)
+                elif self._fresh is not None and self._fresh[0] == epoch:
+                    # every session without a cursor of its own sees what a fresh cursor
+                    # sees: read once per epoch (the read is a DuckDB statement of
+                    # milliseconds, and a served client's request makes a new session)
+                    values = self._fresh[1]
+                else:
+                    kept = main.cursor()
+                    try:
+                        values = read_settings(kept.cursor)
+                    finally:
+                        main.keep(kept)
+                    self._fresh = (epoch, values)
+            except duckdb.Error:
+                return  # (a transaction DuckDB aborted answers nothing: read them later)
+        if self._defaults is None:
+            self._defaults = values  # (read before any statement could change one)
+        defaults = self._defaults
+        session.changed_settings = frozenset(
+            n for n in RESULT_SETTINGS if n in values and values[n] != defaults.get(n)
+        )
+        session.conversion_settings = tuple(
+            (n, values[n])
+            for n in CONVERSION_SETTINGS
+            if n in values and values[n] != defaults.get(n)
+        )
+        session.settings_epoch = epoch
+
+    def changed(self, session: SQLSession, text: str) -> None:
+        """A statement that may have changed the session ran: settings are read again
+        (by every session: most settings are global), and the user's own Arrow setting
+        is noted while the session's cursor keeps fetching losslessly."""
+        import duckdb
+
+        self.epoch += 1
+        if session.cursor is None or "arrow_lossless_conversion" not in text.lower():
+            return
+        cursor = session.cursor.cursor
+        read = "SELECT current_setting('arrow_lossless_conversion')"
+        with contextlib.suppress(duckdb.Error):
+            effective = cursor.execute(read).fetchone()
+            cursor.execute("RESET SESSION arrow_lossless_conversion")
+            overall = cursor.execute(read).fetchone()
+            # (SET SESSION ... = false shows in the effective value; a plain SET, global
+            # for this setting, under the session's own value)
+            session.lossless = bool(effective and effective[0]) and bool(overall and overall[0])
+            cursor.execute("SET SESSION arrow_lossless_conversion = true")

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from sqlglot import exp
 
     from tesseradb.sql.analysis import Analysis
-    from tesseradb.sql.engine import Namespace
+    from tesseradb.sql.relation import Namespace
 
 # a WHERE clause -> its predicate, whether that is exact, and per column the values at
 # which a float literal's reading matters (see bounds.ambiguity_point)

@@ -19,8 +19,8 @@ from tesseradb.sql.table_load import TABLE_SUFFIXES, load_table
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject
     from tesseradb.checks import Finding, Verified
-    from tesseradb.sql.engine import Namespace, SQLEngine
-    from tesseradb.sql.relation import Relation
+    from tesseradb.sql.engine import SQLEngine
+    from tesseradb.sql.relation import Namespace, Relation
 
 __all__ = ["PLAIN_KINDS", "TablesKind"]
 
