@@ -241,7 +241,7 @@ def test_text_checks_read_the_buffers_as_arrow_reads_the_rows(
     Arrow's row-by-row functions."""
     import pyarrow.compute as pc
 
-    from tesseradb.records._segments import _first_too_long, _first_with_nul
+    from tesseradb.records._conform import _first_too_long, _first_with_nul
 
     type_ = pa.large_string() if large else pa.string()
     arrays = []
