@@ -238,10 +238,24 @@ pub fn search_segments<'py>(
         )));
     }
     let (segments, found, held) = py.detach(|| {
-        // (one segment, a point or small-range query's usual case, on this thread)
-        let found: Vec<(Vec<u32>, Vec<bool>)> = crate::pool::map(&refs, 1, |_, t| {
-            let sequential = sequential.unwrap_or_else(|| t.inner.prefers_sequential(&query));
-            t.find_probing(&query, sequential, &probes)
+        let plans: Vec<(bool, usize)> = refs
+            .iter()
+            .map(|t| match sequential {
+                Some(choice) => (choice, t.inner.tree.nodes.len()),
+                None => t.inner.plan(&query),
+            })
+            .collect();
+        // A small search runs on this thread: waking the pool's sleeping threads costs
+        // more than such a search (GHCN Q5's four segments: 214 us through a cold
+        // pool, 90 us here).
+        let work: usize = plans.iter().map(|&(_, cost)| cost).sum();
+        let serial = if work <= SERIAL_SEARCH_NODES {
+            refs.len()
+        } else {
+            1
+        };
+        let found: Vec<(Vec<u32>, Vec<bool>)> = crate::pool::map(&refs, serial, |i, t| {
+            t.find_probing(&query, plans[i].0, &probes)
         });
         let total = found.iter().map(|(rows, _)| rows.len()).sum();
         let mut held = vec![false; probes.len()];
@@ -258,6 +272,11 @@ pub fn search_segments<'py>(
     });
     Ok((segments.into_pyarray(py), found.into_pyarray(py), held))
 }
+
+/// Searches expected to visit at most this many nodes in all (see
+/// [`crate::kdtree::NodeOrderedTree::plan`]) run on the calling thread: about 100 us, what
+/// waking the pool's threads costs.
+const SERIAL_SEARCH_NODES: usize = 20_000;
 
 /// A segment built by [`build_segments`]: its kd-tree and bounding box.
 type SegmentParts = (PyKdTree, Vec<f64>, Vec<f64>);
