@@ -66,6 +66,53 @@ pub fn map<T: Sync, R: Send>(
     install(|| items.par_iter().enumerate().map(|(i, t)| f(i, t)).collect())
 }
 
+/// `f(index, item)` over `items`, in order: on the calling thread until `budget` has
+/// passed, then the items left shared between this thread and the pool's, each taking
+/// the next as it comes. Work of unknown size that is mostly small (a box search over
+/// a few segments) then never waits for a sleeping thread, and big work keeps this
+/// thread busy while the pool's wake up.
+pub fn map_after<T: Sync, R: Send>(
+    items: &[T],
+    budget: std::time::Duration,
+    f: impl Fn(usize, &T) -> R + Sync + Send,
+) -> Vec<R> {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
+
+    let start = std::time::Instant::now();
+    let mut out = Vec::with_capacity(items.len());
+    while out.len() < items.len() && (out.is_empty() || start.elapsed() < budget) {
+        let i = out.len();
+        out.push(f(i, &items[i]));
+    }
+    let done = out.len();
+    if done == items.len() {
+        return out;
+    }
+    let slots: Vec<Mutex<Option<R>>> = (done..items.len()).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(done);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= items.len() {
+            return;
+        }
+        let value = f(i, &items[i]);
+        *slots[i - done].lock().expect("a slot of one item") = Some(value);
+    };
+    pool().in_place_scope(|scope| {
+        for _ in 1..threads().max(2) {
+            scope.spawn(|_| work());
+        }
+        work();
+    });
+    out.extend(slots.into_iter().map(|slot| {
+        slot.into_inner()
+            .expect("a slot of one item")
+            .expect("every item was taken")
+    }));
+    out
+}
+
 /// Threads of this process's pool.
 pub fn threads() -> usize {
     pool().current_num_threads()
@@ -230,5 +277,28 @@ mod tests {
                 .all(|&(k, _)| k == p));
             assert_eq!(layout.firsts[0][p], first);
         }
+    }
+
+    #[test]
+    fn map_after_gives_every_item_once_in_order_whatever_the_budget() {
+        let items: Vec<u64> = (0..1000).collect();
+        for budget in [
+            std::time::Duration::ZERO,
+            std::time::Duration::from_micros(50),
+            std::time::Duration::from_secs(10),
+        ] {
+            let calls = std::sync::atomic::AtomicUsize::new(0);
+            let out = map_after(&items, budget, |i, v| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                assert_eq!(i as u64, *v);
+                v * 2
+            });
+            assert_eq!(out, items.iter().map(|v| v * 2).collect::<Vec<_>>());
+            assert_eq!(
+                calls.load(std::sync::atomic::Ordering::Relaxed),
+                items.len()
+            );
+        }
+        assert!(map_after(&[] as &[u64], std::time::Duration::ZERO, |_, v| *v).is_empty());
     }
 }

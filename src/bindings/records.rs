@@ -238,25 +238,14 @@ pub fn search_segments<'py>(
         )));
     }
     let (segments, found, held) = py.detach(|| {
-        let plans: Vec<(bool, usize)> = refs
-            .iter()
-            .map(|t| match sequential {
-                Some(choice) => (choice, t.inner.tree.nodes.len()),
-                None => t.inner.plan(&query),
-            })
-            .collect();
-        // A small search runs on this thread: waking the pool's sleeping threads costs
-        // more than such a search (GHCN Q5's four segments: 214 us through a cold
-        // pool, 90 us here).
-        let work: usize = plans.iter().map(|&(_, cost)| cost).sum();
-        let serial = if work <= SERIAL_SEARCH_NODES {
-            refs.len()
-        } else {
-            1
-        };
-        let found: Vec<(Vec<u32>, Vec<bool>)> = crate::pool::map(&refs, serial, |i, t| {
-            t.find_probing(&query, plans[i].0, &probes)
-        });
+        // A search done within SERIAL_SEARCH stays on this thread: waking the pool's
+        // sleeping threads (and warming their caches) costs more than such a search.
+        // Past it, this thread and the pool's share the trees left.
+        let found: Vec<(Vec<u32>, Vec<bool>)> =
+            crate::pool::map_after(&refs, SERIAL_SEARCH, |_, t| {
+                let sequential = sequential.unwrap_or_else(|| t.inner.prefers_sequential(&query));
+                t.find_probing(&query, sequential, &probes)
+            });
         let total = found.iter().map(|(rows, _)| rows.len()).sum();
         let mut held = vec![false; probes.len()];
         let mut segments = Vec::with_capacity(total);
@@ -273,10 +262,11 @@ pub fn search_segments<'py>(
     Ok((segments.into_pyarray(py), found.into_pyarray(py), held))
 }
 
-/// Searches expected to visit at most this many nodes in all (see
-/// [`crate::kdtree::NodeOrderedTree::plan`]) run on the calling thread: about 100 us, what
-/// waking the pool's threads costs.
-const SERIAL_SEARCH_NODES: usize = 20_000;
+/// How long a search over several segments runs on the calling thread alone before the
+/// pool's threads join it: about what waking them costs. In a statement over 2M GHCN
+/// records, Q6's four segments took 0.27 ms through the pool and 0.16 ms this way;
+/// taxi Q1's sixteen, which need the pool, 3.4 ms on one thread.
+const SERIAL_SEARCH: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// A segment built by [`build_segments`]: its kd-tree and bounding box.
 type SegmentParts = (PyKdTree, Vec<f64>, Vec<f64>);

@@ -339,10 +339,6 @@ pub const PROBE_DEPTH: u32 = 8;
 /// The `auto` iterator looks at every node when a descent would enter at least
 /// 1 / this of the subtrees at [`PROBE_DEPTH`] (chosen by measuring the MDDS queries).
 pub const SEQUENTIAL_SHARE_DENOMINATOR: usize = 3;
-/// A descent's visit of a node costs about this many nodes of the sequential pass
-/// (measured on the MDDS GHCN segments: 43,000 nodes scanned in 75 us, a descent
-/// 8-10 ns a node).
-pub const SEQUENTIAL_NODE_COST: usize = 5;
 
 /// A packed kd-tree with each node's keys copied next to each other in node order.
 ///
@@ -409,30 +405,11 @@ impl NodeOrderedTree {
     /// that keeps a large share of the records, or bounds few of the dimensions
     /// (a descent prunes only at the levels that split those), enters most.
     pub fn prefers_sequential(&self, query: &QueryBox) -> bool {
-        self.plan(query).0
-    }
-
-    /// The `auto` iterator's choice for `query` (whether to look at every node) and
-    /// what it is expected to cost, in nodes a descent visits: the share of the
-    /// subtrees at [`PROBE_DEPTH`] it enters of the tree's nodes, or for the
-    /// sequential pass every node at [`SEQUENTIAL_NODE_COST`] of a descent's visit.
-    pub fn plan(&self, query: &QueryBox) -> (bool, usize) {
-        let n = self.tree.nodes.len();
-        let cells = 1usize << PROBE_DEPTH;
-        if n < 2 * cells {
-            return (false, n); // a small tree: its descent is cheap whatever it enters
-        }
-        let entered = self.entered(query);
-        if entered * SEQUENTIAL_SHARE_DENOMINATOR >= cells {
-            (true, n / SEQUENTIAL_NODE_COST)
-        } else {
-            (false, (n * entered.max(1)).div_ceil(cells))
-        }
-    }
-
-    /// The subtrees at depth [`PROBE_DEPTH`] a descent for `query` enters.
-    fn entered(&self, query: &QueryBox) -> usize {
         let nodes = &self.tree.nodes;
+        let cells = 1usize << PROBE_DEPTH;
+        if nodes.len() < 2 * cells {
+            return false; // a small tree: its descent is cheap whatever it enters
+        }
         let dims = self.tree.dims;
         let mut entered = 0usize;
         let mut stack: Vec<(i32, usize, u32)> = vec![(0, self.tree.initial_dimension, 0)];
@@ -451,7 +428,7 @@ impl NodeOrderedTree {
                 stack.push((node.right, next, depth + 1));
             }
         }
-        entered
+        entered * SEQUENTIAL_SHARE_DENOMINATOR >= cells
     }
 
     /// Whether one of `found` (node indices from [`Self::search_nodes`]) has the
