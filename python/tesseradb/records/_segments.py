@@ -381,11 +381,22 @@ class SegmentStore:
             hull = dom.ranges.hull()
             if hull is None:  # no non-NULL value passes, and records have no NULLs
                 return None
+            exact = self._exact_keys(d)
             if hull.lo is not None:
-                lo[d] = float(hull.lo)
+                closed = _closed_bound(hull.lo, hull.lo_inclusive, True) if exact else None
+                lo[d] = float(hull.lo) if closed is None else closed
             if hull.hi is not None:
-                hi[d] = float(hull.hi)
+                closed = _closed_bound(hull.hi, hull.hi_inclusive, False) if exact else None
+                hi[d] = float(hull.hi) if closed is None else closed
         return lo, hi
+
+    def _exact_keys(self, d: int) -> bool:
+        """Whether indexing field ``d``'s values are their keys exactly (floats, integers of
+        up to 32 bits): only then does an open bound close exactly (:func:`_closed_bound`)."""
+        import pyarrow as pa
+
+        type_ = self.schema.field(self.descriptor.index[d]).type
+        return bool(pa.types.is_floating(type_) or type_.bit_width <= 32)
 
     def scan(
         self,
@@ -453,14 +464,15 @@ class SegmentStore:
     def _residual(self, predicate: Predicate | None, segments: list[Segment]) -> Predicate | None:
         """The part of ``predicate`` that the box search leaves to a filter over the found records.
 
-        A column's condition is settled by the search when it is one closed
-        interval (or a half-line) on an indexing field, and comparing the
-        field's values and the bounds as doubles, as the trees do, is exact:
-        float fields and integers of up to 32 bits always, 64-bit integers
-        when the bounds and every candidate segment's values lie within
-        2^53. Anything else (open ends, several ranges, IN-sets, other
-        fields) is filtered as before. Gathering fewer columns is most of
-        what a selective aggregate costs after the search.
+        A column's condition is settled by the search when it is one interval
+        (or a half-line) on an indexing field, and comparing the field's values
+        and the bounds as doubles, as the trees do, is exact: float fields and
+        integers of up to 32 bits always, 64-bit integers when the bounds and
+        every candidate segment's values lie within 2^53. An open end is
+        settled on the fields whose values are their keys, where the box closes
+        it one double inward (:func:`_closed_bound`). Anything else (several
+        ranges, IN-sets, other fields) is filtered as before. Gathering fewer
+        columns is most of what a selective aggregate costs after the search.
         """
         if predicate is None or predicate.is_false:
             return predicate
@@ -483,10 +495,16 @@ class SegmentStore:
         if len(intervals) != 1:
             return False
         (interval,) = intervals
-        if (interval.lo is not None and not interval.lo_inclusive) or (
-            interval.hi is not None and not interval.hi_inclusive
+        for bound, inclusive, upward in (
+            (interval.lo, interval.lo_inclusive, True),
+            (interval.hi, interval.hi_inclusive, False),
         ):
-            return False
+            if (
+                bound is not None
+                and not inclusive
+                and (not self._exact_keys(d) or _closed_bound(bound, False, upward) is None)
+            ):
+                return False
         for bound in (interval.lo, interval.hi):
             if bound is None:
                 continue
@@ -585,6 +603,25 @@ def check_segmentation(
             raise InvalidArgumentError(f"{name} must be at least 1, not {value}")
     if overpacking <= 0:
         raise InvalidArgumentError(f"overpacking must be positive, not {overpacking}")
+
+
+def _closed_bound(bound: Any, inclusive: bool, upward: bool) -> float | None:
+    """``bound`` as the closed double bound of a box, for a field whose values are their
+    keys: an open end moves one double inward (over doubles, ``v > b`` is ``v >=
+    nextafter(b, +inf)``; NaN, above every number, stays above), so the search alone
+    answers it. None where that is not exact: a bound no double holds exactly (it was
+    rounded), an infinite one (``v > inf`` is NaN alone), a boolean or not a number."""
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+        return None
+    try:
+        value = float(bound)
+    except OverflowError:
+        return None
+    if value != bound or not math.isfinite(value):
+        return None
+    if inclusive:
+        return value
+    return math.nextafter(value, math.inf if upward else -math.inf)
 
 
 def index_keys(data: pa.RecordBatch, descriptor: RecordDescriptor) -> np.ndarray:
