@@ -3,7 +3,7 @@
 Masks over the few thousand rows an index lookup or a semi-join leaves are
 dominated by the fixed cost of each Arrow compute call (about 5 µs, and a
 domain takes four to twelve of them), where numpy's calls cost about 1 µs.
-Every answer here equals ``predicate._domain_mask``'s Arrow one: floats are
+Every answer here equals ``predicate._arrow_domain_mask``'s: floats are
 compared in double precision, integer bounds only where the column's type
 holds them, and whatever this module is not sure of (a bound of another
 class, a NULL, a boolean or string column) returns None so the Arrow path
