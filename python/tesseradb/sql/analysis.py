@@ -101,6 +101,13 @@ class Analysis:
     join: JoinQuery | None = None
     statement_count: int = 1
 
+    def drop_shortcuts(self) -> None:
+        """Leave the statement to DuckDB: no aggregate, lookup or join answered here (a
+        shortcut added above must be dropped here too)."""
+        self.aggregate_only = None
+        self.lookup = None
+        self.join = None
+
     @property
     def count_only(self) -> tuple[str, str, Predicate] | None:
         """``SELECT count(*) FROM rel [WHERE w]``, w exactly a Predicate: (relation, column name, predicate).

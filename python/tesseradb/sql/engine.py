@@ -209,7 +209,7 @@ class SQLEngine:
             without_pushdown(analysis)
         elif session.in_transaction:
             # DuckDB answers inside a transaction (one it aborted refuses every statement)
-            analysis.aggregate_only = analysis.lookup = analysis.join = None
+            analysis.drop_shortcuts()
         with self._sessions(analysis):
             try:
                 result = self._execute(text, params, analysis, session, found, sink, watch, exact)

@@ -108,7 +108,7 @@ def _read_through_views(
             elif namespace.kind_of(name) == "view":
                 views.append(name)
     if seen:  # (a statement over a view is DuckDB's to answer)
-        analysis.aggregate_only = analysis.lookup = analysis.join = None
+        analysis.drop_shortcuts()
 
 
 def _keep_paths_for_path_filtering(namespace: Namespace, analysis: Analysis) -> None:
@@ -151,9 +151,7 @@ def referenced_names(text: str) -> set[str]:
 def without_pushdown(analysis: Analysis) -> None:
     """A setting changes how DuckDB compares, sorts or converts: no relation answers
     the statement itself, and every scan gives every row (columns are still pruned)."""
-    analysis.aggregate_only = None
-    analysis.lookup = None
-    analysis.join = None
+    analysis.drop_shortcuts()
     analysis.equijoins = []
     for use in analysis.relations.values():
         use.predicate = Predicate()
