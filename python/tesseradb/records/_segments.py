@@ -388,6 +388,8 @@ class SegmentStore:
             if hull.hi is not None:
                 closed = _closed_bound(hull.hi, hull.hi_inclusive, False) if exact else None
                 hi[d] = float(hull.hi) if closed is None else closed
+            if lo[d] > hi[d]:  # (no double lies strictly between: x > 1.0 AND x < next(1.0))
+                return None
         return lo, hi
 
     def _exact_keys(self, d: int) -> bool:
@@ -487,7 +489,6 @@ class SegmentStore:
     def _settles(self, domain: ColumnDomain, d: int, segments: list[Segment]) -> bool:
         """Whether the box search on indexing dimension ``d`` gives exactly ``domain``."""
         import numpy as np
-        import pyarrow as pa
 
         if domain.keys is not None or domain.nulls:
             return False
@@ -512,8 +513,7 @@ class SegmentStore:
                 return False
             if isinstance(bound, int) and abs(bound) >= 2**53:
                 return False
-        type_ = self.schema.field(self.descriptor.index[d]).type
-        if pa.types.is_floating(type_) or type_.bit_width <= 32:
+        if self._exact_keys(d):
             return True
         edges = np.array([(s.lo[d], s.hi[d]) for s in segments], dtype=np.float64)
         return bool((np.abs(edges) < 2.0**53).all())

@@ -50,12 +50,13 @@ def numpy_domain_mask(array: Any, dom: ColumnDomain, kind: str) -> np.ndarray | 
 def _keys_mask(values: np.ndarray, keys: np.ndarray) -> np.ndarray | None:
     import numpy as np
 
+    # (ColumnDomain.keys is sorted, NaN last; a cast to double keeps that order)
     if values.dtype.kind == "f":
         if keys.dtype.kind not in "iuf":
             return None
-        sorted_keys = np.sort(keys.astype(np.float64))  # (large integers round, as in Arrow)
-        nan = bool(np.isnan(sorted_keys[-1:]).any())
-        return _member(values, sorted_keys) | (np.isnan(values) if nan else False)
+        as_doubles = keys.astype(np.float64)  # (large integers round, as in Arrow)
+        nan = bool(np.isnan(as_doubles[-1:]).any())
+        return _member(values, as_doubles) | (np.isnan(values) if nan else False)
     if keys.dtype.kind not in "iu":
         return None
     return _member(values, _fit(keys, values.dtype))

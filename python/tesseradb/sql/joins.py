@@ -125,7 +125,8 @@ def join_shape(
         joins = []
         for join in joins_in:
             joined = position.get(join.this.alias_or_name.lower() if join.this else "")
-            on = _unparenthesised(join.args.get("on"))
+            on = join.args.get("on")
+            on = on.unnest() if on is not None else None
             if (
                 joined is None
                 or str(join.side or "") != ""
@@ -135,7 +136,7 @@ def join_shape(
                 or not isinstance(on, exp.EQ)
             ):
                 return None
-            ends = [resolve(_unparenthesised(side)) for side in (on.this, on.expression)]
+            ends = [resolve(side.unnest()) for side in (on.this, on.expression)]
             ends.sort(key=lambda ref: ref[0] == joined)  # (the joined source's end last)
             (earlier, earlier_column), (this, this_column) = ends
             if this != joined or earlier >= joined:
@@ -326,18 +327,12 @@ def _key_class(arrow_type: pa.DataType) -> str | None:
     return kind if kind in ("int", "bool", "string") else None
 
 
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+def _conjuncts(node: exp.Expression) -> list[Any]:
+    """The conjuncts of a WHERE, through parentheses at every level (sqlglot's
+    ``flatten`` stops at a parenthesised AND)."""
     from sqlglot import exp
 
-    node = _unparenthesised(node)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
-
-
-def _unparenthesised(node: Any) -> Any:
-    from sqlglot import exp
-
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
+    bare = node.unnest()
+    if isinstance(bare, exp.And):
+        return _conjuncts(bare.this) + _conjuncts(bare.expression)
+    return [bare]
