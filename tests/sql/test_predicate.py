@@ -230,3 +230,19 @@ def test_numpy_masks_equal_arrow_masks_and_row_by_row(
     assert got == expected
     pred = Predicate.on("x", dom)
     assert got == [pred.matches({"x": v}) for v in array.to_pylist()]
+
+
+def test_key_sets_holding_nan_keep_blocks_holding_nan() -> None:
+    """Found by the semi-join property test: a block of NULLs and NaN (min and max
+    NaN) was pruned by the key set {NaN}, and the join that DuckDB answers with a row
+    answered none."""
+    import numpy as np
+
+    nan = math.nan
+    keyed = Predicate.isin("x", np.array([nan]), distinct=True)
+    assert keyed.may_match("x", nan, nan, null_count=3)
+    assert keyed.may_match("x", -1.0, nan)
+    assert not keyed.may_match("x", -1.0, 5.0)  # (no NaN in the block)
+    mixed = Predicate.isin("x", np.array([1.0, nan]))
+    assert mixed.may_match("x", 2.0, nan) and mixed.may_match("x", 0.5, 1.5)
+    assert not Predicate.isin("x", np.arange(70) / 100).may_match("x", 2.0, nan)  # (all below)

@@ -532,7 +532,10 @@ class Predicate(Mapping[str, ColumnDomain]):
             return False
         if isinstance(hi, float) and math.isnan(hi):
             hi = math.inf  # a block holding NaN reaches above every finite bound
-            if any(iv.hi is None for iv in dom.ranges) and dom.keys is None:
+            # (and holds NaN, which a half-line up takes in, and so do keys holding NaN)
+            if any(iv.hi is None for iv in dom.ranges) and (
+                dom.keys is None or _holds_nan(dom.keys)
+            ):
                 return True
         return dom.overlaps(lo, hi)
 
