@@ -605,6 +605,11 @@ def test_open_bounds_the_search_settles_answer_as_duckdb(db: Any, condition: str
         ):
             result = db.sql(query)
             assert _same(result.fetchall(), reference(table, query)), query
+            if query.startswith("SELECT count(*)"):
+                # (the stream answers but where the condition is pushed down widened,
+                # not exactly: a cast literal, and 'x > 1e300' pushed as 'x >= 1e300')
+                answered = condition not in ("x > 1e300", "x > 'inf'::DOUBLE", "x < '-inf'::DOUBLE")
+                assert (result.shortcut == "aggregate") == answered, query
     if condition.endswith("1.5000000000000002"):  # (the box is empty: nothing is searched)
         assert left == []
     elif "inf" not in condition:  # (an infinite bound is left to the filter)
