@@ -189,13 +189,16 @@ def search_segments(
     -0.0 equals 0.0, NaN equals NaN).
     ``iterator``: ``kdtree`` descends each tree, ``sequential`` looks at
     every row (MDDS's sequential iterator), ``auto`` chooses per tree from
-    64 sampled rows (every row when at least an eighth of them is inside).
+    the share of its top levels a descent would enter: the shortest run of
+    one of its key orders when that is fewer nodes, else every row when a
+    third of them or more would be entered, else a descent.
     """
 
 def build_segments(
     coords: npt.NDArray[np.float64],
     labels: npt.NDArray[np.uint32],
     initial_dimensions: list[int],
+    orders: list[list[int]] = ...,
 ) -> tuple[npt.NDArray[np.uint32], list[int], list[tuple[KdTree, list[float], list[float]]]]:
     """The segments of a chunk, built in parallel (rayon) without the GIL.
 
@@ -203,8 +206,9 @@ def build_segments(
     Returns ``(order, bounds, segments)``: the rows grouped by segment (in
     row order within one), where each group starts in ``order`` (one more
     entry than segments), and per segment its kd-tree over its rows in that
-    order (from dimension ``initial_dimensions[s]``) and its box ``lo``,
-    ``hi`` (NaN, if present, as the largest value; -0.0 as 0.0).
+    order (from dimension ``initial_dimensions[s]``, with a key order on
+    each of ``orders``) and its box ``lo``, ``hi`` (NaN, if present, as the
+    largest value; -0.0 as 0.0).
     """
 
 def unpack_records(
@@ -352,7 +356,12 @@ class KdTree:
     NaN sorts above +inf.
     """
 
-    def __new__(cls, coords: npt.NDArray[np.float64], initial_dimension: int = 0) -> KdTree: ...
+    def __new__(
+        cls,
+        coords: npt.NDArray[np.float64],
+        initial_dimension: int = 0,
+        orders: list[list[int]] = ...,
+    ) -> KdTree: ...
     @staticmethod
     def from_parts(
         coords: npt.NDArray[np.float64],
@@ -360,9 +369,17 @@ class KdTree:
         left: npt.NDArray[np.int32],
         right: npt.NDArray[np.int32],
         initial_dimension: int,
+        orders: list[list[int]] = ...,
     ) -> KdTree:
         """A tree from its stored nodes; ``ValueError`` if they are not a tree of these rows."""
     def __len__(self) -> int: ...
+    @property
+    def orders(self) -> list[list[int]]:
+        """The dimensions of each key order: the nodes sorted by their keys on those
+        dimensions, first one first (a composite index), for the ``auto`` iterator."""
+    @property
+    def orders_nbytes(self) -> int:
+        """Memory held by the key orders, in bytes."""
     @property
     def dims(self) -> int:
         """The number of indexing dimensions."""

@@ -6,15 +6,17 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::RwLock;
 
-use crate::kdtree::{self, KdNode, NodeOrderedTree, PackedKdTree, QueryBox};
+use crate::kdtree::{self, KdNode, NodeOrderedTree, PackedKdTree, QueryBox, Searched};
 use crate::rtree::SegmentIndex;
 
 type Labels<'py> = (Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u32>>);
-/// What [`search_segments`] returns: segments, rows, and per probe whether it was held.
+/// What [`search_segments`] returns: segments, rows, per probe whether it was held,
+/// and per tree how it was searched.
 type Found<'py> = (
     Bound<'py, PyArray1<u32>>,
     Bound<'py, PyArray1<u32>>,
     Vec<bool>,
+    Vec<i64>,
 );
 type NodeArrays<'py> = (
     Bound<'py, PyArray1<u32>>,
@@ -69,6 +71,22 @@ pub fn kdtree_partition<'py>(
     Ok((labels.into_pyarray(py), roots.into_pyarray(py)))
 }
 
+/// Refuses key orders that are empty, repeat a dimension or name one past `dims`.
+fn check_orders(orders: &[Vec<usize>], dims: usize) -> PyResult<()> {
+    for order in orders {
+        let repeats = order
+            .iter()
+            .enumerate()
+            .any(|(i, d)| order[..i].contains(d));
+        if order.is_empty() || repeats || order.iter().any(|&d| d >= dims) {
+            return Err(PyValueError::new_err(format!(
+                "a key order must list distinct dimensions below {dims}, not {order:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A segment's packed kd-tree together with the keys of its records (owned by Rust,
 /// so that a query can search many segments with the GIL released).
 #[pyclass(name = "KdTree", module = "tesseradb._core", frozen)]
@@ -87,18 +105,36 @@ impl PyKdTree {
 
     /// The rows inside `query` (ascending), and per probe (dimension, value)
     /// whether one of them holds that value there.
+    /// `sequential`: None chooses as [`NodeOrderedTree::search_chosen`] does (the
+    /// `auto` iterator, the only one that uses key orders). Also says how it searched:
+    /// -1 a descent, -2 every node, k >= 0 through key order k.
     fn find_probing(
         &self,
         query: &QueryBox,
-        sequential: bool,
+        sequential: Option<bool>,
         probes: &[(usize, f64)],
-    ) -> (Vec<u32>, Vec<bool>) {
-        let found = self.inner.search_nodes(query, sequential);
+    ) -> (Vec<u32>, Vec<bool>, i64) {
+        let (found, how) = match sequential {
+            Some(sequential) => {
+                let how = if sequential {
+                    Searched::Sequential
+                } else {
+                    Searched::Tree
+                };
+                (self.inner.search_nodes(query, sequential), how)
+            }
+            None => self.inner.search_chosen(query),
+        };
         let held = probes
             .iter()
             .map(|&(dim, value)| self.inner.holds(&found, dim, value))
             .collect();
-        (self.inner.records(&found), held)
+        let how = match how {
+            Searched::Tree => -1,
+            Searched::Sequential => -2,
+            Searched::Order(k) => k as i64,
+        };
+        (self.inner.records(&found), held, how)
     }
 }
 
@@ -106,28 +142,36 @@ impl PyKdTree {
 impl PyKdTree {
     /// Build the packed kd-tree of the rows of `coords` (median pivots by quickselect).
     #[new]
-    #[pyo3(signature = (coords, initial_dimension = 0))]
+    #[pyo3(signature = (coords, initial_dimension = 0, orders = Vec::new()))]
     fn new(
         py: Python<'_>,
         coords: PyReadonlyArray2<'_, f64>,
         initial_dimension: usize,
+        orders: Vec<Vec<usize>>,
     ) -> PyResult<Self> {
         let (data, dims) = rows(&coords)?;
-        let inner =
-            py.detach(|| NodeOrderedTree::new(kdtree::build(data, dims, initial_dimension), data));
+        check_orders(&orders, dims)?;
+        let inner = py.detach(|| {
+            NodeOrderedTree::new(kdtree::build(data, dims, initial_dimension), data)
+                .with_orders(&orders)
+        });
         Ok(PyKdTree { inner })
     }
 
     /// A tree read back from its parts (a segment file), checked to be a tree of these rows.
     #[staticmethod]
+    #[pyo3(signature = (coords, records, left, right, initial_dimension, orders = Vec::new()))]
     fn from_parts(
+        py: Python<'_>,
         coords: PyReadonlyArray2<'_, f64>,
         records: PyReadonlyArray1<'_, u32>,
         left: PyReadonlyArray1<'_, i32>,
         right: PyReadonlyArray1<'_, i32>,
         initial_dimension: usize,
+        orders: Vec<Vec<usize>>,
     ) -> PyResult<Self> {
         let (data, dims) = rows(&coords)?;
+        check_orders(&orders, dims)?;
         let (records, left, right) = (records.as_slice()?, left.as_slice()?, right.as_slice()?);
         let n = data.len() / dims;
         if records.len() != n || left.len() != n || right.len() != n {
@@ -153,13 +197,24 @@ impl PyKdTree {
             dims,
             nodes,
         };
-        Ok(PyKdTree {
-            inner: NodeOrderedTree::new(tree, data),
-        })
+        let inner = py.detach(|| NodeOrderedTree::new(tree, data).with_orders(&orders));
+        Ok(PyKdTree { inner })
     }
 
     fn __len__(&self) -> usize {
         self.rows()
+    }
+
+    /// The dimensions of each key order, as built.
+    #[getter]
+    fn orders(&self) -> Vec<Vec<usize>> {
+        self.inner.orders.iter().map(|o| o.dims.clone()).collect()
+    }
+
+    /// Memory held by the key orders, in bytes.
+    #[getter]
+    fn orders_nbytes(&self) -> usize {
+        self.inner.orders_nbytes()
     }
 
     #[getter]
@@ -198,11 +253,12 @@ impl PyKdTree {
 
 /// Rows inside the box [lo, hi] in many segments at once, searched in parallel.
 ///
-/// Returns (segment, row, held): the position in `trees` and the row within
+/// Returns (segment, row, held, ways): the position in `trees` and the row within
 /// that segment of each record found, grouped by segment in the order of
-/// `trees`; and per probe (dimension, value) whether a record found holds
+/// `trees`; per probe (dimension, value) whether a record found holds
 /// that value on that dimension (how an aggregate learns that a row sits on a
-/// float literal's ambiguity point without reading the column).
+/// float literal's ambiguity point without reading the column); and per tree
+/// how it was searched (-1 a descent, -2 every node, k >= 0 key order k).
 #[pyfunction]
 #[pyo3(signature = (trees, lo, hi, iterator = "kdtree", probes = Vec::new()))]
 pub fn search_segments<'py>(
@@ -216,7 +272,7 @@ pub fn search_segments<'py>(
     let sequential = match iterator {
         "kdtree" => Some(false),
         "sequential" => Some(true),
-        "auto" => None, // per tree, by its estimate
+        "auto" => None, // per tree, by its estimates (key orders too)
         other => {
             return Err(PyValueError::new_err(format!(
                 "iterator must be 'kdtree', 'sequential' or 'auto', not {other:?}"
@@ -237,29 +293,35 @@ pub fn search_segments<'py>(
             t.inner.tree.dims
         )));
     }
-    let (segments, found, held) = py.detach(|| {
+    let (segments, found, held, ways) = py.detach(|| {
         // A search done within SERIAL_SEARCH stays on this thread: waking the pool's
         // sleeping threads (and warming their caches) costs more than such a search.
         // Past it, this thread and the pool's share the trees left.
-        let found: Vec<(Vec<u32>, Vec<bool>)> =
+        let found: Vec<(Vec<u32>, Vec<bool>, i64)> =
             crate::pool::map_after(&refs, SERIAL_SEARCH, |_, t| {
-                let sequential = sequential.unwrap_or_else(|| t.inner.prefers_sequential(&query));
                 t.find_probing(&query, sequential, &probes)
             });
-        let total = found.iter().map(|(rows, _)| rows.len()).sum();
+        let total = found.iter().map(|(rows, _, _)| rows.len()).sum();
         let mut held = vec![false; probes.len()];
         let mut segments = Vec::with_capacity(total);
         let mut all = Vec::with_capacity(total);
-        for (s, (rows, hits)) in found.into_iter().enumerate() {
+        let mut ways = Vec::with_capacity(found.len());
+        for (s, (rows, hits, way)) in found.into_iter().enumerate() {
             for (h, hit) in held.iter_mut().zip(hits) {
                 *h |= hit;
             }
             segments.extend(std::iter::repeat_n(s as u32, rows.len()));
             all.extend(rows);
+            ways.push(way);
         }
-        (segments, all, held)
+        (segments, all, held, ways)
     });
-    Ok((segments.into_pyarray(py), found.into_pyarray(py), held))
+    Ok((
+        segments.into_pyarray(py),
+        found.into_pyarray(py),
+        held,
+        ways,
+    ))
 }
 
 /// How long a search over several segments runs on the calling thread alone before the
@@ -278,15 +340,19 @@ type BuiltChunk<'py> = (Bound<'py, PyArray1<u32>>, Vec<usize>, Vec<SegmentParts>
 ///
 /// Returns (order, bounds, segments): the chunk's record positions grouped by
 /// segment, in chunk order within a segment; where each group starts (one more
-/// entry than segments); and per segment (tree, lo, hi).
+/// entry than segments); and per segment (tree, lo, hi). Each tree has a key
+/// order on each of `orders`.
 #[pyfunction]
+#[pyo3(signature = (coords, labels, initial_dimensions, orders = Vec::new()))]
 pub fn build_segments<'py>(
     py: Python<'py>,
     coords: PyReadonlyArray2<'py, f64>,
     labels: PyReadonlyArray1<'py, u32>,
     initial_dimensions: Vec<usize>,
+    orders: Vec<Vec<usize>>,
 ) -> PyResult<BuiltChunk<'py>> {
     let (data, dims) = rows(&coords)?;
+    check_orders(&orders, dims)?;
     let labels = labels.as_slice()?;
     if labels.len() * dims != data.len() {
         return Err(PyValueError::new_err(format!(
@@ -302,7 +368,7 @@ pub fn build_segments<'py>(
         )));
     }
     let (order, bounds, built) =
-        py.detach(|| kdtree::build_segments(data, dims, labels, &initial_dimensions));
+        py.detach(|| kdtree::build_segments(data, dims, labels, &initial_dimensions, &orders));
     let segments = built
         .into_iter()
         .map(|s| (PyKdTree { inner: s.tree }, s.lo, s.hi))

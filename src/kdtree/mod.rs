@@ -180,7 +180,8 @@ pub struct BuiltSegment {
 /// Returns the chunk's record positions grouped by segment (a stable counting
 /// sort: within a segment in chunk order), where each segment's group starts
 /// (`bounds`, one more entry than segments), and each segment built in parallel:
-/// its packed kd-tree, starting from dimension `initial[s]`, and its box.
+/// its packed kd-tree, starting from dimension `initial[s]`, with a key order
+/// on each of `orders`, and its box.
 ///
 /// # Panics
 /// If a label is not below `initial.len()` or `coords` is not `labels.len() * dims` values.
@@ -189,6 +190,7 @@ pub fn build_segments(
     dims: usize,
     labels: &[u32],
     initial: &[usize],
+    orders: &[Vec<usize>],
 ) -> (Vec<u32>, Vec<usize>, Vec<BuiltSegment>) {
     use rayon::prelude::*;
     assert_eq!(
@@ -220,7 +222,8 @@ pub fn build_segments(
                     own.extend_from_slice(&coords[r as usize * dims..(r as usize + 1) * dims]);
                 }
                 let (lo, hi) = bounding_box(&own, dims);
-                let tree = NodeOrderedTree::new(build(&own, dims, initial[s]), &own);
+                let tree =
+                    NodeOrderedTree::new(build(&own, dims, initial[s]), &own).with_orders(orders);
                 BuiltSegment { tree, lo, hi }
             })
             .collect()
@@ -350,6 +353,9 @@ pub const SEQUENTIAL_SHARE_DENOMINATOR: usize = 3;
 pub struct NodeOrderedTree {
     pub tree: PackedKdTree,
     pub keys: Vec<f64>,
+    /// The segment's key orders (its stream's `indexes`), searched instead of the
+    /// tree where they find a query's records among fewer nodes.
+    pub orders: Vec<KeyOrder>,
 }
 
 impl NodeOrderedTree {
@@ -361,7 +367,29 @@ impl NodeOrderedTree {
             let at = node.record as usize * dims;
             keys.extend(coords[at..at + dims].iter().map(|&v| key(v)));
         }
-        NodeOrderedTree { tree, keys }
+        NodeOrderedTree {
+            tree,
+            keys,
+            orders: Vec::new(),
+        }
+    }
+
+    /// This tree with key orders on each of `orders` (lists of its dimensions).
+    ///
+    /// # Panics
+    /// If an order is empty or names a dimension the tree does not have.
+    pub fn with_orders(mut self, orders: &[Vec<usize>]) -> Self {
+        let dims = self.tree.dims;
+        self.orders = orders
+            .iter()
+            .map(|o| KeyOrder::build(&self.keys, dims, o))
+            .collect();
+        self
+    }
+
+    /// Memory held by the key orders, in bytes.
+    pub fn orders_nbytes(&self) -> usize {
+        self.orders.iter().map(KeyOrder::nbytes).sum()
     }
 
     /// Positions of the records inside `query` (ascending): through the tree, or by
@@ -400,15 +428,22 @@ impl NodeOrderedTree {
     /// Whether looking at every node is likely cheaper than descending the tree
     /// for `query` (the `auto` iterator). A descent costs more per node than the
     /// sequential pass, so it pays only where it skips most of the tree; how much
-    /// it would skip shows in its top levels: it walks the tree down to depth
-    /// [`PROBE_DEPTH`] only and counts the subtrees there it would enter. A query
+    /// it would skip shows in its top levels (see [`Self::entered_share`]). A query
     /// that keeps a large share of the records, or bounds few of the dimensions
     /// (a descent prunes only at the levels that split those), enters most.
     pub fn prefers_sequential(&self, query: &QueryBox) -> bool {
+        self.entered_share(query)
+            .is_some_and(|share| share * SEQUENTIAL_SHARE_DENOMINATOR as f64 >= 1.0)
+    }
+
+    /// The share of the subtrees at depth [`PROBE_DEPTH`] a descent for `query`
+    /// would enter (walking the tree down to that depth only): about the share of
+    /// the nodes it would visit. None for a tree too small to tell.
+    pub fn entered_share(&self, query: &QueryBox) -> Option<f64> {
         let nodes = &self.tree.nodes;
         let cells = 1usize << PROBE_DEPTH;
         if nodes.len() < 2 * cells {
-            return false; // a small tree: its descent is cheap whatever it enters
+            return None; // a small tree: its descent is cheap whatever it enters
         }
         let dims = self.tree.dims;
         let mut entered = 0usize;
@@ -428,7 +463,48 @@ impl NodeOrderedTree {
                 stack.push((node.right, next, depth + 1));
             }
         }
-        entered * SEQUENTIAL_SHARE_DENOMINATOR >= cells
+        Some(entered as f64 / cells as f64)
+    }
+
+    /// Node indices of the records inside `query` by the cheapest way this tree
+    /// estimates (the `auto` iterator), and which way that was: the shortest run of
+    /// a key order when it is shorter than the share of the tree a descent would
+    /// visit and than a third of the tree, else a descent, or a look at every node
+    /// where a descent would visit a third or more.
+    pub fn search_chosen(&self, query: &QueryBox) -> (Vec<u32>, Searched) {
+        let share = self.entered_share(query);
+        if let Some(share) = share {
+            let (lo, hi) = Bounds::ordered(query);
+            let dims = self.tree.dims;
+            let shortest = self
+                .orders
+                .iter()
+                .enumerate()
+                .map(|(k, o)| (k, o.run(&self.keys, dims, &lo, &hi)))
+                .min_by_key(|(_, run)| run.len());
+            // in node visits: a descent visits about `share` of the nodes; the pass over
+            // every node costs a third as much per node (it reads them in order), which
+            // is why it wins from a share of a third; a run's nodes are read out of
+            // order, as a descent's are
+            let n = self.tree.nodes.len() as f64;
+            let cheapest = (share * n).min(n / SEQUENTIAL_SHARE_DENOMINATOR as f64);
+            if let Some((k, run)) = shortest {
+                if (run.len() as f64) < cheapest {
+                    let bounds = Bounds::new(query);
+                    let found = run
+                        .iter()
+                        .copied()
+                        .filter(|&i| bounds.inside(&self.keys, dims, i as usize))
+                        .collect();
+                    return (found, Searched::Order(k));
+                }
+            }
+        }
+        if share.is_some_and(|s| s * SEQUENTIAL_SHARE_DENOMINATOR as f64 >= 1.0) {
+            (self.search_nodes(query, true), Searched::Sequential)
+        } else {
+            (self.search_nodes(query, false), Searched::Tree)
+        }
     }
 
     /// Whether one of `found` (node indices from [`Self::search_nodes`]) has the
@@ -446,23 +522,9 @@ impl NodeOrderedTree {
     pub fn search_nodes(&self, query: &QueryBox, sequential: bool) -> Vec<u32> {
         let dims = self.tree.dims;
         let nodes = &self.tree.nodes;
-        // Bounds and keys compared as integers in the total order (`ordered`): the keys
-        // are folded already, the bounds are folded once here, and each comparison is
-        // then two integer compares instead of two folds and a `total_cmp`.
-        let lo: Vec<i64> = query.lo.iter().map(|&v| ordered(key(v))).collect();
-        let hi: Vec<i64> = query.hi.iter().map(|&v| ordered(key(v))).collect();
-        // the dimensions the box restricts: the others need no check
-        let bounded: Vec<(usize, i64, i64)> = (0..dims)
-            .filter(|&d| query.lo[d] != f64::NEG_INFINITY || !query.hi[d].is_nan())
-            .map(|d| (d, lo[d], hi[d]))
-            .collect();
-        let inside = |node: usize| {
-            let row = &self.keys[node * dims..node * dims + dims];
-            bounded.iter().all(|&(d, l, h)| {
-                let v = ordered(row[d]);
-                l <= v && v <= h
-            })
-        };
+        let bounds = Bounds::new(query);
+        let (lo, hi) = (&bounds.lo, &bounds.hi);
+        let inside = |node: usize| bounds.inside(&self.keys, dims, node);
         let mut out = Vec::new();
         if sequential {
             out.extend((0..nodes.len()).filter(|&i| inside(i)).map(|i| i as u32));
@@ -489,6 +551,52 @@ impl NodeOrderedTree {
     }
 }
 
+/// How [`NodeOrderedTree::search_chosen`] searched a tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Searched {
+    Tree,
+    Sequential,
+    /// through its key order of this position
+    Order(usize),
+}
+
+/// A query box's bounds compared as integers in the total order ([`ordered`]): the
+/// keys are folded already, the bounds are folded once here, and each comparison
+/// is then two integer compares instead of two folds and a `total_cmp`.
+struct Bounds {
+    lo: Vec<i64>,
+    hi: Vec<i64>,
+    /// the dimensions the box restricts, with their bounds: the others need no check
+    bounded: Vec<(usize, i64, i64)>,
+}
+
+impl Bounds {
+    fn new(query: &QueryBox) -> Self {
+        let (lo, hi) = Self::ordered(query);
+        let bounded = (0..lo.len())
+            .filter(|&d| query.lo[d] != f64::NEG_INFINITY || !query.hi[d].is_nan())
+            .map(|d| (d, lo[d], hi[d]))
+            .collect();
+        Bounds { lo, hi, bounded }
+    }
+
+    fn ordered(query: &QueryBox) -> (Vec<i64>, Vec<i64>) {
+        let lo = query.lo.iter().map(|&v| ordered(key(v))).collect();
+        let hi = query.hi.iter().map(|&v| ordered(key(v))).collect();
+        (lo, hi)
+    }
+
+    /// Whether node `node`'s keys (row `node` of `keys`, `dims` wide) lie in the box.
+    #[inline]
+    fn inside(&self, keys: &[f64], dims: usize, node: usize) -> bool {
+        let row = &keys[node * dims..node * dims + dims];
+        self.bounded.iter().all(|&(d, l, h)| {
+            let v = ordered(row[d]);
+            l <= v && v <= h
+        })
+    }
+}
+
 /// A folded key as an integer in the same order as `total_cmp` (NaN, folded to one
 /// positive NaN, above +inf): the sign bit flips the rest for negative values.
 #[inline]
@@ -505,6 +613,9 @@ pub fn scan(coords: &[f64], dims: usize, query: &QueryBox) -> Vec<u32> {
         .map(|r| r as u32)
         .collect()
 }
+
+mod orders;
+pub use orders::KeyOrder;
 
 #[cfg(test)]
 mod tests;

@@ -63,7 +63,7 @@ fn built_segments_group_by_label_and_answer_like_a_scan() {
         let coords: Vec<f64> = (0..n * dims).map(|_| value(&mut rng)).collect();
         let labels: Vec<u32> = (0..n).map(|_| (rng.next() % count as u64) as u32).collect();
         let initial: Vec<usize> = (0..count).map(|s| s % dims).collect();
-        let (order, bounds, segments) = build_segments(&coords, dims, &labels, &initial);
+        let (order, bounds, segments) = build_segments(&coords, dims, &labels, &initial, &[]);
         assert_eq!(bounds.len(), count + 1);
         assert_eq!(bounds[count], n);
         for (s, seg) in segments.iter().enumerate() {
@@ -368,4 +368,108 @@ fn empty_tree_finds_nothing() {
     };
     let ordered = NodeOrderedTree::new(tree, &[]);
     assert!(ordered.search(&q, false).is_empty() && ordered.search(&q, true).is_empty());
+}
+
+/// A point of one of the data's values on some dimensions (so that a key order's
+/// leading dimensions are pinned), a random range on others, none on the rest.
+fn pinning_box(rng: &mut Rng, coords: &[f64], dims: usize) -> QueryBox {
+    let n = coords.len() / dims;
+    let mut lo = vec![f64::NEG_INFINITY; dims];
+    let mut hi = vec![f64::NAN; dims];
+    for d in 0..dims {
+        match rng.next() % 3 {
+            0 if n > 0 => {
+                let v = coords[(rng.next() as usize % n) * dims + d];
+                lo[d] = v;
+                hi[d] = v;
+            }
+            1 => {
+                lo[d] = bound(rng, false);
+                hi[d] = bound(rng, true);
+            }
+            _ => {}
+        }
+    }
+    QueryBox { lo, hi }
+}
+
+#[test]
+fn key_orders_answer_like_a_scan() {
+    let mut rng = Rng(0x51DE_C0DE_0DD5_EED5);
+    for case in 0..60 {
+        let dims = 1 + case % 5;
+        // past 2 x 2^PROBE_DEPTH nodes, so that the search weighs its orders
+        let n = 600 + (rng.next() % 1500) as usize;
+        let coords: Vec<f64> = (0..n * dims).map(|_| value(&mut rng)).collect();
+        // orders of one to all dimensions, in a random sequence
+        let orders: Vec<Vec<usize>> = (0..1 + rng.next() % 3)
+            .map(|_| {
+                let mut all: Vec<usize> = (0..dims).collect();
+                for i in (1..dims).rev() {
+                    all.swap(i, rng.next() as usize % (i + 1));
+                }
+                all.truncate(1 + rng.next() as usize % dims);
+                all
+            })
+            .collect();
+        let tree =
+            NodeOrderedTree::new(build(&coords, dims, case % 3), &coords).with_orders(&orders);
+        for _ in 0..40 {
+            let q = pinning_box(&mut rng, &coords, dims);
+            let expected = scan(&coords, dims, &q);
+            let chosen = tree.records(&tree.search_chosen(&q).0);
+            assert_eq!(
+                chosen, expected,
+                "case {case}: {q:?} over orders {orders:?}"
+            );
+            // every order's run holds every record in the box
+            let (lo, hi) = Bounds::ordered(&q);
+            let bounds = Bounds::new(&q);
+            for order in &tree.orders {
+                let run: Vec<u32> = order
+                    .run(&tree.keys, dims, &lo, &hi)
+                    .iter()
+                    .copied()
+                    .filter(|&i| bounds.inside(&tree.keys, dims, i as usize))
+                    .collect();
+                assert_eq!(
+                    tree.records(&run),
+                    expected,
+                    "case {case}: order {:?}",
+                    order.dims
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_key_order_finds_a_pinned_and_bounded_query_in_one_run() {
+    // GHCN's `element_id = x AND element_value > v` over six dimensions: the run of
+    // an (element_id, element_value) order is exactly the records found
+    let mut rng = Rng(0xFEED_FACE_CAFE_BEEF);
+    let (n, dims) = (20_000, 6);
+    let coords: Vec<f64> = (0..n * dims)
+        .map(|i| match i % dims {
+            0 => (rng.next() % 10) as f64,
+            _ => (rng.next() % 1000) as f64,
+        })
+        .collect();
+    let tree = NodeOrderedTree::new(build(&coords, dims, 0), &coords).with_orders(&[vec![0, 4]]);
+    let mut q = QueryBox {
+        lo: vec![f64::NEG_INFINITY; dims],
+        hi: vec![f64::NAN; dims],
+    };
+    (q.lo[0], q.hi[0], q.lo[4]) = (3.0, 3.0, 990.0);
+    let expected = scan(&coords, dims, &q);
+    let (lo, hi) = Bounds::ordered(&q);
+    assert_eq!(
+        tree.orders[0].run(&tree.keys, dims, &lo, &hi).len(),
+        expected.len()
+    );
+    // and the search takes it: a descent would visit far more than that
+    let share = tree.entered_share(&q).unwrap();
+    assert!((expected.len() as f64) < share * n as f64 / 10.0);
+    let (found, how) = tree.search_chosen(&q);
+    assert_eq!((tree.records(&found), how), (expected, Searched::Order(0)));
 }

@@ -27,6 +27,9 @@ def test_mdds_tiny_runs_every_case_and_agrees(postgres_server: object) -> None:
         "bytes_on_disk",
         "overlap_random",
         "overlap_kdtree",
+        "ghcn_ingest",
+        "ghcn_ingest_indexed",
+        "ghcn_q8_no_indexes",
     ):
         assert ("tessera", case) in cases, case
     assert ("disk", "disk_write") in cases
@@ -34,6 +37,8 @@ def test_mdds_tiny_runs_every_case_and_agrees(postgres_server: object) -> None:
         assert (system, "taxi_q16") in cases and (system, "ghcn_q10") in cases
         assert (system, "bytes_on_disk") in cases and (system, "ingest") in cases
     assert len(report.checks) == 26
+    # GHCN's stream without the appendix's indexes answered each query too
+    assert {"tessera", "tessera_no_indexes"} <= set(report.checks[-1].systems)
     assert report.agree, [c.detail for c in report.checks if not c.agree]
 
 

@@ -56,8 +56,9 @@ def test_kdtree_search_and_scan_equal_numpy(
     expected = reference(coords, lo, hi)
     assert tree.search(lo, hi).tolist() == expected
     assert tree.search(lo, hi, sequential=True).tolist() == expected
-    rebuilt = _core.KdTree.from_parts(coords, records, left, right, first)
+    rebuilt = _core.KdTree.from_parts(coords, records, left, right, first, [[0]])
     assert rebuilt.search(lo, hi).tolist() == expected and len(rebuilt) == len(coords)
+    assert rebuilt.orders == [[0]] and rebuilt.orders_nbytes == 4 * len(coords)
 
 
 @settings(max_examples=100, deadline=None)
@@ -70,11 +71,14 @@ def test_many_segments_are_searched_and_gathered_together(
     dims = segments[0][0].shape[1]
     same = [p for p in segments if p[0].shape[1] == dims]
     lo, hi = same[0][1], same[0][2]
-    trees = [_core.KdTree(coords, first) for coords, _, _, first in same]
+    orders = [[d] for d in range(dims)] + [list(range(dims))[::-1]]
+    trees = [_core.KdTree(coords, first, orders) for coords, _, _, first in same]
     # probe each dimension for a value some records hold, and for one they may not
     probes = [(d, float(same[0][0][0, d])) for d in range(dims)] if len(same[0][0]) else []
     probes += [(d, 0.5) for d in range(dims)]
-    which, rows, held = _core.search_segments(trees, lo, hi, iterator, probes)
+    which, rows, held, ways = _core.search_segments(trees, lo, hi, iterator, probes)
+    # (key orders are weighed only in trees of more than 512 records: test_key_orders.py)
+    assert ways == [{"kdtree": -1, "sequential": -2}.get(iterator, w) for w in ways]
     expected = [(k, r) for k, (coords, *_) in enumerate(same) for r in reference(coords, lo, hi)]
     assert list(zip(which.tolist(), rows.tolist(), strict=True)) == expected
     found = [same[k][0][r] for k, r in expected]

@@ -375,17 +375,43 @@ def _tessera(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[st
         "bytes/s",
     )
 
-    # queries on the persisted streams, and their size on disk
+    # queries on the persisted streams, and their size on disk. GHCN's stream has the
+    # appendix's indexes (A3), as SQLite and PostgreSQL have: key orders on its segments
+    # (taxi's one index is on the kd-tree's own fields); a second GHCN stream without
+    # them shows the kd-tree alone
     for dataset, queries in (("taxi", TAXI_QUERIES), ("ghcn", GHCN_QUERIES)):
         descriptor_text = TAXI_DESCRIPTOR if dataset == "taxi" else GHCN_DESCRIPTOR
+        indexes = [] if dataset == "taxi" else [_index_fields(i) for i in GHCN_INDEXES]
         with _fresh(ctx, f"tessera_{dataset}") as db:
-            stream = db.create_stream("mdds_table", descriptor_text, cache_bytes=cache)
-            _feed(stream, data[dataset], 2)
+            stream = db.create_stream(
+                "mdds_table", descriptor_text, cache_bytes=cache, indexes=indexes
+            )
+            elapsed = _feed(stream, data[dataset], 2)
             stream.flush()
+            if dataset == "ghcn":
+                n = data[dataset].num_rows
+                ctx.record(
+                    "tessera", "ghcn_ingest_indexed", [n / elapsed], "per_second", "records/s"
+                )
             ctx.record("tessera", f"bytes_on_disk_{dataset}", [stream.bytes_on_disk], "bytes", "B")
             _time_queries(
                 ctx, "tessera", dataset, queries, lambda q, db=db: db.sql(q).fetchall(), answers
             )
+            if dataset == "ghcn":
+                with _fresh(ctx, "tessera_ghcn_plain") as db2:
+                    s2 = db2.create_stream("mdds_table", GHCN_DESCRIPTOR, cache_bytes=cache)
+                    elapsed = _feed(s2, data[dataset], 2)
+                    ctx.record("tessera", "ghcn_ingest", [n / elapsed], "per_second", "records/s")
+                    s2.flush()
+                    _time_queries(
+                        ctx,
+                        "tessera",
+                        "ghcn",
+                        queries,
+                        lambda q, db2=db2: db2.sql(q).fetchall(),
+                        answers,
+                        suffix="_no_indexes",
+                    )
             if dataset == "taxi":
                 with _fresh(ctx, "tessera_sequential") as db2:
                     s2 = db2.create_stream(
@@ -401,6 +427,12 @@ def _tessera(ctx: BenchContext, data: dict[str, Any], answers: dict[str, dict[st
                         suffix="_sequential_iterator",
                     )
     _total_bytes(ctx, "tessera")
+
+
+def _index_fields(create_index: str) -> list[str]:
+    """The columns of a ``CREATE INDEX name ON table (a, b, ...)`` statement."""
+    inside = create_index[create_index.index("(") + 1 : create_index.rindex(")")]
+    return [name.strip() for name in inside.split(",")]
 
 
 def _time_queries(
@@ -422,8 +454,8 @@ def _time_queries(
             warmup=QUERY_WARMUP,
             repeat=QUERY_RUNS,
         )
-        if answers is not None:
-            answers[f"{dataset}_q{q_no}"][system] = answer
+        if answers is not None:  # (a variant's answer is checked as a system of its own)
+            answers[f"{dataset}_q{q_no}"][system + suffix] = answer
 
 
 def _inspected(db: Any, query: str) -> float:

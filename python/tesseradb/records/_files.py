@@ -9,6 +9,7 @@ segment that is not whole, and a segment no committed call names is never served
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,9 @@ class SegmentFiles:
         whose length differs from its header's is returned, ``file_size`` telling."""
         raise NotImplementedError
 
-    def read(self, segment_id: int, descriptor: RecordDescriptor) -> Segment:
+    def read(
+        self, segment_id: int, descriptor: RecordDescriptor, orders: Sequence[Sequence[int]] = ()
+    ) -> Segment:
         raise NotImplementedError
 
     def write(self, segment: Segment, descriptor: RecordDescriptor, compress: bool) -> int:
@@ -99,8 +102,10 @@ class LocalSegments(SegmentFiles):
     def header(self, segment_id: int) -> SegmentHeader:
         return read_header(self.path(segment_id), check_size=False)
 
-    def read(self, segment_id: int, descriptor: RecordDescriptor) -> Segment:
-        return read_segment(self.path(segment_id), descriptor)
+    def read(
+        self, segment_id: int, descriptor: RecordDescriptor, orders: Sequence[Sequence[int]] = ()
+    ) -> Segment:
+        return read_segment(self.path(segment_id), descriptor, orders)
 
     def write(self, segment: Segment, descriptor: RecordDescriptor, compress: bool) -> int:
         return write_segment(
@@ -235,9 +240,11 @@ class RemoteSegments(SegmentFiles):
         self._keep_copy(segment_id, prefix, size, got.meta.get("e_tag"))  # (once it parsed)
         return header
 
-    def read(self, segment_id: int, descriptor: RecordDescriptor) -> Segment:
+    def read(
+        self, segment_id: int, descriptor: RecordDescriptor, orders: Sequence[Sequence[int]] = ()
+    ) -> Segment:
         data = self.location.read(segment_name(segment_id))  # (missing: FileNotFoundError)
-        return decode_segment(data, self.where(segment_id), descriptor)
+        return decode_segment(data, self.where(segment_id), descriptor, orders)
 
     def write(self, segment: Segment, descriptor: RecordDescriptor, compress: bool) -> int:
         parts, total = encode_segment(segment, descriptor, compress)

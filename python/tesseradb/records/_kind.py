@@ -14,6 +14,7 @@ from tesseradb.kinds import KeptInStorage, LoadRequest, ObjectInfo, iso
 from tesseradb.records._check import check_stream
 from tesseradb.records._descriptor import RecordDescriptor
 from tesseradb.records._load import LOAD_OPTIONS, RECORD_SUFFIXES, load_stream
+from tesseradb.records._segments import key_orders
 from tesseradb.records._stream import Stream, StreamOptions
 
 if TYPE_CHECKING:
@@ -55,10 +56,9 @@ class StreamKind(KeptInStorage):
                 validate_name(field.name, "field")
             except InvalidNameError as err:
                 raise DescriptorError(f"stream {name!r}: {err}") from None
-        spec = {
-            "descriptor": parsed.to_dict(),
-            "options": StreamOptions.from_dict(options).to_dict(),
-        }
+        checked = StreamOptions.from_dict(options)
+        key_orders(parsed, checked.indexes)  # (each index on indexing fields: refused here)
+        spec = {"descriptor": parsed.to_dict(), "options": checked.to_dict()}
         return self.placed(name, spec, location)
 
     def load(self, request: LoadRequest) -> tuple[int, str]:

@@ -38,6 +38,7 @@ import os
 import struct
 import uuid
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -240,14 +241,22 @@ def parse_header(
     return SegmentHeader(seg_id, total, typeid_text, count, flags, lo, hi, version, size)
 
 
-def read_segment(path: Path, descriptor: RecordDescriptor) -> Segment:
+def read_segment(
+    path: Path, descriptor: RecordDescriptor, orders: Sequence[Sequence[int]] = ()
+) -> Segment:
     """The whole segment, checked (length, checksum, record format) before anything is used."""
     # (read once: the header, the checks and the sections all come from it)
-    return decode_segment(path.read_bytes(), path, descriptor)
+    return decode_segment(path.read_bytes(), path, descriptor, orders)
 
 
-def decode_segment(data: bytes, path: Path | str, descriptor: RecordDescriptor) -> Segment:
-    """The segment a file's bytes hold (``path`` names it in errors), checked first."""
+def decode_segment(
+    data: bytes,
+    path: Path | str,
+    descriptor: RecordDescriptor,
+    orders: Sequence[Sequence[int]] = (),
+) -> Segment:
+    """The segment a file's bytes hold (``path`` names it in errors), checked first; its
+    tree gets the key ``orders`` (lists of indexing dimensions), which files do not keep."""
     import numpy as np
     import pyarrow as pa
 
@@ -304,6 +313,7 @@ def decode_segment(data: bytes, path: Path | str, descriptor: RecordDescriptor) 
             np.ascontiguousarray(nodes["l"]),
             np.ascontiguousarray(nodes["x"]),
             first,
+            [list(o) for o in orders],
         )
     except ValueError as err:
         raise SegmentFileError(f"segment file {path} is corrupt: {err}") from None

@@ -23,6 +23,7 @@ the predicate's exact check removes the rest.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import threading
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from tesseradb import _core
     from tesseradb.records._cache import ClockCache
 
-__all__ = ["Segment", "SegmentStore", "check_segmentation", "index_keys"]
+__all__ = ["Segment", "SegmentStore", "check_segmentation", "index_keys", "key_orders"]
 
 ITERATORS = ("auto", "kdtree", "sequential")
 SCHEMES = ("random", "kdtree")
@@ -71,8 +72,9 @@ class Segment:
 
     @property
     def nbytes(self) -> int:
-        """Memory held: the records, the keys and the tree's nodes."""
-        return int(self.data.nbytes) + len(self.tree) * (8 * self.tree.dims + 12)
+        """Memory held: the records, the keys, the tree's nodes and its key orders."""
+        tree = len(self.tree) * (8 * self.tree.dims + 12) + self.tree.orders_nbytes
+        return int(self.data.nbytes) + tree
 
     def byte_view(self, name: str) -> np.ndarray:
         """The values of a fixed-width column as bytes (zero-copy; kept for later queries)."""
@@ -107,12 +109,21 @@ class SegmentStore:
         seed: int | None = None,
         scheme: str = DEFAULT_SCHEME,
         overpacking: float = 4.0,
+        indexes: Sequence[Sequence[str]] = (),
         cache: ClockCache[Segment] | None = None,
         load: Callable[[int], Segment] | None = None,
     ) -> None:
         from tesseradb import _core
 
         check_segmentation(max_chunk_records, segment_bytes, scheme, overpacking, iterator)
+        # each segment's key orders, as lists of indexing dimensions (the search weighs
+        # them against its kd-tree under the auto iterator)
+        self.orders = key_orders(descriptor, indexes)
+        # segments searched each way since the stream opened (as an index's use counts)
+        self.searches: collections.Counter[str] = collections.Counter()
+        self._way_names = {-1: "kdtree", -2: "sequential"}
+        for k, dims in enumerate(self.orders):
+            self._way_names[k] = "index (" + ", ".join(descriptor.index[d] for d in dims) + ")"
         self.scheme = scheme
         self.overpacking = overpacking
         self.descriptor = descriptor
@@ -276,7 +287,7 @@ class SegmentStore:
             count = max(1, math.ceil(n * self.descriptor.record_size / self.segment_bytes))
             labels = rng.integers(0, count, n, dtype=np.uint32)
             initial = [0] * count
-        order, bounds, built = _core.build_segments(coords, labels, initial)
+        order, bounds, built = _core.build_segments(coords, labels, initial, self.orders)
         # one take of the whole chunk in segment order; segments are slices of it
         batch = chunk.take(pa.array(order))
         out = []
@@ -445,12 +456,14 @@ class SegmentStore:
                     held[i] = bool((column == value).any())
             yield from _finish(seg.data.select(needed), names, predicate)
         if not partial:
+            self._count_searches([], len(whole))
             return
         from tesseradb import _core
 
-        which, rows, found_held = _core.search_segments(
+        which, rows, found_held, ways = _core.search_segments(
             [s.tree for s in partial], lo, hi, self.iterator, list(probes)
         )
+        self._count_searches(ways, len(whole))
         if held is not None:
             held[:] = [a or b for a, b in zip(held, found_held, strict=True)]
         for start in range(0, len(rows), batch_rows):
@@ -462,6 +475,16 @@ class SegmentStore:
                 partial, needed, np.ascontiguousarray(part_which), np.ascontiguousarray(part_rows)
             )
             yield from _finish(batch, names, predicate)
+
+    def _count_searches(self, ways: list[int], whole: int) -> None:
+        """Add a search's ways (per segment, as ``search_segments`` says) and the segments
+        it served whole to ``searches``."""
+        names = self._way_names
+        with self._lock:
+            for way in ways:
+                self.searches[names[way]] += 1
+            if whole:
+                self.searches["whole"] += whole
 
     def _residual(self, predicate: Predicate | None, segments: list[Segment]) -> Predicate | None:
         """The part of ``predicate`` that the box search leaves to a filter over the found records.
@@ -603,6 +626,29 @@ def check_segmentation(
             raise InvalidArgumentError(f"{name} must be at least 1, not {value}")
     if overpacking <= 0:
         raise InvalidArgumentError(f"overpacking must be positive, not {overpacking}")
+
+
+def key_orders(descriptor: RecordDescriptor, indexes: Sequence[Sequence[str]]) -> list[list[int]]:
+    """The stream option ``indexes`` (lists of field names) as lists of indexing dimensions,
+    or a clear error naming the field that is not an indexing field or comes twice."""
+    position = {name.lower(): d for d, name in enumerate(descriptor.index)}
+    out = []
+    for index in indexes:
+        dims = []
+        for name in index:
+            d = position.get(name.lower())
+            if d is None:
+                raise InvalidArgumentError(
+                    f"stream index {list(index)}: {name!r} is not one of the indexing fields "
+                    f"({', '.join(descriptor.index)}); an index orders records by those only"
+                )
+            if d in dims:
+                raise InvalidArgumentError(f"stream index {list(index)} names {name!r} twice")
+            dims.append(d)
+        if dims in out:
+            raise InvalidArgumentError(f"stream index {list(index)} is given twice")
+        out.append(dims)
+    return out
 
 
 def _closed_bound(bound: Any, inclusive: bool, upward: bool) -> float | None:

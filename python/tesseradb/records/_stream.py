@@ -90,8 +90,12 @@ class StreamOptions:
     writer_period_ms: int = 500  # how often writers wake to persist queued segments
     compression: str = "zstd"  # per column in segment files: zstd or none
     seed: int | None = None  # for the random scheme, to make segmentation reproducible
+    # key orders per segment, each on a few indexing fields (a composite index, as
+    # CREATE INDEX ... (element_id, element_value)): see SegmentStore
+    indexes: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "indexes", _index_lists(self.indexes))
         # types first: a string where a number belongs is a clear error, not a TypeError
         for name, wanted in (
             ("max_chunk_records", int),
@@ -142,6 +146,24 @@ class StreamOptions:
         return asdict(self)
 
 
+def _index_lists(indexes: Any) -> tuple[tuple[str, ...], ...]:
+    """The ``indexes`` option as a tuple of tuples of field names, or a clear error."""
+    wrong = InvalidArgumentError(
+        "stream option indexes must be a list of lists of field names, "
+        f"e.g. [['element_id', 'element_value']], not {indexes!r}"
+    )
+    if isinstance(indexes, (str, bytes)) or not isinstance(indexes, (list, tuple)):
+        raise wrong
+    out = []
+    for index in indexes:
+        if isinstance(index, (str, bytes)) or not isinstance(index, (list, tuple)):
+            raise wrong
+        if not index or not all(isinstance(name, str) for name in index):
+            raise wrong
+        out.append(tuple(index))
+    return tuple(out)
+
+
 @refuses_when_closed
 class Stream:
     """A record stream of the database: ingest records, query them by range, in SQL too."""
@@ -180,6 +202,7 @@ class Stream:
             seed=options.seed,
             scheme=options.scheme,
             overpacking=options.overpacking,
+            indexes=options.indexes,
             cache=self._cache,
             load=self._load,
         )
@@ -363,7 +386,7 @@ class Stream:
         """A stored segment read back and checked (checksum, format) for the segment cache."""
         path = self._files.where(segment_id)
         try:
-            return self._files.read(segment_id, self.descriptor)
+            return self._files.read(segment_id, self.descriptor, self._store.orders)
         except (SegmentFileError, FileNotFoundError) as err:
             what = f"segment file {path} is missing" if isinstance(err, FileNotFoundError) else err
             problem = f"stream {self.name!r}: {what}"
@@ -641,6 +664,15 @@ class Stream:
             return None
         # names may repeat (SELECT count(*), count(*)): a table from arrays keeps both
         return pa.Table.from_arrays([a for _, a in columns], names=[n for n, _ in columns])
+
+    @property
+    def searches(self) -> dict[str, int]:
+        """How many segments this stream's queries have searched each way since it opened:
+        ``kdtree`` (a descent of the segment's kd-tree), ``sequential`` (a look at every
+        record), ``index (a, b)`` (the run of one of the stream's ``indexes``), ``whole``
+        (the segment lies inside the query's box: nothing to search). Like PostgreSQL's
+        counts of index scans, it tells whether an index is used."""
+        return dict(self._store.searches)
 
     def describe_scan(
         self, columns: Sequence[str] | None, predicate: Predicate | None

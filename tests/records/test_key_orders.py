@@ -1,0 +1,170 @@
+"""A stream's ``indexes``: per-segment key orders searched instead of the kd-tree where
+the search estimates that cheaper, checked against DuckDB over the same records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tesseradb
+from tesseradb.errors import InvalidArgumentError
+
+# GHCN's shape: an element code with few values, its value, a place, a time
+DESCRIPTOR = {
+    "fields": [
+        {"name": "id", "type": "int64"},
+        {"name": "e", "type": "uint32"},
+        {"name": "v", "type": "int32"},
+        {"name": "lat", "type": "float"},
+        {"name": "lon", "type": "double"},
+        {"name": "t", "type": "epoch_t"},
+    ],
+    "index": ["e", "lat", "lon", "v", "t"],
+}
+INDEXES = [["e", "v"], ["e", "lat"], ["E", "lon", "lat"]]
+
+
+def records(n: int, seed: int, start: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    lon = rng.integers(-50, 50, n).astype(np.float64) / 4
+    lon[rng.random(n) < 0.02] = np.nan
+    lon[rng.random(n) < 0.02] = -0.0
+    return pa.table(
+        {
+            "id": np.arange(start, start + n, dtype=np.int64),
+            "e": rng.integers(1, 6, n).astype(np.uint32),
+            "v": rng.integers(-1000, 1000, n).astype(np.int32),
+            "lat": (rng.integers(-80, 80, n) / 2).astype(np.float32),
+            "lon": lon,
+            "t": np.sort(rng.integers(0, 10**6, n)),
+        }
+    )
+
+
+def reference(table: pa.Table, query: str) -> list[tuple[Any, ...]]:
+    con = duckdb.connect()
+    con.register("source", table)
+    con.execute("CREATE TABLE s AS SELECT * FROM source")
+    rows = con.execute(query).fetchall()
+    con.close()
+    return rows
+
+
+conditions = st.one_of(
+    st.builds(lambda e, v: f"e = {e} AND v > {v}", st.integers(0, 6), st.integers(-1100, 1100)),
+    st.builds(
+        lambda e, a, b: f"e = {e} AND v BETWEEN {a} AND {b}",
+        st.integers(1, 5),
+        st.integers(-1000, 1000),
+        st.integers(-1000, 1000),
+    ),
+    st.builds(
+        lambda e, a, b: f"e = {e} AND lat >= {a / 2} AND lat < {b / 2}",
+        st.integers(1, 5),
+        st.integers(-80, 80),
+        st.integers(-80, 80),
+    ),
+    st.builds(
+        lambda e, x, a: f"e = {e} AND lon = {x} AND lat > {a / 2}",
+        st.integers(1, 5),
+        st.sampled_from(["0.0", "-0.0", "'NaN'::DOUBLE", "2.25", "-12.5"]),
+        st.integers(-80, 80),
+    ),
+    st.builds(lambda e: f"e = {e} AND lon > 0", st.integers(1, 5)),
+    st.builds(lambda v: f"v < {v}", st.integers(-1000, 1000)),
+    st.builds(
+        lambda e, t: f"e IN ({e}, {e + 1}) AND t < {t}", st.integers(1, 5), st.integers(0, 10**6)
+    ),
+)
+selects = st.sampled_from(
+    [
+        "SELECT count(*), sum(id) FROM s WHERE {}",
+        "SELECT avg(v), min(lat), max(t) FROM s WHERE {}",
+        "SELECT id, v FROM s WHERE {} ORDER BY id LIMIT 50",
+    ]
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    n=st.integers(0, 6000),
+    seed=st.integers(0, 2**16),
+    segment_bytes=st.sampled_from([4096, 1 << 16, 1 << 20]),
+    queries=st.lists(st.tuples(selects, conditions), min_size=1, max_size=6),
+)
+def test_sql_over_an_indexed_stream_equals_duckdb_before_and_after_reopening(
+    tmp_path_factory: pytest.TempPathFactory,
+    n: int,
+    seed: int,
+    segment_bytes: int,
+    queries: list[tuple[str, str]],
+) -> None:
+    path = tmp_path_factory.mktemp("stream") / "db"
+    table = records(n, seed)
+    texts = [select.format(condition) for select, condition in queries]
+    with tesseradb.connect(path) as db:
+        stream = db.create_stream(
+            "s", DESCRIPTOR, segment_bytes=segment_bytes, max_chunk_records=2500, indexes=INDEXES
+        )
+        stream.ingest(table.slice(0, n // 3))
+        stream.ingest(table.slice(n // 3))  # (segments of two calls, each with its orders)
+        for text in texts:  # from memory, partly before the writer has run
+            assert db.sql(text).fetchall() == reference(table, text), text
+    with tesseradb.connect(path, read_only=True) as db:  # orders rebuilt from the files
+        for text in texts:
+            assert db.sql(text).fetchall() == reference(table, text), text
+
+
+def test_a_pinned_and_bounded_query_goes_through_its_index(tmp_path: Path) -> None:
+    table = records(40_000, 7)
+    query = "SELECT count(*), sum(id) FROM s WHERE e = 3 AND v > 990"
+    want = reference(table, query)
+    assert want[0][0] > 0
+    with tesseradb.connect(tmp_path / "db") as db:
+        indexed = db.create_stream("s", DESCRIPTOR, indexes=INDEXES)
+        indexed.ingest(table)
+        assert db.sql(query).fetchall() == want
+        assert indexed.searches.get("index (e, v)", 0) >= 1, indexed.searches
+        assert "kdtree" not in indexed.searches and "sequential" not in indexed.searches
+        # the MDDS iterators named explicitly keep their meaning: no index
+        plain = db.create_stream("p", DESCRIPTOR, indexes=INDEXES, iterator="kdtree")
+        plain.ingest(table)
+        assert db.sql(query.replace("FROM s", "FROM p")).fetchall() == want
+        assert set(plain.searches) == {"kdtree"}
+        db.stream("s").flush()
+    with tesseradb.connect(tmp_path / "db") as db:
+        stream = db.stream("s")
+        assert stream.options.indexes == (("e", "v"), ("e", "lat"), ("E", "lon", "lat"))
+        assert db.sql(query).fetchall() == want
+        assert stream.searches.get("index (e, v)", 0) >= 1, stream.searches
+
+
+@pytest.mark.parametrize(
+    ("indexes", "match"),
+    [
+        ([["t", "id"]], r"'id' is not one of the indexing fields \(e, lat, lon, v, t\)"),
+        ([["nope"]], "'nope' is not one of the indexing fields"),
+        ([["e", "v", "E"]], r"stream index \['e', 'v', 'E'\] names 'E' twice"),
+        ([["e"], ["e"]], r"stream index \['e'\] is given twice"),
+        ([[]], "must be a list of lists of field names"),
+        (["e"], "must be a list of lists of field names"),
+        ("e", "must be a list of lists of field names"),
+        ([["e", 3]], "must be a list of lists of field names"),
+    ],
+)
+def test_bad_indexes_are_clear_errors_and_create_nothing(
+    tmp_path: Path, indexes: object, match: str
+) -> None:
+    with tesseradb.connect(tmp_path / "db") as db:
+        with pytest.raises(InvalidArgumentError, match=match):
+            db.create_stream("s", DESCRIPTOR, indexes=indexes)
+        assert db.streams() == []
