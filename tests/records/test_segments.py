@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tesseradb.records import DescriptorError, RecordDescriptor
-from tesseradb.records._segments import SegmentStore
+from tesseradb.records._segments import SegmentStore, _boxes_within, _boxes_within_numpy
 from tesseradb.sql.predicate import ColumnDomain, Interval, Predicate, RangeSet
 
 FLOATS = [math.nan, math.inf, -math.inf, -0.0, 0.0, 1.5, -2.0, 3e38]
@@ -341,3 +341,35 @@ def test_numpy_structured_arrays_and_packed_binary_records() -> None:
     with pytest.raises(DescriptorError, match="no field 'n'"):
         store.ingest(np.zeros(2, dtype=[("id", "S4"), ("t", "<i8"), ("x", "<f4")]))
     assert store.num_records == 0
+
+
+BOUNDS = [math.nan, math.inf, -math.inf, -0.0, 0.0, 1.5, -2.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    dims=st.integers(1, 4),
+    data=st.data(),
+)
+def test_boxes_within_in_python_equals_numpy(dims: int, data: st.DataObject) -> None:
+    from types import SimpleNamespace
+
+    box = st.lists(st.sampled_from(BOUNDS), min_size=dims, max_size=dims)
+    segments = [
+        SimpleNamespace(lo=data.draw(box), hi=data.draw(box))
+        for _ in range(data.draw(st.integers(1, 8)))
+    ]
+    lo, hi = data.draw(box), data.draw(box)
+    got = _boxes_within(segments, lo, hi)  # type: ignore[arg-type]
+    assert got == _boxes_within_numpy(segments, lo, hi).tolist()  # type: ignore[arg-type]
+    # and by definition: each bound admits the segment's extreme (NaN above +inf)
+    for seg, inside in zip(segments, got, strict=True):
+
+        def order(v: float) -> tuple[int, float]:
+            return (1, 0.0) if math.isnan(v) else (0, v)
+
+        want = all(
+            order(q_lo) <= order(s_lo) and order(s_hi) <= order(q_hi)
+            for q_lo, q_hi, s_lo, s_hi in zip(lo, hi, seg.lo, seg.hi, strict=True)
+        )
+        assert inside == want
