@@ -179,19 +179,21 @@ def search_segments(
     hi: list[float],
     iterator: str = "kdtree",
     probes: Sequence[tuple[int, float]] = ...,
-) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], list[bool]]:
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], list[bool], list[int]]:
     """Rows inside ``[lo, hi]`` in many segments' trees at once, searched in parallel (rayon).
 
-    Returns ``(segments, rows, held)``: per record found, its tree's position
+    Returns ``(segments, rows, held, ways)``: per record found, its tree's position
     in ``trees`` and its row in that segment, grouped by tree in order, rows
     ascending within a tree; and per probe ``(dimension, value)`` whether a
     record found holds that value on that dimension (as DuckDB compares:
     -0.0 equals 0.0, NaN equals NaN).
     ``iterator``: ``kdtree`` descends each tree, ``sequential`` looks at
-    every row (MDDS's sequential iterator), ``auto`` chooses per tree from
-    the share of its top levels a descent would enter: the shortest run of
-    one of its key orders when that is fewer nodes, else every row when a
-    third of them or more would be entered, else a descent.
+    every row (MDDS's sequential iterator), ``auto`` chooses per tree: the
+    shortest run of one of its key orders when it holds at most 64 nodes, or
+    fewer than the share of the tree's top levels a descent would enter (and
+    than a third of the tree); else every row when a third of those levels or
+    more would be entered, else a descent. ``ways`` (the fourth result) says
+    per tree how: -1 a descent, -2 every row, k >= 0 through key order k.
     """
 
 def build_segments(

@@ -339,6 +339,11 @@ impl QueryBox {
 
 /// The depth down to which the `auto` iterator walks a tree to choose how to search it.
 pub const PROBE_DEPTH: u32 = 8;
+/// A key order's run of at most this many nodes is searched without weighing the
+/// tree: reading it costs less than the walk of the tree's top levels that would
+/// weigh it (which visits up to 2^[`PROBE_DEPTH`] nodes).
+pub const TINY_RUN: usize = 64;
+
 /// The `auto` iterator looks at every node when a descent would enter at least
 /// 1 / this of the subtrees at [`PROBE_DEPTH`] (chosen by measuring the MDDS queries).
 pub const SEQUENTIAL_SHARE_DENOMINATOR: usize = 3;
@@ -472,32 +477,47 @@ impl NodeOrderedTree {
     /// visit and than a third of the tree, else a descent, or a look at every node
     /// where a descent would visit a third or more.
     pub fn search_chosen(&self, query: &QueryBox) -> (Vec<u32>, Searched) {
-        let share = self.entered_share(query);
-        if let Some(share) = share {
-            let (lo, hi) = Bounds::ordered(query);
-            let dims = self.tree.dims;
-            let shortest = self
-                .orders
-                .iter()
-                .enumerate()
-                .map(|(k, o)| (k, o.run(&self.keys, dims, &lo, &hi)))
-                .min_by_key(|(_, run)| run.len());
+        let dims = self.tree.dims;
+        let (lo, hi) = Bounds::ordered(query);
+        let unbounded = |d: usize| query.lo[d] == f64::NEG_INFINITY && query.hi[d].is_nan();
+        // the shortest run of an order whose first field the box bounds (the others'
+        // runs are the whole tree); a tiny one ends the looking
+        let mut shortest: Option<(usize, &[u32])> = None;
+        for (k, order) in self.orders.iter().enumerate() {
+            if unbounded(order.dims[0]) {
+                continue;
+            }
+            let run = order.run(&self.keys, dims, &lo, &hi);
+            if shortest.is_none_or(|(_, best)| run.len() < best.len()) {
+                shortest = Some((k, run));
+            }
+            if run.len() <= TINY_RUN {
+                break;
+            }
+        }
+        // (the walk that weighs the tree is skipped for a tiny run: it may cost more)
+        let tiny = shortest.is_some_and(|(_, run)| run.len() <= TINY_RUN);
+        let share = if tiny {
+            None
+        } else {
+            self.entered_share(query)
+        };
+        if let Some((k, run)) = shortest {
             // in node visits: a descent visits about `share` of the nodes; the pass over
             // every node costs a third as much per node (it reads them in order), which
             // is why it wins from a share of a third; a run's nodes are read out of
             // order, as a descent's are
             let n = self.tree.nodes.len() as f64;
-            let cheapest = (share * n).min(n / SEQUENTIAL_SHARE_DENOMINATOR as f64);
-            if let Some((k, run)) = shortest {
-                if (run.len() as f64) < cheapest {
-                    let bounds = Bounds::new(query);
-                    let found = run
-                        .iter()
-                        .copied()
-                        .filter(|&i| bounds.inside(&self.keys, dims, i as usize))
-                        .collect();
-                    return (found, Searched::Order(k));
-                }
+            let cheapest =
+                share.map(|share| (share * n).min(n / SEQUENTIAL_SHARE_DENOMINATOR as f64));
+            if run.len() <= TINY_RUN || cheapest.is_some_and(|c| (run.len() as f64) < c) {
+                let bounds = Bounds::new(query);
+                let found = run
+                    .iter()
+                    .copied()
+                    .filter(|&i| bounds.inside(&self.keys, dims, i as usize))
+                    .collect();
+                return (found, Searched::Order(k));
             }
         }
         if share.is_some_and(|s| s * SEQUENTIAL_SHARE_DENOMINATOR as f64 >= 1.0) {

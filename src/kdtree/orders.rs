@@ -13,11 +13,20 @@ use std::cmp::Ordering;
 
 use super::ordered;
 
+/// Entries per fence: every this many entries of an order, its keys are kept beside
+/// it, so that a binary search reads a small array and then one block of entries.
+const FENCE: usize = 64;
+
 /// The nodes of a tree sorted by their keys on `dims`, first dimension first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyOrder {
     pub dims: Vec<usize>,
     pub nodes: Vec<u32>,
+    /// The keys (as ordered integers) on `dims` of every [`FENCE`]th node of `nodes`,
+    /// `dims.len()` per fence. A search through `nodes` alone reads a node's keys
+    /// far from the last at each step (a cache miss each, ~4 µs a segment of 58,000
+    /// records in a cold cache); through the fences it misses in one block only.
+    fences: Vec<i64>,
 }
 
 impl KeyOrder {
@@ -66,9 +75,15 @@ impl KeyOrder {
                 start = end;
             }
         }
+        let fences = (0..n)
+            .step_by(FENCE)
+            .flat_map(|p| dims.iter().map(move |&d| (p, d)))
+            .map(|(p, d)| at(nodes[p] as usize, d))
+            .collect();
         KeyOrder {
             dims: dims.to_vec(),
             nodes,
+            fences,
         }
     }
 
@@ -84,28 +99,56 @@ impl KeyOrder {
                 break;
             }
         }
-        let dims = &self.dims[..used];
-        let compare = |node: u32, bound: &[i64]| {
-            dims.iter()
-                .map(|&d| ordered(keys[node as usize * width + d]))
-                .zip(bound)
-                .map(|(v, b)| v.cmp(b))
+        let lower: Vec<i64> = self.dims[..used].iter().map(|&d| lo[d]).collect();
+        let upper: Vec<i64> = self.dims[..used].iter().map(|&d| hi[d]).collect();
+        let start = self.count(keys, width, &lower, |o| o == Ordering::Less);
+        let end = self.count(keys, width, &upper, |o| o != Ordering::Greater);
+        &self.nodes[start..end.max(start)]
+    }
+
+    /// How many leading entries' keys compare with `bound` (on the first
+    /// `bound.len()` dimensions) as `before` says: `before` holds for a prefix of
+    /// the order. The fences narrow it to one block, searched through the keys.
+    fn count(
+        &self,
+        keys: &[f64],
+        width: usize,
+        bound: &[i64],
+        before: impl Fn(Ordering) -> bool,
+    ) -> usize {
+        let compare = |key: &dyn Fn(usize) -> i64| {
+            bound
+                .iter()
+                .enumerate()
+                .map(|(i, b)| key(i).cmp(b))
                 .find(|o| o.is_ne())
                 .unwrap_or(Ordering::Equal)
         };
-        let lower: Vec<i64> = dims.iter().map(|&d| lo[d]).collect();
-        let upper: Vec<i64> = dims.iter().map(|&d| hi[d]).collect();
-        let start = self
-            .nodes
-            .partition_point(|&n| compare(n, &lower) == Ordering::Less);
-        let end = self
-            .nodes
-            .partition_point(|&n| compare(n, &upper) != Ordering::Greater);
-        &self.nodes[start..end.max(start)]
+        let k = self.dims.len();
+        // fences passing: [0, blocks) is split at `passed`
+        let (mut a, mut b) = (0, self.fences.len() / k);
+        while a < b {
+            let mid = (a + b) / 2;
+            if before(compare(&|i| self.fences[mid * k + i])) {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        if a == 0 {
+            return 0; // the first entry does not pass
+        }
+        // the entry at fence a - 1 passes, the one at fence a (if any) does not
+        let from = (a - 1) * FENCE;
+        let to = (a * FENCE).min(self.nodes.len());
+        from + self.nodes[from..to].partition_point(|&node| {
+            let row = node as usize * width;
+            before(compare(&|i| ordered(keys[row + self.dims[i]])))
+        })
     }
 
     /// Memory held, in bytes.
     pub fn nbytes(&self) -> usize {
-        self.nodes.len() * 4
+        self.nodes.len() * 4 + self.fences.len() * 8
     }
 }

@@ -134,6 +134,8 @@ def test_a_pinned_and_bounded_query_goes_through_its_index(tmp_path: Path) -> No
         indexed.ingest(table)
         assert db.sql(query).fetchall() == want
         assert indexed.searches.get("index (e, v)", 0) >= 1, indexed.searches
+        notes = [n for r in db.explain(query).relations for n in r.notes]
+        assert any("auto iterator, indexes (e, v), (e, lat), (E, lon, lat)" in n for n in notes)
         assert "kdtree" not in indexed.searches and "sequential" not in indexed.searches
         # the MDDS iterators named explicitly keep their meaning: no index
         plain = db.create_stream("p", DESCRIPTOR, indexes=INDEXES, iterator="kdtree")

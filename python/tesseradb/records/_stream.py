@@ -677,12 +677,15 @@ class Stream:
     def describe_scan(
         self, columns: Sequence[str] | None, predicate: Predicate | None
     ) -> list[str]:
-        """For ``explain``: segments the R*-tree leaves to inspect, of how many."""
+        """For ``explain``: segments the R*-tree leaves to inspect, of how many, and the
+        ways they may be searched."""
         self._refresh()
         box = self._store.query_box(predicate)
         ids = self._store.segment_ids(box)
         total = self._store.num_segments
         how = f"{self.options.iterator} iterator"
+        if self.options.iterator == "auto" and self.options.indexes:
+            how += ", indexes " + ", ".join(f"({', '.join(i)})" for i in self.options.indexes)
         return [
             f"segments inspected: {len(ids)} of {total} "
             f"({self._store.rows_in(ids)} of {self.num_records} records; {how})"
