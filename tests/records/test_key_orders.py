@@ -4,9 +4,7 @@ the search estimates that cheaper, checked against DuckDB over the same records.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -15,6 +13,7 @@ from hypothesis import strategies as st
 
 import tesseradb
 from tesseradb.errors import InvalidArgumentError
+from tests.records.test_stream import reference
 
 # GHCN's shape: an element code with few values, its value, a place, a time
 DESCRIPTOR = {
@@ -46,15 +45,6 @@ def records(n: int, seed: int, start: int = 0) -> pa.Table:
             "t": np.sort(rng.integers(0, 10**6, n)),
         }
     )
-
-
-def reference(table: pa.Table, query: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect()
-    con.register("source", table)
-    con.execute("CREATE TABLE s AS SELECT * FROM source")
-    rows = con.execute(query).fetchall()
-    con.close()
-    return rows
 
 
 conditions = st.one_of(

@@ -116,9 +116,9 @@ class SegmentStore:
         from tesseradb import _core
 
         check_segmentation(max_chunk_records, segment_bytes, scheme, overpacking, iterator)
+        self._exact: list[bool] | None = None  # per indexing field (see _exact_keys)
         # each segment's key orders, as lists of indexing dimensions (the search weighs
         # them against its kd-tree under the auto iterator)
-        self._exact: list[bool] | None = None  # per indexing field (see _exact_keys)
         self.orders = key_orders(descriptor, indexes)
         # segments searched each way since the stream opened (as an index's use counts)
         self.searches: collections.Counter[str] = collections.Counter()
