@@ -430,17 +430,6 @@ impl NodeOrderedTree {
         out
     }
 
-    /// Whether looking at every node is likely cheaper than descending the tree
-    /// for `query` (the `auto` iterator). A descent costs more per node than the
-    /// sequential pass, so it pays only where it skips most of the tree; how much
-    /// it would skip shows in its top levels (see [`Self::entered_share`]). A query
-    /// that keeps a large share of the records, or bounds few of the dimensions
-    /// (a descent prunes only at the levels that split those), enters most.
-    pub fn prefers_sequential(&self, query: &QueryBox) -> bool {
-        self.entered_share(query)
-            .is_some_and(|share| share * SEQUENTIAL_SHARE_DENOMINATOR as f64 >= 1.0)
-    }
-
     /// The share of the subtrees at depth [`PROBE_DEPTH`] a descent for `query`
     /// would enter (walking the tree down to that depth only): about the share of
     /// the nodes it would visit. None for a tree too small to tell.
@@ -472,22 +461,27 @@ impl NodeOrderedTree {
     }
 
     /// Node indices of the records inside `query` by the cheapest way this tree
-    /// estimates (the `auto` iterator), and which way that was: the shortest run of
-    /// a key order when it is shorter than the share of the tree a descent would
-    /// visit and than a third of the tree, else a descent, or a look at every node
-    /// where a descent would visit a third or more.
+    /// estimates (the `auto` iterator), and which way that was.
+    ///
+    /// - A key order's run of at most [`TINY_RUN`] nodes is taken at once.
+    /// - Else the tree's top levels tell how much of it a descent would visit
+    ///   ([`Self::entered_share`]). A descent costs more per node than the pass over
+    ///   every node, which reads them in order; so the pass wins from a share of
+    ///   1 / [`SEQUENTIAL_SHARE_DENOMINATOR`] (a query that keeps many records, or
+    ///   bounds few of the fields: a descent prunes only at the levels splitting
+    ///   those). A run's nodes are read out of order, as a descent's are: the
+    ///   shortest run is taken when it is shorter than both.
     pub fn search_chosen(&self, query: &QueryBox) -> (Vec<u32>, Searched) {
         let dims = self.tree.dims;
-        let (lo, hi) = Bounds::ordered(query);
-        let unbounded = |d: usize| query.lo[d] == f64::NEG_INFINITY && query.hi[d].is_nan();
+        let bounds = Bounds::new(query);
         // the shortest run of an order whose first field the box bounds (the others'
         // runs are the whole tree); a tiny one ends the looking
         let mut shortest: Option<(usize, &[u32])> = None;
         for (k, order) in self.orders.iter().enumerate() {
-            if unbounded(order.dims[0]) {
+            if !bounds.restricts(order.dims[0]) {
                 continue;
             }
-            let run = order.run(&self.keys, dims, &lo, &hi);
+            let run = order.run(&self.keys, dims, &bounds.lo, &bounds.hi);
             if shortest.is_none_or(|(_, best)| run.len() < best.len()) {
                 shortest = Some((k, run));
             }
@@ -495,23 +489,18 @@ impl NodeOrderedTree {
                 break;
             }
         }
-        // (the walk that weighs the tree is skipped for a tiny run: it may cost more)
         let tiny = shortest.is_some_and(|(_, run)| run.len() <= TINY_RUN);
+        // (the walk that weighs the tree is skipped for a tiny run: it may cost more)
         let share = if tiny {
             None
         } else {
             self.entered_share(query)
         };
+        let n = self.tree.nodes.len() as f64;
+        let pass = n / SEQUENTIAL_SHARE_DENOMINATOR as f64; // in node visits
         if let Some((k, run)) = shortest {
-            // in node visits: a descent visits about `share` of the nodes; the pass over
-            // every node costs a third as much per node (it reads them in order), which
-            // is why it wins from a share of a third; a run's nodes are read out of
-            // order, as a descent's are
-            let n = self.tree.nodes.len() as f64;
-            let cheapest =
-                share.map(|share| (share * n).min(n / SEQUENTIAL_SHARE_DENOMINATOR as f64));
-            if run.len() <= TINY_RUN || cheapest.is_some_and(|c| (run.len() as f64) < c) {
-                let bounds = Bounds::new(query);
+            let cheaper = share.is_some_and(|share| (run.len() as f64) < (share * n).min(pass));
+            if tiny || cheaper {
                 let found = run
                     .iter()
                     .copied()
@@ -520,7 +509,7 @@ impl NodeOrderedTree {
                 return (found, Searched::Order(k));
             }
         }
-        if share.is_some_and(|s| s * SEQUENTIAL_SHARE_DENOMINATOR as f64 >= 1.0) {
+        if share.is_some_and(|share| share * n >= pass) {
             (self.search_nodes(query, true), Searched::Sequential)
         } else {
             (self.search_nodes(query, false), Searched::Tree)
@@ -598,6 +587,11 @@ impl Bounds {
             .map(|d| (d, lo[d], hi[d]))
             .collect();
         Bounds { lo, hi, bounded }
+    }
+
+    /// Whether the box restricts dimension `d` at all.
+    fn restricts(&self, d: usize) -> bool {
+        self.bounded.iter().any(|&(b, _, _)| b == d)
     }
 
     fn ordered(query: &QueryBox) -> (Vec<i64>, Vec<i64>) {

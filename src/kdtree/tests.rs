@@ -291,22 +291,25 @@ fn auto_iterator_chooses_by_the_top_levels_and_finds_what_a_scan_finds() {
     // half the range of one of six dimensions: the descent would enter half the
     // subtrees at depth 8, pruning only at the levels that split dimension 2
     let half = unbounded(2, 0.0, 500_000.0);
-    assert!(ordered.prefers_sequential(&half));
+    let way = |tree: &NodeOrderedTree, q: &QueryBox| tree.search_chosen(q).1;
+    assert_eq!(way(&ordered, &half), Searched::Sequential);
     // a narrow range on every dimension: it enters few
     let narrow = QueryBox {
         lo: vec![3.0, 0.0, 0.0, 0.0, 0.0, 0.0],
         hi: vec![3.0, 300_000.0, 300_000.0, 300_000.0, 300_000.0, 300_000.0],
     };
-    assert!(!ordered.prefers_sequential(&narrow));
+    assert_eq!(way(&ordered, &narrow), Searched::Tree);
     for q in [half, narrow, unbounded(0, 3.0, 3.0)] {
         let expected = scan(&coords, dims, &q);
-        let sequential = ordered.prefers_sequential(&q);
+        let (found, how) = ordered.search_chosen(&q);
+        assert_eq!(ordered.records(&found), expected);
+        let sequential = how == Searched::Sequential;
         assert_eq!(ordered.search(&q, sequential), expected);
         assert_eq!(ordered.search(&q, !sequential), expected);
     }
     // a small tree is always descended
     let small = NodeOrderedTree::new(build(&coords[..100 * dims], dims, 0), &coords[..100 * dims]);
-    assert!(!small.prefers_sequential(&unbounded(0, 3.0, 3.0)));
+    assert_eq!(way(&small, &unbounded(0, 3.0, 3.0)), Searched::Tree);
 }
 
 #[test]

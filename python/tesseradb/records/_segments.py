@@ -113,10 +113,11 @@ class SegmentStore:
         cache: ClockCache[Segment] | None = None,
         load: Callable[[int], Segment] | None = None,
     ) -> None:
+        import pyarrow as pa
+
         from tesseradb import _core
 
         check_segmentation(max_chunk_records, segment_bytes, scheme, overpacking, iterator)
-        self._exact: list[bool] | None = None  # per indexing field (see _exact_keys)
         # each segment's key orders, as lists of indexing dimensions (the search weighs
         # them against its kd-tree under the auto iterator)
         self.orders = key_orders(descriptor, indexes)
@@ -132,6 +133,9 @@ class SegmentStore:
         self.segment_bytes = segment_bytes
         self.iterator = iterator
         self.schema = descriptor.arrow_schema
+        # per indexing field, whether its values are their keys exactly (_exact_keys)
+        types = [self.schema.field(name).type for name in descriptor.index]
+        self._exact = [pa.types.is_floating(t) or t.bit_width <= 32 for t in types]
         self._tree = _core.SegmentTree(len(descriptor.index))
         self._resident: dict[int, Segment] = {}  # not yet on disk: pinned in memory
         self._stored: dict[int, int] = {}  # on disk: id -> records
@@ -407,13 +411,7 @@ class SegmentStore:
     def _exact_keys(self, d: int) -> bool:
         """Whether indexing field ``d``'s values are their keys exactly (floats, integers of
         up to 32 bits): only then does an open bound close exactly (:func:`_closed_bound`)."""
-        exact = self._exact
-        if exact is None:
-            import pyarrow as pa
-
-            types = [self.schema.field(name).type for name in self.descriptor.index]
-            exact = self._exact = [pa.types.is_floating(t) or t.bit_width <= 32 for t in types]
-        return exact[d]
+        return self._exact[d]
 
     def scan(
         self,
