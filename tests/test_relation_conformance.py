@@ -27,12 +27,15 @@ class TestArrowRelation(RelationTests):
 
 
 class TestStream(RelationTests):
-    capabilities = frozenset({"aggregate", "describe_scan"})
+    capabilities = frozenset({"aggregate", "describe_scan", "top"})
 
     def make(self, db: Database, folder: Path, data: pa.Table) -> tuple[str, pa.Table]:
         fields = [{"name": "k", "type": "int64"}, {"name": "v", "type": "float64"}]
         stream = db.create_stream(
-            "stream_rows", {"fields": fields, "index": ["k"]}, max_chunk_records=16
+            "stream_rows",
+            {"fields": fields, "index": ["k"]},
+            max_chunk_records=16,
+            indexes=[["k"]],
         )
         stream.ingest(data)
         stream.flush()

@@ -196,6 +196,27 @@ def search_segments(
     per tree how: -1 a descent, -2 every row, k >= 0 through key order k.
     """
 
+def top_segments(
+    trees: list[KdTree],
+    lo: list[float],
+    hi: list[float],
+    dim: int,
+    descending: bool,
+    count: int,
+    distinct: bool,
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], list[int]] | None:
+    """The records of many segments inside ``[lo, hi]`` that may be among the first
+    ``count`` in dimension ``dim``'s order (``distinct``: the first ``count`` distinct
+    keys), every tie with the last kept: what ``ORDER BY dim LIMIT count`` needs.
+
+    Each tree's run of a key order sorted on ``dim`` under the box (its
+    dimensions before ``dim`` pinned to one value) is read from its first
+    end, trees best first, until a key falls behind the ``count``-th met so far.
+    Returns ``(segments, rows, ways)`` as :func:`search_segments` does, ``ways``
+    per tree the key order read; None when some tree has no such order, or
+    ``count`` is 0.
+    """
+
 def build_segments(
     coords: npt.NDArray[np.float64],
     labels: npt.NDArray[np.uint32],

@@ -324,6 +324,65 @@ pub fn search_segments<'py>(
     ))
 }
 
+/// What [`top_segments`] returns: segments and rows, as [`search_segments`] gives
+/// them, and per tree the key order read.
+type Top<'py> = (
+    Bound<'py, PyArray1<u32>>,
+    Bound<'py, PyArray1<u32>>,
+    Vec<usize>,
+);
+
+/// The records of many segments inside the box [lo, hi] that may be among the first
+/// `count` in dimension `dim`'s order (`descending` or not; `distinct`: the first
+/// `count` distinct keys), every tie with the last kept: what `ORDER BY dim LIMIT
+/// count` needs, read from the trees' key orders (see [`kdtree::top`]).
+///
+/// Returns (segment, row, ways) grouped by segment in the order of `trees`, rows
+/// ascending, as [`search_segments`] does; ways is per tree the key order read. None
+/// when some tree has no key order sorted on `dim` under the box, or `count` is 0.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)] // (the statement's order and limit, as Python gives them)
+pub fn top_segments<'py>(
+    py: Python<'py>,
+    trees: Vec<Py<PyKdTree>>,
+    lo: Vec<f64>,
+    hi: Vec<f64>,
+    dim: usize,
+    descending: bool,
+    count: usize,
+    distinct: bool,
+) -> PyResult<Option<Top<'py>>> {
+    let dims = lo.len();
+    let query = query_box(lo, hi, dims)?;
+    if dim >= dims {
+        return Err(PyValueError::new_err(format!(
+            "order dimension {dim}; the query box has {dims}"
+        )));
+    }
+    let refs: Vec<&NodeOrderedTree> = trees.iter().map(|t| &t.get().inner).collect();
+    if let Some(t) = refs.iter().find(|t| t.tree.dims != dims) {
+        return Err(PyValueError::new_err(format!(
+            "a tree has {} dimensions; the query box has {dims}",
+            t.tree.dims
+        )));
+    }
+    let found = py.detach(|| {
+        let (nodes, ways) = kdtree::top(&refs, &query, dim, descending, count, distinct)?;
+        let mut segments = Vec::new();
+        let mut rows = Vec::new();
+        for (s, (tree, found)) in refs.iter().zip(nodes).enumerate() {
+            let records = tree.records(&found);
+            segments.extend(std::iter::repeat_n(s as u32, records.len()));
+            rows.extend(records);
+        }
+        Some((segments, rows, ways))
+    });
+    Ok(
+        found
+            .map(|(segments, rows, ways)| (segments.into_pyarray(py), rows.into_pyarray(py), ways)),
+    )
+}
+
 /// How long a search over several segments runs on the calling thread alone before the
 /// pool's threads join it: about what waking them costs. In a statement over 2M GHCN
 /// records, Q6's four segments took 0.27 ms through the pool and 0.16 ms this way;

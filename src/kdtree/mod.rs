@@ -629,7 +629,9 @@ pub fn scan(coords: &[f64], dims: usize, query: &QueryBox) -> Vec<u32> {
 }
 
 mod orders;
+mod top;
 pub use orders::KeyOrder;
+pub use top::top;
 
 #[cfg(test)]
 mod tests;

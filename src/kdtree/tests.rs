@@ -476,3 +476,106 @@ fn a_key_order_finds_a_pinned_and_bounded_query_in_one_run() {
     let (found, how) = tree.search_chosen(&q);
     assert_eq!((tree.records(&found), how), (expected, Searched::Order(0)));
 }
+
+/// The records of `trees` inside `q` that `top` must keep: those at or before the
+/// `count`-th key (distinct: `count`-th distinct key) on `dim` in the order.
+fn top_by_sorting(
+    trees: &[&NodeOrderedTree],
+    q: &QueryBox,
+    dim: usize,
+    descending: bool,
+    count: usize,
+    distinct: bool,
+) -> Vec<Vec<u32>> {
+    let rank = |t: &NodeOrderedTree, node: u32| {
+        let k = ordered(t.keys[node as usize * t.tree.dims + dim]);
+        if descending {
+            k
+        } else {
+            !k
+        }
+    };
+    let inside: Vec<Vec<u32>> = trees.iter().map(|t| t.search_nodes(q, true)).collect();
+    let mut ranks: Vec<i64> = trees
+        .iter()
+        .zip(&inside)
+        .flat_map(|(t, nodes)| nodes.iter().map(|&n| rank(t, n)))
+        .collect();
+    ranks.sort_unstable_by(|a, b| b.cmp(a));
+    if distinct {
+        ranks.dedup();
+    }
+    let threshold = ranks.get(count - 1).copied();
+    trees
+        .iter()
+        .zip(inside)
+        .map(|(t, nodes)| {
+            let kept: Vec<u32> = nodes
+                .into_iter()
+                .filter(|&n| threshold.is_none_or(|th| rank(t, n) >= th))
+                .collect();
+            t.records(&kept)
+        })
+        .collect()
+}
+
+#[test]
+fn top_keeps_the_first_records_of_a_box_in_order() {
+    let mut rng = Rng(0x7070_5EED_0F70_9999);
+    for case in 0..200 {
+        let dims = 1 + case % 4;
+        let mut order: Vec<usize> = (0..dims).collect();
+        for i in (1..dims).rev() {
+            order.swap(i, rng.next() as usize % (i + 1));
+        }
+        order.truncate(1 + rng.next() as usize % dims);
+        let at = rng.next() as usize % order.len();
+        let dim = order[at];
+        let coords: Vec<Vec<f64>> = (0..1 + rng.next() % 5)
+            .map(|_| {
+                let n = rng.next() as usize % 300;
+                (0..n * dims).map(|_| value(&mut rng)).collect()
+            })
+            .collect();
+        let trees: Vec<NodeOrderedTree> = coords
+            .iter()
+            .map(|c| NodeOrderedTree::new(build(c, dims, 0), c).with_orders(&[order.clone()]))
+            .collect();
+        let refs: Vec<&NodeOrderedTree> = trees.iter().collect();
+        let all: Vec<f64> = coords.concat();
+        for _ in 0..20 {
+            let mut q = pinning_box(&mut rng, &all, dims);
+            // the order's dimensions before `dim` pinned, to a value some record has
+            let n = all.len() / dims;
+            for &d in &order[..at] {
+                let v = if n > 0 {
+                    all[(rng.next() as usize % n) * dims + d]
+                } else {
+                    1.0
+                };
+                (q.lo[d], q.hi[d]) = (v, v);
+            }
+            let descending = rng.next().is_multiple_of(2);
+            let distinct = rng.next().is_multiple_of(2);
+            let count = 1 + rng.next() as usize % 6;
+            let (nodes, ways) = top(&refs, &q, dim, descending, count, distinct)
+                .expect("the order is sorted on dim under a pinning box");
+            let found: Vec<Vec<u32>> = refs.iter().zip(&nodes).map(|(t, f)| t.records(f)).collect();
+            let expected = top_by_sorting(&refs, &q, dim, descending, count, distinct);
+            assert_eq!(
+                found, expected,
+                "case {case}: {q:?} on {dim} of {order:?}, desc {descending}, \
+                 count {count}, distinct {distinct}"
+            );
+            assert!(ways.iter().all(|&w| w == 0));
+        }
+        // a box that leaves a dimension before `dim` unpinned has no sorted run
+        if at > 0 && !trees.is_empty() {
+            let open = QueryBox {
+                lo: vec![f64::NEG_INFINITY; dims],
+                hi: vec![f64::NAN; dims],
+            };
+            assert!(top(&refs, &open, dim, true, 3, false).is_none());
+        }
+    }
+}

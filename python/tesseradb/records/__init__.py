@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from tesseradb.records._descriptor import DescriptorError, Field, RecordDescriptor
     from tesseradb.records._kind import StreamKind
     from tesseradb.records._methods import StreamMethods
+    from tesseradb.records._options import StreamOptions
     from tesseradb.records._segment_file import SegmentFileError
-    from tesseradb.records._stream import CSVError, Stream, StreamOptions, StreamWriteError
+    from tesseradb.records._stream import CSVError, Stream, StreamWriteError
 
 
 __all__ = [
@@ -49,7 +50,7 @@ __getattr__, __dir__ = exports(
         "SegmentFileError": "tesseradb.records._segment_file",
         "CSVError": "tesseradb.records._stream",
         "Stream": "tesseradb.records._stream",
-        "StreamOptions": "tesseradb.records._stream",
+        "StreamOptions": "tesseradb.records._options",
         "StreamWriteError": "tesseradb.records._stream",
     },
 )

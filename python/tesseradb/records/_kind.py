@@ -14,8 +14,9 @@ from tesseradb.kinds import KeptInStorage, LoadRequest, ObjectInfo, iso
 from tesseradb.records._check import check_stream
 from tesseradb.records._descriptor import RecordDescriptor
 from tesseradb.records._load import LOAD_OPTIONS, RECORD_SUFFIXES, load_stream
+from tesseradb.records._options import StreamOptions
 from tesseradb.records._segments import key_orders
-from tesseradb.records._stream import Stream, StreamOptions
+from tesseradb.records._stream import Stream
 
 if TYPE_CHECKING:
     from tesseradb.catalog import CatalogObject

@@ -478,6 +478,54 @@ class SegmentStore:
             )
             yield from _finish(batch, names, predicate)
 
+    def top(
+        self,
+        columns: Sequence[str],
+        predicate: Predicate | None,
+        field: str,
+        descending: bool,
+        count: int,
+        distinct: bool,
+    ) -> pa.Table | None:
+        """Every record matching ``predicate`` whose ``field`` value is at or before the
+        ``count``-th such value in that order (``distinct``: the ``count``-th distinct
+        value), ties included, with ``columns``: all that ``ORDER BY field LIMIT count``
+        (or ``SELECT DISTINCT ... ORDER BY field LIMIT count``, the field selected) needs.
+
+        Read from the segments' key orders (``_core.top_segments``). None when they
+        cannot give it: ``field`` is no indexing field, the iterator is not ``auto``
+        (the others keep MDDS's meaning), no order of some segment is sorted on
+        ``field`` once the box pins its leading fields, or the box does not settle the
+        whole predicate (a record a filter would drop may not count towards ``count``).
+        """
+        import pyarrow as pa
+
+        from tesseradb import _core
+
+        dims = {name.lower(): d for d, name in enumerate(self.descriptor.index)}
+        dim = dims.get(field.lower())
+        if dim is None or self.iterator != "auto" or not self.orders or count < 1:
+            return None
+        schema = pa.schema([self.schema.field(c) for c in columns])
+        box = self.query_box(predicate)
+        ids = self.segment_ids(box)
+        self._refuse_damage(ids)
+        if box is None or not ids:
+            return schema.empty_table()
+        segments = self.segments(ids)
+        if self._residual(predicate, segments):
+            return None
+        found = _core.top_segments(
+            [s.tree for s in segments], *box, dim, descending, count, distinct
+        )
+        if found is None:
+            return None
+        which, rows, ways = found
+        self._count_searches(ways, 0)
+        if not len(rows):
+            return schema.empty_table()
+        return pa.Table.from_batches([self._gather(segments, list(columns), which, rows)])
+
     def _count_searches(self, ways: list[int], whole: int) -> None:
         """Add a search's ways (per segment, as ``search_segments`` says) and the segments
         it served whole to ``searches``."""

@@ -49,6 +49,7 @@ from tesseradb.sql.shortcuts import (
     aggregate_shape,
     lookup_shape,
 )
+from tesseradb.sql.tops import TopQuery, TopShape, top_shape
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,6 +100,8 @@ class Analysis:
     lookup: Lookup | None = None
     # an inner equi-join of relations the engine answers without DuckDB
     join: JoinQuery | None = None
+    # ORDER BY ... LIMIT over one relation, whose scan may give only the first rows
+    top: TopQuery | None = None
     statement_count: int = 1
 
     def drop_shortcuts(self) -> None:
@@ -107,6 +110,7 @@ class Analysis:
         self.aggregate_only = None
         self.lookup = None
         self.join = None
+        self.top = None
 
     @property
     def count_only(self) -> tuple[str, str, Predicate] | None:
@@ -248,10 +252,11 @@ class Prepared:
             )
         relations: dict[str, RelationUse] = {}
         equijoins: list[EquiJoin] = []
-        aggregate_only = lookup = join = None
+        aggregate_only = lookup = join = top = None
         for analyser in self._analysers:
             bound = analyser.bound(params, relations)
             aggregate_only, lookup, join = bound.aggregate_only, bound.lookup, bound.join
+            top = bound.top
             equijoins.extend(analyser.equijoins)
         return Analysis(
             relations,
@@ -263,6 +268,7 @@ class Prepared:
             aggregate_only=aggregate_only if len(self._analysers) == 1 else None,
             lookup=lookup if len(self._analysers) == 1 else None,
             join=join if len(self._analysers) == 1 else None,
+            top=top if len(self._analysers) == 1 else None,
             statement_count=len(self._analysers),
         )
 
@@ -355,6 +361,7 @@ class _StatementAnalyser(PredicateDerivation):
         self.aggregate_only: AggregateQuery | None = None
         self.lookup: Lookup | None = None
         self.join: JoinQuery | None = None
+        self.top: TopQuery | None = None
         # while deriving an aggregate query's WHERE: float comparisons taken as exact
         # but for one value per column (None: such comparisons are inexact)
         self._ambiguous: dict[str, set[float]] | None = None
@@ -372,7 +379,7 @@ class _StatementAnalyser(PredicateDerivation):
         bound = copy.copy(self)
         bound.params = params
         bound.relations = relations
-        bound.aggregate_only = bound.lookup = bound.join = None
+        bound.aggregate_only = bound.lookup = bound.join = bound.top = None
         bound._ambiguous = None
         bound._atoms = {}
         for step, args in self._steps:
@@ -662,6 +669,10 @@ class _StatementAnalyser(PredicateDerivation):
         lookup = lookup_shape(select, src.relation, src.names, column, orderable, path)
         if lookup is not None:
             self._steps.append((_StatementAnalyser._bind_shortcut, (lookup, where, src, sources)))
+            return
+        top = top_shape(select, src.relation, column)
+        if top is not None:
+            self._steps.append((_StatementAnalyser._bind_shortcut, (top, where, src, sources)))
 
     def _join_shortcut(self, select: exp.Select, sources: dict[str, Source]) -> None:
         """Recognise an inner equi-join of relations the engine answers itself
@@ -706,7 +717,7 @@ class _StatementAnalyser(PredicateDerivation):
 
     def _bind_shortcut(
         self,
-        shape: AggregateShape | LookupShape,
+        shape: AggregateShape | LookupShape | TopShape,
         where: exp.Expression | None,
         src: Source,
         sources: dict[str, Source],
@@ -715,6 +726,8 @@ class _StatementAnalyser(PredicateDerivation):
         query = shape.query(where, lambda node: self.derive_exact(node, src, sources))
         if isinstance(shape, AggregateShape):
             self.aggregate_only = query  # type: ignore[assignment]
+        elif isinstance(shape, TopShape):
+            self.top = query  # type: ignore[assignment]
         else:
             self.lookup = query  # type: ignore[assignment]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tesseradb.sql.relation import Aggregating, ScanDescribing, can
+from tesseradb.sql.relation import Aggregating, Ranking, ScanDescribing, can
 from tesseradb.sql.semijoin import reduce_semijoins
 
 if TYPE_CHECKING:
@@ -108,6 +108,12 @@ def explain(namespace: Namespace, text: str, analysis: Analysis) -> Explain:
         if analysis.join is not None:
             use.notes.append(
                 "joined by the engine from the scans, filtered exactly: no DuckDB statement"
+            )
+        top = analysis.top
+        if top is not None and can(relation, Ranking):
+            use.notes.append(
+                f"ORDER BY {top.order} LIMIT {top.count}: DuckDB gets only the first rows "
+                "in that order, where the relation reads them from an index"
             )
         relations.append(
             ExplainedRelation(

@@ -30,6 +30,7 @@ __all__ = [
     "Namespace",
     "PathFiltering",
     "PathReading",
+    "Ranking",
     "Relation",
     "RelationScan",
     "ScanDescribing",
@@ -118,6 +119,33 @@ class Aggregating(Protocol):
         ``items`` are ``(output name, function, column or None for *)``;
         ``ambiguous`` gives, per column, values at which the predicate is not
         exact: a relation that finds a candidate row holding one returns None.
+        """
+        ...
+
+
+@runtime_checkable
+class Ranking(Protocol):
+    """Reads the first rows in one column's order from an index (a stream's key orders),
+    so that ``ORDER BY c LIMIT k`` over it reads those rather than every matching row."""
+
+    def top(
+        self,
+        columns: Sequence[str] | None,
+        predicate: Predicate | None,
+        order: str,
+        descending: bool,
+        count: int,
+        distinct: bool,
+    ) -> pa.Table | None:
+        """With ``columns`` (all if None), every row matching ``predicate`` exactly whose
+        ``order`` value is at or before the ``count``-th such value in that order
+        (``distinct``: the ``count``-th distinct value), every tie with it included; or
+        None to leave the statement to a scan (as it must where ``order`` may hold
+        NULLs, which sort last).
+
+        Running ``... ORDER BY order [DESC], ... LIMIT count`` (distinct: ``SELECT
+        DISTINCT`` of columns including ``order``) over these rows then gives what it
+        gives over every matching row.
         """
         ...
 

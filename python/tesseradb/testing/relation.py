@@ -43,6 +43,7 @@ from tesseradb.sql.relation import (
     Estimate,
     PathFiltering,
     PathReading,
+    Ranking,
     Relation,
     ScanDescribing,
     SessionHolding,
@@ -61,6 +62,7 @@ CAPABILITIES: dict[str, type] = {
     "describe_scan": ScanDescribing,
     "paths": PathFiltering,
     "path_values": PathReading,
+    "top": Ranking,
 }
 
 ROWS = 300
@@ -313,6 +315,36 @@ class RelationTests:
         )
         got = tuple(table.column(i)[0].as_py() for i in range(4))
         assert got == want
+
+    @given(data=st.data())
+    @_examples
+    def test_the_first_rows_in_an_order_are_exact_or_declined(
+        self, made: tuple[Database, Relation, pa.Table], data: st.DataObject
+    ) -> None:
+        predicate = data.draw(predicates(self.key, self.value))
+        descending, distinct = data.draw(st.booleans()), data.draw(st.booleans())
+        count = data.draw(st.integers(1, 20))
+        _, relation, expected = made
+        if not isinstance(relation, Ranking):
+            pytest.skip("this kind reads no order")
+        table = relation.top(None, predicate, self.key, descending, count, distinct)
+        if table is None:
+            return
+        matching = predicate.filter(expected)
+        values = sorted(
+            set(matching.column(self.key).to_pylist())
+            if distinct
+            else matching.column(self.key).to_pylist(),
+            reverse=descending,
+        )
+        if len(values) >= count:
+            last = values[count - 1]
+            keep = [
+                (v >= last) if descending else (v <= last)
+                for v in matching.column(self.key).to_pylist()
+            ]
+            matching = matching.filter(pa.array(keep, pa.bool_()))
+        assert _rows(table.select(matching.schema.names)) == _rows(matching)
 
     def test_a_session_holds_across_scans(self, made: tuple[Database, Relation, pa.Table]) -> None:
         _, relation, expected = made
