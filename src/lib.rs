@@ -72,6 +72,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bindings::assoc::sparse_product, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::search_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::top_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(bindings::records::gather_strings, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::build_segments, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::unpack_records, m)?)?;
     m.add_function(wrap_pyfunction!(bindings::records::gather, m)?)?;

@@ -22,6 +22,7 @@ __all__ = [
     "encode_columns",
     "flatten_documents",
     "gather",
+    "gather_strings",
     "intern_keys",
     "kdtree_partition",
     "load_documents",
@@ -40,6 +41,7 @@ __all__ = [
     "ssdb_cook",
     "ssdb_density_counts",
     "ssdb_polygons_overlap_box",
+    "top_segments",
     "triple_bounds",
     "triples_csr",
     "unpack_records",
@@ -204,17 +206,18 @@ def top_segments(
     descending: bool,
     count: int,
     distinct: bool,
-) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], list[int]] | None:
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], list[int | None]] | None:
     """The records of many segments inside ``[lo, hi]`` that may be among the first
     ``count`` in dimension ``dim``'s order (``distinct``: the first ``count`` distinct
     keys), every tie with the last kept: what ``ORDER BY dim LIMIT count`` needs.
 
     Each tree's run of a key order sorted on ``dim`` under the box (its
     dimensions before ``dim`` pinned to one value) is read from its first
-    end, trees best first, until a key falls behind the ``count``-th met so far.
-    Returns ``(segments, rows, ways)`` as :func:`search_segments` does, ``ways``
-    per tree the key order read; None when some tree has no such order, or
-    ``count`` is 0.
+    end, trees best first (by the best key each holds on ``dim``), until a key
+    falls behind the ``count``-th met so far; a tree whose best key falls
+    behind is not read. Returns ``(segments, rows, ways)`` as
+    :func:`search_segments` does, ``ways`` per tree the key order read (None:
+    not read); None when some tree has no such order, or ``count`` is 0.
     """
 
 def build_segments(
@@ -248,6 +251,15 @@ def unpack_records(
     ``char`` value (by record, then field) that is not UTF-8. Raises
     ``ValueError`` for a buffer that is not whole records.
     """
+
+def gather_strings(
+    columns: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8]]],
+    segments: npt.NDArray[np.uint32],
+    rows: npt.NDArray[np.uint32],
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8]] | None:
+    """Strings ``rows[i]`` of ``columns[segments[i]]``, each column an Arrow string
+    column's offsets (moved by the array's offset) and data: the offsets and data of
+    one Arrow ``string`` array, or None past 2 GiB of text."""
 
 def gather(
     columns: list[npt.NDArray[np.uint8]],

@@ -325,11 +325,11 @@ pub fn search_segments<'py>(
 }
 
 /// What [`top_segments`] returns: segments and rows, as [`search_segments`] gives
-/// them, and per tree the key order read.
+/// them, and per tree the key order read (None: skipped).
 type Top<'py> = (
     Bound<'py, PyArray1<u32>>,
     Bound<'py, PyArray1<u32>>,
-    Vec<usize>,
+    Vec<Option<usize>>,
 );
 
 /// The records of many segments inside the box [lo, hi] that may be among the first
@@ -338,7 +338,8 @@ type Top<'py> = (
 /// count` needs, read from the trees' key orders (see [`kdtree::top`]).
 ///
 /// Returns (segment, row, ways) grouped by segment in the order of `trees`, rows
-/// ascending, as [`search_segments`] does; ways is per tree the key order read. None
+/// ascending, as [`search_segments`] does; ways is per tree the key order read, or
+/// None for a tree skipped because every key it holds falls behind. None
 /// when some tree has no key order sorted on `dim` under the box, or `count` is 0.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)] // (the statement's order and limit, as Python gives them)
@@ -528,6 +529,68 @@ pub fn gather<'py>(
         out
     });
     Ok(out.into_pyarray(py))
+}
+
+/// What [`gather_strings`] returns: the Arrow offsets and data of the strings gathered.
+type Strings<'py> = (Bound<'py, PyArray1<i32>>, Bound<'py, PyArray1<u8>>);
+
+/// Gathers strings: item `rows[i]` of `columns[segments[i]]`, each column a string
+/// column's Arrow offsets (already moved by the array's offset) and data. Returns the
+/// offsets and data of one string array; None past 2 GiB of data (Arrow's `string`).
+#[pyfunction]
+pub fn gather_strings<'py>(
+    py: Python<'py>,
+    columns: Vec<(PyReadonlyArray1<'py, i32>, PyReadonlyArray1<'py, u8>)>,
+    segments: PyReadonlyArray1<'py, u32>,
+    rows: PyReadonlyArray1<'py, u32>,
+) -> PyResult<Option<Strings<'py>>> {
+    let slices: Vec<(&[i32], &[u8])> = columns
+        .iter()
+        .map(|(o, d)| Ok((o.as_slice()?, d.as_slice()?)))
+        .collect::<PyResult<_>>()?;
+    let (segments, rows) = (segments.as_slice()?, rows.as_slice()?);
+    if segments.len() != rows.len() {
+        return Err(PyValueError::new_err(
+            "segments and rows must have the same length",
+        ));
+    }
+    let mut total = 0usize;
+    for (&s, &r) in segments.iter().zip(rows) {
+        let (offsets, data) = slices.get(s as usize).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "segment {s} is not one of the {} columns",
+                slices.len()
+            ))
+        })?;
+        let r = r as usize;
+        let ok = r + 1 < offsets.len()
+            && 0 <= offsets[r]
+            && offsets[r] <= offsets[r + 1]
+            && offsets[r + 1] as usize <= data.len();
+        if !ok {
+            return Err(PyValueError::new_err(format!(
+                "row {r} is outside string column {s} of {} items, or its offsets are broken",
+                offsets.len().saturating_sub(1)
+            )));
+        }
+        total += (offsets[r + 1] - offsets[r]) as usize;
+    }
+    if total > i32::MAX as usize {
+        return Ok(None);
+    }
+    let (offsets, data) = py.detach(|| {
+        let mut out_offsets = Vec::with_capacity(rows.len() + 1);
+        let mut out = Vec::with_capacity(total);
+        out_offsets.push(0i32);
+        for (&s, &r) in segments.iter().zip(rows) {
+            let (offsets, data) = slices[s as usize];
+            let r = r as usize;
+            out.extend_from_slice(&data[offsets[r] as usize..offsets[r + 1] as usize]);
+            out_offsets.push(out.len() as i32);
+        }
+        (out_offsets, out)
+    });
+    Ok(Some((offsets.into_pyarray(py), data.into_pyarray(py))))
 }
 
 /// Each column of a segment as its file stores it: (encoding byte, stored

@@ -361,6 +361,10 @@ pub struct NodeOrderedTree {
     /// The segment's key orders (its stream's `indexes`), searched instead of the
     /// tree where they find a query's records among fewer nodes.
     pub orders: Vec<KeyOrder>,
+    /// Per dimension the smallest and the largest key, as ordered integers ([`ordered`]):
+    /// what a search for the first records in a dimension's order skips a tree by.
+    pub lowest: Vec<i64>,
+    pub highest: Vec<i64>,
 }
 
 impl NodeOrderedTree {
@@ -372,10 +376,21 @@ impl NodeOrderedTree {
             let at = node.record as usize * dims;
             keys.extend(coords[at..at + dims].iter().map(|&v| key(v)));
         }
+        let mut lowest = vec![i64::MAX; dims];
+        let mut highest = vec![i64::MIN; dims];
+        for row in keys.chunks_exact(dims.max(1)) {
+            for d in 0..dims {
+                let k = ordered(row[d]);
+                lowest[d] = lowest[d].min(k);
+                highest[d] = highest[d].max(k);
+            }
+        }
         NodeOrderedTree {
             tree,
             keys,
             orders: Vec::new(),
+            lowest,
+            highest,
         }
     }
 

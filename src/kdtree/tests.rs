@@ -567,7 +567,7 @@ fn top_keeps_the_first_records_of_a_box_in_order() {
                 "case {case}: {q:?} on {dim} of {order:?}, desc {descending}, \
                  count {count}, distinct {distinct}"
             );
-            assert!(ways.iter().all(|&w| w == 0));
+            assert!(ways.iter().all(|&w| w.is_none_or(|k| k == 0)));
         }
         // a box that leaves a dimension before `dim` unpinned has no sorted run
         if at > 0 && !trees.is_empty() {

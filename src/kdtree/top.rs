@@ -67,11 +67,15 @@ impl Leaders {
     }
 }
 
+/// Per tree, the position of the key order read, or None for a tree not read.
+pub type Ways = Vec<Option<usize>>;
+
 /// Per tree, the node indices of its records inside `query` that may be among the
 /// first `count` in `dim`'s order (descending or ascending) over all `trees`: every
 /// record inside the box whose key on `dim` is at or before the `count`-th key of
 /// the box's records in that order (`distinct`: the `count`-th distinct key), so
-/// that ties with it are all kept. Also per tree the position of the key order read.
+/// that ties with it are all kept. Also per tree the position of the key order
+/// read, or None for a tree skipped (its keys on `dim` all fall behind).
 ///
 /// None when some tree has no key order sorted on `dim` under the box (its
 /// dimensions before `dim` pinned), or `count` is 0.
@@ -82,60 +86,57 @@ pub fn top(
     descending: bool,
     count: usize,
     distinct: bool,
-) -> Option<(Vec<Vec<u32>>, Vec<usize>)> {
+) -> Option<(Vec<Vec<u32>>, Ways)> {
     if count == 0 {
         return None;
     }
     let bounds = Bounds::new(query);
+    let orders: Vec<(usize, &KeyOrder)> = trees
+        .iter()
+        .map(|t| sorted_on(t, &bounds, dim))
+        .collect::<Option<_>>()?;
     // ranks: the ordered key, reversed for an ascending order (`!` is monotone
     // decreasing on i64 and, unlike negation, cannot overflow)
-    let rank = |key: f64| {
-        let k = ordered(key);
-        if descending {
-            k
-        } else {
-            !k
-        }
-    };
-    let mut runs = Vec::with_capacity(trees.len());
-    let mut ways = Vec::with_capacity(trees.len());
-    for tree in trees {
-        let (k, order) = sorted_on(tree, &bounds, dim)?;
-        let dims = tree.tree.dims;
-        runs.push(order.run(&tree.keys, dims, &bounds.lo, &bounds.hi));
-        ways.push(k);
-    }
-    // the first node of each run in the order: no record of the run ranks above it,
-    // so trees are walked best first and the walk ends at the first below the threshold
-    let head = |t: usize| {
-        let run = runs[t];
-        let node = if descending { run.last() } else { run.first() };
-        node.map(|&n| rank(trees[t].keys[n as usize * trees[t].tree.dims + dim]))
-    };
-    let mut visit: Vec<(i64, usize)> = (0..trees.len())
-        .filter_map(|t| head(t).map(|h| (h, t)))
+    let rank = |k: i64| if descending { k } else { !k };
+    // trees best first by the best key they hold on `dim` (no record ranks above it):
+    // once one's best falls behind the threshold, so do all the rest
+    let mut visit: Vec<(i64, usize)> = trees
+        .iter()
+        .enumerate()
+        .map(|(t, tree)| {
+            let best = if descending {
+                tree.highest[dim]
+            } else {
+                tree.lowest[dim]
+            };
+            (rank(best), t)
+        })
         .collect();
-    visit.sort_unstable_by_key(|&(h, _)| Reverse(h));
+    visit.sort_unstable_by_key(|&(best, _)| Reverse(best));
     let mut leaders = if distinct {
         Leaders::Values(BTreeSet::new())
     } else {
         Leaders::Rows(BinaryHeap::with_capacity(count + 1))
     };
     let mut found: Vec<Vec<(u32, i64)>> = vec![Vec::new(); trees.len()];
-    for (head, t) in visit {
-        if leaders.threshold(count).is_some_and(|th| head < th) {
-            break; // (every later tree's head ranks lower still)
+    let mut ways = vec![None; trees.len()];
+    for (best, t) in visit {
+        if leaders.threshold(count).is_some_and(|th| best < th) {
+            break;
         }
         let tree = trees[t];
         let dims = tree.tree.dims;
+        let (k, order) = orders[t];
+        ways[t] = Some(k);
+        let run = order.run(&tree.keys, dims, &bounds.lo, &bounds.hi);
         let walk: Box<dyn Iterator<Item = &u32>> = if descending {
-            Box::new(runs[t].iter().rev())
+            Box::new(run.iter().rev())
         } else {
-            Box::new(runs[t].iter())
+            Box::new(run.iter())
         };
         for &node in walk {
             let node = node as usize;
-            let r = rank(tree.keys[node * dims + dim]);
+            let r = rank(ordered(tree.keys[node * dims + dim]));
             if leaders.threshold(count).is_some_and(|th| r < th) {
                 break;
             }

@@ -219,6 +219,54 @@ def test_segment_tree_finds_every_overlapping_box(
         assert tree.remove(some, *boxes[some]) and len(tree) == len(boxes) - 1
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.lists(st.text(max_size=6), max_size=12), st.integers(0, 3)),
+        min_size=1,
+        max_size=4,
+    ),
+    st.data(),
+)
+def test_strings_are_gathered_as_arrow_takes_them(
+    parts: list[tuple[list[str], int]], data: st.DataObject
+) -> None:
+    """``gather_strings`` against Arrow's take, over columns sliced (an array offset) and
+    holding empty and non-ASCII strings."""
+    import pyarrow as pa
+
+    from tesseradb.records._segments import Segment
+
+    columns = [pa.array(["x"] * skip + texts, pa.string()).slice(skip) for texts, skip in parts]
+    picks = sorted(
+        data.draw(
+            st.lists(
+                st.tuples(st.integers(0, len(columns) - 1), st.integers(0, 11)).filter(
+                    lambda p: p[1] < len(columns[p[0]])
+                ),
+                max_size=30,
+            )
+        )
+    )
+    which = np.array([s for s, _ in picks], dtype=np.uint32)
+    rows = np.array([r for _, r in picks], dtype=np.uint32)
+    segments = [
+        Segment(i, pa.record_batch([c], names=["s"]), None, [], [])  # type: ignore[arg-type]
+        for i, c in enumerate(columns)
+    ]
+    found = _core.gather_strings([s.string_views("s") for s in segments], which, rows)
+    assert found is not None
+    offsets, text = found
+    gathered = pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(text))
+    assert gathered.to_pylist() == [columns[s][r].as_py() for s, r in picks]
+    with pytest.raises(ValueError, match="outside string column"):
+        _core.gather_strings(
+            [s.string_views("s") for s in segments],
+            np.array([0], np.uint32),
+            np.array([len(columns[0])], np.uint32),
+        )
+
+
 def test_kernels_run_in_parallel_threads() -> None:
     rng = np.random.default_rng(3)
     coords = rng.normal(size=(200_000, 3))

@@ -76,6 +76,24 @@ class Segment:
         tree = len(self.tree) * (8 * self.tree.dims + 12) + self.tree.orders_nbytes
         return int(self.data.nbytes) + tree
 
+    def string_views(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A string column's offsets (moved by the array's offset) and data (zero-copy;
+        kept for later queries)."""
+        key = name + "\0strings"  # (no field name holds a NUL)
+        views = self._views.get(key)
+        if views is None:
+            import numpy as np
+
+            column = self.data.column(name)
+            _, offsets, data = column.buffers()
+            views = np.frombuffer(
+                offsets, dtype=np.int32, count=len(column) + 1, offset=column.offset * 4
+            )
+            raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+            self._views[key] = views
+            self._views[key + "\0data"] = raw
+        return views, self._views[key + "\0data"]
+
     def byte_view(self, name: str) -> np.ndarray:
         """The values of a fixed-width column as bytes (zero-copy; kept for later queries)."""
         view = self._views.get(name)
@@ -498,6 +516,7 @@ class SegmentStore:
         ``field`` once the box pins its leading fields, or the box does not settle the
         whole predicate (a record a filter would drop may not count towards ``count``).
         """
+        import numpy as np
         import pyarrow as pa
 
         from tesseradb import _core
@@ -521,10 +540,15 @@ class SegmentStore:
         if found is None:
             return None
         which, rows, ways = found
-        self._count_searches(ways, 0)
+        self._count_searches([way for way in ways if way is not None], 0)
         if not len(rows):
             return schema.empty_table()
-        return pa.Table.from_batches([self._gather(segments, list(columns), which, rows)])
+        # only the segments that gave records (a few of the candidates, as a rule)
+        held, which = np.unique(which, return_inverse=True)
+        kept = [segments[i] for i in held]
+        return pa.Table.from_batches(
+            [self._gather(kept, list(columns), which.astype(np.uint32), rows)]
+        )
 
     def _count_searches(self, ways: list[int], whole: int) -> None:
         """Add a search's ways (per segment, as ``search_segments`` says) and the segments
@@ -648,7 +672,16 @@ class SegmentStore:
         for name in names:
             type_ = self.schema.field(name).type
             if pa.types.is_string(type_):
-                # strings are not fixed-width: take per segment (queries rarely want them)
+                found = _core.gather_strings([s.string_views(name) for s in segments], which, rows)
+                if found is not None:
+                    offsets, data = found
+                    arrays.append(
+                        pa.StringArray.from_buffers(
+                            len(rows), pa.py_buffer(offsets), pa.py_buffer(data)
+                        )
+                    )
+                    continue
+                # past 2 GiB of text: take per segment
                 cuts = np.searchsorted(which, np.arange(len(segments) + 1))
                 parts = [
                     seg.data.column(name).take(rows[cuts[k] : cuts[k + 1]])
