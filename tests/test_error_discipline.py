@@ -54,7 +54,16 @@ BAD: list[Any] = [
 ENGINE_FACING = {
     "db": {"relation", "close", "interrupt"},
     "array": {"aggregate_rows", "scan", "estimate", "describe_scan", "session", "count"},
-    "stream": {"scan", "estimate", "describe_scan", "session", "aggregate", "count", "close"},
+    "stream": {
+        "scan",
+        "estimate",
+        "describe_scan",
+        "session",
+        "aggregate",
+        "top",
+        "count",
+        "close",
+    },
     "collection": {
         "transaction",
         "compact",
