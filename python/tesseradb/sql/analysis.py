@@ -670,7 +670,7 @@ class _StatementAnalyser(PredicateDerivation):
         if lookup is not None:
             self._steps.append((_StatementAnalyser._bind_shortcut, (lookup, where, src, sources)))
             return
-        top = top_shape(select, src.relation, column)
+        top = top_shape(select, src.relation, src.names, column)
         if top is not None:
             self._steps.append((_StatementAnalyser._bind_shortcut, (top, where, src, sources)))
 

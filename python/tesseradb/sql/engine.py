@@ -63,7 +63,7 @@ from tesseradb.sql.session import (
 from tesseradb.sql.shortcuts import answer_aggregate, answer_count, answer_lookup
 from tesseradb.sql.small_results import SmallResultKey, SmallResults
 from tesseradb.sql.store import SNAPSHOT_WAIT, STORE_ALIAS, TableStore, store_objects
-from tesseradb.sql.tops import narrow_to_top
+from tesseradb.sql.tops import answer_top
 from tesseradb.sql.values import (
     Conversion,
     arrow_lossy,
@@ -270,7 +270,9 @@ class SQLEngine:
         joined = answer_join(self.namespace, analysis)
         if joined is not None:
             return joined
-        narrow_to_top(self.namespace, analysis)
+        topped = answer_top(self.namespace, analysis)
+        if topped is not None:
+            return topped
         self._check_writes(analysis, found)
         scans = self._scans(analysis)
         run = _Run(text, params, analysis, session, found, sink, watch, exact, retried)

@@ -22,16 +22,19 @@ from typing import TYPE_CHECKING
 
 from tesseradb.sql.bounds import NotPushable
 from tesseradb.sql.predicate import Predicate
-from tesseradb.sql.relation import Ranking, can
+from tesseradb.sql.relation import Ranking, ScanStats, can
+from tesseradb.sql.result import Result
+from tesseradb.sql.shortcuts import as_duckdb_gives, passes_through_duckdb
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from sqlglot import exp
 
     from tesseradb.sql.analysis import Analysis
     from tesseradb.sql.relation import Namespace
     from tesseradb.sql.shortcuts import DeriveExact
 
-__all__ = ["TOP_MAX_COUNT", "TopQuery", "TopShape", "narrow_to_top", "top_shape"]
+__all__ = ["TOP_MAX_COUNT", "TopAnswer", "TopQuery", "TopShape", "answer_top", "top_shape"]
 
 # the largest LIMIT (plus OFFSET) narrowed: the rows are gathered in memory, where a
 # scan would stream them
@@ -56,7 +59,11 @@ _NOT_A_TOP = (
 class TopQuery:
     """``SELECT [DISTINCT] <columns> FROM rel WHERE <predicate> ORDER BY <order> [DESC],
     ... LIMIT <count>`` (``count`` includes an OFFSET), the predicate exactly the WHERE
-    clause and ``order`` one of the relation's columns."""
+    clause and ``order`` one of the relation's columns.
+
+    ``answer`` is the statement as the engine may finish it over the rows itself,
+    or None where only DuckDB can (an ``ORDER BY`` expression, a name given twice).
+    """
 
     relation: str
     order: str
@@ -64,6 +71,18 @@ class TopQuery:
     count: int
     distinct: bool
     predicate: Predicate
+    answer: TopAnswer | None = None
+
+
+@dataclass(frozen=True)
+class TopAnswer:
+    """What finishing a :class:`TopQuery` over its rows takes: ``columns`` (the
+    relation's column, output name), every ``ORDER BY`` key as (the relation's column,
+    descending), NULLs last as DuckDB sorts by default, and the rows to skip."""
+
+    columns: tuple[tuple[str, str], ...]
+    keys: tuple[tuple[str, bool], ...]
+    offset: int
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,7 @@ class TopShape:
     descending: bool
     count: int
     distinct: bool
+    answer: TopAnswer | None
 
     def query(self, where: exp.Expression | None, derive_exact: DeriveExact) -> TopQuery | None:
         """The query with ``where`` derived, or None unless its predicate is exact
@@ -84,15 +104,25 @@ class TopShape:
             pred, exact, ambiguous = derive_exact(where)
             if not exact or ambiguous:
                 return None
-        return TopQuery(self.relation, self.order, self.descending, self.count, self.distinct, pred)
+        return TopQuery(
+            self.relation,
+            self.order,
+            self.descending,
+            self.count,
+            self.distinct,
+            pred,
+            self.answer,
+        )
 
 
 def top_shape(
     select: exp.Select,
     relation: str,
+    names: Sequence[str],
     column_of: Callable[[exp.Expression], str],
 ) -> TopShape | None:
-    """``select`` as a :class:`TopShape` over ``relation``, or None.
+    """``select`` as a :class:`TopShape` over ``relation`` (whose columns are
+    ``names``), or None.
 
     Only plain columns (or a bare ``*``) are selected: an expression could
     make a row into none or several (``unnest``) or depend on other rows.
@@ -110,12 +140,13 @@ def top_shape(
     count = _integer(limit.expression) if isinstance(limit, exp.Limit) else None
     if count is None or limit.args.get("limit_options") is not None:
         return None
+    skipped = 0
     if offset is not None:
-        skipped = _integer(offset.expression) if isinstance(offset, exp.Offset) else None
-        if skipped is None:
+        found = _integer(offset.expression) if isinstance(offset, exp.Offset) else None
+        if found is None:
             return None
-        count += skipped
-    if not 0 < count <= TOP_MAX_COUNT:
+        skipped = found
+    if not 0 < count + skipped <= TOP_MAX_COUNT:
         return None
     distinct = select.args.get("distinct")
     if distinct is not None and distinct.args.get("on") is not None:
@@ -123,36 +154,61 @@ def top_shape(
     ordered = select.args.get("order")
     if ordered is None or not ordered.expressions:
         return None
-    first = ordered.expressions[0]
-    target = first.this
-    if (
-        not isinstance(target, exp.Column)
-        or isinstance(target.this, exp.Star)
-        or first.args.get("nulls_first")
-        or first.args.get("with_fill")
-    ):
-        return None  # (sqlglot reads DuckDB's default, NULLS LAST, as False)
     try:
-        outputs: dict[str, str] = {}
-        star = False
+        columns: list[tuple[str, str]] = []
         for item in select.expressions:
             alias = item.alias if isinstance(item, exp.Alias) else None
             node = item.this if isinstance(item, exp.Alias) else item
             if isinstance(node, exp.Star) and not any(node.args.values()) and alias is None:
-                star = True
+                columns.extend((n, n) for n in names)
             elif isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-                outputs.setdefault((alias or node.name).lower(), column_of(node))
+                name = column_of(node)
+                columns.append((name, alias or name))
             else:
                 return None
-        if not target.table and target.name.lower() in outputs:
-            order = outputs[target.name.lower()]
-        else:
-            order = column_of(target)
+        outputs: dict[str, str] = {}
+        for source, out in columns:
+            outputs.setdefault(out.lower(), source)
+        keys = [_key(key, outputs, column_of) for key in ordered.expressions]
     except NotPushable:
         return None
-    if distinct is not None and not star and order not in outputs.values():
+    if keys[0] is None:
         return None
-    return TopShape(relation, order, bool(first.args.get("desc")), count, distinct is not None)
+    order, descending = keys[0]
+    selected = {source for source, _ in columns}
+    if distinct is not None and order not in selected:
+        return None
+    plain = [k for k in keys if k is not None]
+    answer = None
+    if (
+        len(plain) == len(keys)
+        and len(outputs) == len(columns)
+        # (under DISTINCT a key must be selected, or DuckDB refuses the statement)
+        and (distinct is None or all(c in selected for c, _ in plain))
+    ):
+        answer = TopAnswer(tuple(columns), tuple(plain), skipped)
+    return TopShape(relation, order, descending, count + skipped, distinct is not None, answer)
+
+
+def _key(
+    key: exp.Expression, outputs: dict[str, str], column_of: Callable[[exp.Expression], str]
+) -> tuple[str, bool] | None:
+    """An ``ORDER BY`` key as (the relation's column, descending), or None for anything
+    else (an expression, explicit ``NULLS FIRST``); an unqualified name is an output's
+    first, as DuckDB reads it."""
+    from sqlglot import exp
+
+    target = key.this
+    if (
+        not isinstance(target, exp.Column)
+        or isinstance(target.this, exp.Star)
+        or key.args.get("nulls_first")
+        or key.args.get("with_fill")
+    ):
+        return None  # (sqlglot reads DuckDB's default, NULLS LAST, as False)
+    if not target.table and target.name.lower() in outputs:
+        return outputs[target.name.lower()], bool(key.args.get("desc"))
+    return column_of(target), bool(key.args.get("desc"))
 
 
 def _integer(node: exp.Expression | None) -> int | None:
@@ -163,29 +219,69 @@ def _integer(node: exp.Expression | None) -> int | None:
     return None
 
 
-def narrow_to_top(namespace: Namespace, analysis: Analysis) -> None:
-    """Give the statement's scan of a :class:`TopQuery`'s relation only the rows its
-    order gives first (:meth:`~tesseradb.sql.relation.Ranking.top`), where the relation
-    can; DuckDB then runs the statement over those."""
+def answer_top(namespace: Namespace, analysis: Analysis) -> Result | None:
+    """A :class:`TopQuery` answered over the rows its relation's order gives first
+    (:meth:`~tesseradb.sql.relation.Ranking.top`), where the relation can give them.
+
+    The engine finishes the statement itself (distinct rows, sorted with NULLs
+    last, the offset and limit taken) where it can do so exactly as DuckDB
+    would: plain columns and keys of types that come out of DuckDB as they went
+    in, and no NaN or -0.0 in a float column (whose grouping and sorting DuckDB
+    settles its own way). Otherwise the rows become the statement's scan
+    (prefetched) and DuckDB runs it over them; None then, as when the relation
+    cannot give them.
+    """
     query = analysis.top
     if query is None:
-        return
+        return None
     key = query.relation.lower()
     use = analysis.relations.get(key)
     if use is None or use.references != 1 or key in analysis.prefetched:
-        return  # (read twice, a subquery's read would be narrowed too)
+        return None  # (read twice, a subquery's read would be narrowed too)
     relation = namespace.relation(use.name)
     if relation is None or not can(relation, Ranking):
-        return
+        return None
     columns: Sequence[str] | None = use.columns
     rows = relation.top(
         columns, query.predicate, query.order, query.descending, query.count, query.distinct
     )
     if rows is None:
-        return
+        return None
     analysis.prefetched[key] = (use.predicate, rows)
     use.notes.append(
         f"top: the first {query.count} in {query.order}'s order "
         f"({'descending' if query.descending else 'ascending'}), "
         f"{rows.num_rows} rows, from an index"
+    )
+    finished = None if query.answer is None else _finish(query, query.answer, rows)
+    if finished is None:
+        return None
+    return Result(finished, {relation.name: ScanStats(1, 1, rows.num_rows)}, shortcut="top")
+
+
+def _finish(query: TopQuery, answer: TopAnswer, rows: pa.Table) -> pa.Table | None:
+    """The statement's answer over ``rows``, as DuckDB gives it, or None where the engine
+    cannot be sure to give exactly that (see :func:`answer_top`)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    sources = list(dict.fromkeys(c for c, _ in answer.columns))
+    for name in dict.fromkeys([*sources, *(c for c, _ in answer.keys)]):
+        column = rows.column(name)
+        if not passes_through_duckdb(column.type) or isinstance(column.type, pa.JsonType):
+            return None
+        if pt.is_floating(column.type):
+            values = column.to_numpy()  # (NULLs would come out as NaN: refused either way)
+            if np.isnan(values).any() or (np.signbit(values) & (values == 0)).any():
+                return None
+    table = rows
+    if query.distinct:
+        table = table.group_by(sources, use_threads=False).aggregate([])
+    order = [(c, "descending" if desc else "ascending", "at_end") for c, desc in answer.keys]
+    table = table.sort_by(order)  # NULLs last either way, as DuckDB by default
+    table = table.slice(answer.offset, query.count - answer.offset)
+    return pa.Table.from_arrays(
+        [as_duckdb_gives(table.column(c)) for c, _ in answer.columns],
+        names=[out for _, out in answer.columns],
     )
