@@ -19,7 +19,7 @@ columns and the exact WHERE predicate, and the engine asks the relation
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -60,6 +60,8 @@ __all__ = [
     "answer_count",
     "answer_lookup",
     "lookup_shape",
+    "order_key",
+    "selected_columns",
 ]
 
 # A lookup (a selection the engine answers from the scan) is for small answers: once a
@@ -363,48 +365,77 @@ def lookup_shape(
     ``NULLS FIRST/LAST``. Anything else (expressions, joins, grouping,
     ``DISTINCT``, ``LIMIT``, windows) is left to DuckDB.
     """
-    from sqlglot import exp
 
     if any(select.args.get(k) for k in ("joins", *NOT_ROWS_AS_READ)):
         return None
     try:
-        columns: list[tuple[str, str]] = []
-        for item in select.expressions:
-            alias = item.alias if isinstance(item, exp.Alias) else None
-            node = item.this if isinstance(item, exp.Alias) else item
-            if isinstance(node, exp.Star) and not any(node.args.values()) and alias is None:
-                columns.extend((n, n) for n in names)
-                continue
-            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-                name = column_of(node)
-            elif path_of is not None and alias:  # (DuckDB's own name for it is its text)
-                name = path_of(node)
-            else:
-                return None
-            columns.append((name, alias or name))
+        columns = selected_columns(select, names, column_of, path_of)
+        if columns is None:
+            return None
         outputs = {out.lower(): source for source, out in columns}
         if not columns or len(outputs) != len(columns):
             return None  # no output, or a name twice (DuckDB would rename one)
         order: list[tuple[str, bool]] = []
         ordered = select.args.get("order")
         for key in ordered.expressions if ordered is not None else []:
-            target = key.this
-            if (
-                not isinstance(target, exp.Column)
-                or key.args.get("nulls_first")
-                or key.args.get("with_fill")
-            ):
-                return None  # (sqlglot reads DuckDB's default, NULLS LAST, as False)
-            if not target.table and target.name.lower() in outputs:
-                source = outputs[target.name.lower()]
-            else:
-                source = column_of(target)
-            if not orderable(source):
+            found = order_key(key, outputs, column_of)
+            if found is None or not orderable(found[0]):
                 return None
-            order.append((source, bool(key.args.get("desc"))))
+            order.append(found)
     except NotPushable:
         return None
     return LookupShape(relation, tuple(columns), tuple(order))
+
+
+def selected_columns(
+    select: exp.Select,
+    names: Sequence[str],
+    column_of: Callable[[exp.Expression], str],
+    path_of: Callable[[exp.Expression], str] | None = None,
+) -> list[tuple[str, str]] | None:
+    """The select list as (the relation's column, output name) pairs, a bare ``*`` as
+    every one of ``names``; with ``path_of``, a value inside a JSON column under an alias
+    as its :class:`~tesseradb.sql.paths.JsonPath` key. None for anything else (an
+    expression); ``column_of`` and ``path_of`` may raise NotPushable."""
+    from sqlglot import exp
+
+    columns: list[tuple[str, str]] = []
+    for item in select.expressions:
+        alias = item.alias if isinstance(item, exp.Alias) else None
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Star) and not any(node.args.values()) and alias is None:
+            columns.extend((n, n) for n in names)
+            continue
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            name = column_of(node)
+        elif path_of is not None and alias:  # (DuckDB's own name for it is its text)
+            name = path_of(node)
+        else:
+            return None
+        columns.append((name, alias or name))
+    return columns
+
+
+def order_key(
+    key: exp.Expression, outputs: Mapping[str, str], column_of: Callable[[exp.Expression], str]
+) -> tuple[str, bool] | None:
+    """An ``ORDER BY`` key as (the relation's column, descending), NULLs last, or None for
+    anything else (an expression, explicit ``NULLS FIRST/LAST``): an unqualified name is
+    first an output's (``outputs``: lower-case output name -> the relation's column), as
+    DuckDB reads it."""
+    from sqlglot import exp
+
+    target = key.this
+    if (
+        not isinstance(target, exp.Column)
+        or isinstance(target.this, exp.Star)
+        or key.args.get("nulls_first")
+        or key.args.get("with_fill")
+    ):
+        return None  # (sqlglot reads DuckDB's default, NULLS LAST, as False)
+    if not target.table and target.name.lower() in outputs:
+        return outputs[target.name.lower()], bool(key.args.get("desc"))
+    return column_of(target), bool(key.args.get("desc"))
 
 
 def answer_count(namespace: Namespace, analysis: Analysis) -> Result | None:

@@ -24,7 +24,12 @@ from tesseradb.sql.bounds import NotPushable
 from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Ranking, ScanStats, can
 from tesseradb.sql.result import Result
-from tesseradb.sql.shortcuts import as_duckdb_gives, passes_through_duckdb
+from tesseradb.sql.shortcuts import (
+    as_duckdb_gives,
+    order_key,
+    passes_through_duckdb,
+    selected_columns,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -155,21 +160,13 @@ def top_shape(
     if ordered is None or not ordered.expressions:
         return None
     try:
-        columns: list[tuple[str, str]] = []
-        for item in select.expressions:
-            alias = item.alias if isinstance(item, exp.Alias) else None
-            node = item.this if isinstance(item, exp.Alias) else item
-            if isinstance(node, exp.Star) and not any(node.args.values()) and alias is None:
-                columns.extend((n, n) for n in names)
-            elif isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-                name = column_of(node)
-                columns.append((name, alias or name))
-            else:
-                return None
+        columns = selected_columns(select, names, column_of)
+        if columns is None:
+            return None
         outputs: dict[str, str] = {}
         for source, out in columns:
             outputs.setdefault(out.lower(), source)
-        keys = [_key(key, outputs, column_of) for key in ordered.expressions]
+        keys = [order_key(key, outputs, column_of) for key in ordered.expressions]
     except NotPushable:
         return None
     if keys[0] is None:
@@ -188,27 +185,6 @@ def top_shape(
     ):
         answer = TopAnswer(tuple(columns), tuple(plain), skipped)
     return TopShape(relation, order, descending, count + skipped, distinct is not None, answer)
-
-
-def _key(
-    key: exp.Expression, outputs: dict[str, str], column_of: Callable[[exp.Expression], str]
-) -> tuple[str, bool] | None:
-    """An ``ORDER BY`` key as (the relation's column, descending), or None for anything
-    else (an expression, explicit ``NULLS FIRST``); an unqualified name is an output's
-    first, as DuckDB reads it."""
-    from sqlglot import exp
-
-    target = key.this
-    if (
-        not isinstance(target, exp.Column)
-        or isinstance(target.this, exp.Star)
-        or key.args.get("nulls_first")
-        or key.args.get("with_fill")
-    ):
-        return None  # (sqlglot reads DuckDB's default, NULLS LAST, as False)
-    if not target.table and target.name.lower() in outputs:
-        return outputs[target.name.lower()], bool(key.args.get("desc"))
-    return column_of(target), bool(key.args.get("desc"))
 
 
 def _integer(node: exp.Expression | None) -> int | None:
