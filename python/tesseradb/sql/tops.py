@@ -180,7 +180,7 @@ def top_shape(
     if (
         len(plain) == len(keys)
         and len(outputs) == len(columns)
-        # (under DISTINCT a key must be selected, or DuckDB refuses the statement)
+        # (under DISTINCT, DuckDB also orders by a key it does not select, its own way)
         and (distinct is None or all(c in selected for c, _ in plain))
     ):
         answer = TopAnswer(tuple(columns), tuple(plain), skipped)
