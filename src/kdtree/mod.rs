@@ -139,34 +139,6 @@ fn split(
     mid + equal
 }
 
-/// Per dimension the smallest and the largest key of row-major `coords`: NaN, if
-/// present, is the largest (a dimension of only NaN has NaN as both); -0.0 is 0.0.
-pub fn bounding_box(coords: &[f64], dims: usize) -> (Vec<f64>, Vec<f64>) {
-    let mut lo = vec![f64::NAN; dims];
-    let mut hi = vec![f64::NEG_INFINITY; dims];
-    let mut nan = vec![false; dims];
-    let mut any = false;
-    for row in coords.chunks_exact(dims) {
-        any = true;
-        for d in 0..dims {
-            let v = row[d];
-            if v.is_nan() {
-                nan[d] = true;
-            } else {
-                // f64::min/max skip the NaN lo starts from
-                lo[d] = lo[d].min(v + 0.0);
-                hi[d] = hi[d].max(v + 0.0);
-            }
-        }
-    }
-    for d in 0..dims {
-        if nan[d] || !any {
-            hi[d] = f64::NAN;
-        }
-    }
-    (lo, hi)
-}
-
 /// One segment built from a chunk: its kd-tree (over its records in segment order)
 /// and its bounding box.
 pub struct BuiltSegment {
@@ -221,9 +193,9 @@ pub fn build_segments(
                 for &r in rows {
                     own.extend_from_slice(&coords[r as usize * dims..(r as usize + 1) * dims]);
                 }
-                let (lo, hi) = bounding_box(&own, dims);
                 let tree =
                     NodeOrderedTree::new(build(&own, dims, initial[s]), &own).with_orders(orders);
+                let (lo, hi) = tree.bounding_box();
                 BuiltSegment { tree, lo, hi }
             })
             .collect()
@@ -405,6 +377,21 @@ impl NodeOrderedTree {
             .map(|o| KeyOrder::build(&self.keys, dims, o))
             .collect();
         self
+    }
+
+    /// Per dimension the smallest and the largest key (a segment's box): NaN, if
+    /// present, is the largest (a dimension of only NaN has NaN as both); -0.0 is 0.0.
+    /// An empty tree's box is NaN on both sides.
+    pub fn bounding_box(&self) -> (Vec<f64>, Vec<f64>) {
+        if self.tree.nodes.is_empty() {
+            let nan = vec![f64::NAN; self.tree.dims];
+            return (nan.clone(), nan);
+        }
+        let unordered = |k: &i64| f64::from_bits(ordered_bits(*k) as u64);
+        (
+            self.lowest.iter().map(unordered).collect(),
+            self.highest.iter().map(unordered).collect(),
+        )
     }
 
     /// Memory held by the key orders, in bytes.
@@ -630,7 +617,13 @@ impl Bounds {
 /// positive NaN, above +inf): the sign bit flips the rest for negative values.
 #[inline]
 fn ordered(folded: f64) -> i64 {
-    let bits = folded.to_bits() as i64;
+    ordered_bits(folded.to_bits() as i64)
+}
+
+/// The flip [`ordered`] makes of a key's bits; it is its own inverse (the sign bit,
+/// which decides it, stays), so it also turns an ordered integer back into the bits.
+#[inline]
+fn ordered_bits(bits: i64) -> i64 {
     bits ^ ((((bits >> 63) as u64) >> 1) as i64)
 }
 

@@ -103,6 +103,9 @@ fn built_segments_group_by_label_and_answer_like_a_scan() {
 
 #[test]
 fn bounding_box_puts_nan_on_top_and_folds_negative_zero() {
+    let bounding_box = |coords: &[f64], dims: usize| {
+        NodeOrderedTree::new(build(coords, dims, 0), coords).bounding_box()
+    };
     let coords = vec![-0.0, f64::NAN, 2.0, 1.0, f64::NEG_INFINITY, 3.0];
     let (lo, hi) = bounding_box(&coords, 2);
     assert_eq!(lo[0].to_bits(), f64::NEG_INFINITY.to_bits());
@@ -113,6 +116,8 @@ fn bounding_box_puts_nan_on_top_and_folds_negative_zero() {
     assert!(lo[0].is_nan() && hi[0].is_nan());
     assert_eq!(lo[1].to_bits(), 0.0f64.to_bits());
     assert_eq!(hi[1].to_bits(), 0.0f64.to_bits());
+    let (lo, hi) = bounding_box(&[], 2);
+    assert!(lo.iter().chain(&hi).all(|v| v.is_nan()));
 }
 
 #[test]

@@ -289,7 +289,7 @@ def test_order_by_limit_reads_the_first_records_of_an_index(
         assert rows is not None and 3 <= rows < 100  # (8,000 records have e = 3)
         assert indexed.searches.get("index (e, v)", 0) >= 1
         notes = [n for r in db.explain(q10).relations for n in r.notes]
-        assert any(n.startswith("ORDER BY v LIMIT 3: DuckDB gets only") for n in notes), notes
+        assert any(n.startswith("ORDER BY v LIMIT 3: only the first rows") for n in notes), notes
         # a condition the WHERE does not settle exactly: the walk cannot count rows, the
         # scan runs
         residual = "SELECT id, v FROM s WHERE e = 3 AND id % 2 = 0 ORDER BY v DESC, id LIMIT 5"

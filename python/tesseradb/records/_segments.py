@@ -65,6 +65,9 @@ class Segment:
     lo: list[float]  # bounding box per indexing field (NaN as a maximum sorts above +inf)
     hi: list[float]
     _views: dict[str, np.ndarray] = dataclass_field(default_factory=dict, repr=False)
+    _string_views: dict[str, tuple[np.ndarray, np.ndarray]] = dataclass_field(
+        default_factory=dict, repr=False
+    )
 
     @property
     def num_records(self) -> int:
@@ -79,20 +82,20 @@ class Segment:
     def string_views(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A string column's offsets (moved by the array's offset) and data (zero-copy;
         kept for later queries)."""
-        key = name + "\0strings"  # (no field name holds a NUL)
-        views = self._views.get(key)
+        views = self._string_views.get(name)
         if views is None:
             import numpy as np
 
             column = self.data.column(name)
             _, offsets, data = column.buffers()
-            views = np.frombuffer(
-                offsets, dtype=np.int32, count=len(column) + 1, offset=column.offset * 4
+            views = (
+                np.frombuffer(
+                    offsets, dtype=np.int32, count=len(column) + 1, offset=column.offset * 4
+                ),
+                np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8),
             )
-            raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
-            self._views[key] = views
-            self._views[key + "\0data"] = raw
-        return views, self._views[key + "\0data"]
+            self._string_views[name] = views
+        return views
 
     def byte_view(self, name: str) -> np.ndarray:
         """The values of a fixed-width column as bytes (zero-copy; kept for later queries)."""

@@ -112,8 +112,8 @@ def explain(namespace: Namespace, text: str, analysis: Analysis) -> Explain:
         top = analysis.top
         if top is not None and can(relation, Ranking):
             use.notes.append(
-                f"ORDER BY {top.order} LIMIT {top.count}: DuckDB gets only the first rows "
-                "in that order, where the relation reads them from an index"
+                f"ORDER BY {top.order} LIMIT {top.count}: only the first rows in that "
+                "order are read, where the relation reads them from an index"
             )
         relations.append(
             ExplainedRelation(

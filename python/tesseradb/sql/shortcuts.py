@@ -59,6 +59,7 @@ __all__ = [
     "answer_aggregate",
     "answer_count",
     "answer_lookup",
+    "exact_where",
     "lookup_shape",
     "order_key",
     "selected_columns",
@@ -338,12 +339,17 @@ class LookupShape:
     ) -> Lookup | None:
         """The lookup with ``where`` derived, or None unless its predicate is exact
         everywhere (no value at which a float literal's reading matters)."""
-        if where is None:
-            return Lookup(self.relation, self.columns, Predicate(), self.order)
-        pred, exact, ambiguous = derive_exact(where)
-        if not exact or ambiguous:
-            return None
-        return Lookup(self.relation, self.columns, pred, self.order)
+        pred = exact_where(where, derive_exact)
+        return None if pred is None else Lookup(self.relation, self.columns, pred, self.order)
+
+
+def exact_where(where: exp.Expression | None, derive_exact: DeriveExact) -> Predicate | None:
+    """``where`` (None: no WHERE) as a predicate that is exactly it, with no value at
+    which a float literal's reading matters; None where it is not."""
+    if where is None:
+        return Predicate()
+    pred, exact, ambiguous = derive_exact(where)
+    return pred if exact and not ambiguous else None
 
 
 def lookup_shape(

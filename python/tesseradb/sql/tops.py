@@ -5,13 +5,15 @@ elevation DESC LIMIT 3`` (MDDS's GHCN Q10) needs only the matching rows with
 the three highest elevations, ties included; a B-tree on ``(element_id,
 elevation)`` reads them from the end of ``element_id = x``. A relation that
 can do the same (:class:`~tesseradb.sql.relation.Ranking`: a stream's key
-orders) is asked for those rows, and DuckDB runs the statement over them
+orders) is asked for those rows, and the statement is finished over them
 instead of over every match: the answer is the same, since every row that
 could be in it is among them.
 
 This module recognises the shape (:func:`top_shape`, before the parameters
-are known), binds its exact WHERE (:class:`TopShape`) and hands the rows to
-the statement's scan (:func:`narrow_to_top`).
+are known), binds its exact WHERE (:class:`TopShape`), and asks the relation
+for the rows and finishes the statement over them, itself where it can be
+exact, else by handing them to DuckDB as the statement's scan
+(:func:`answer_top`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from tesseradb.sql.predicate import Predicate
 from tesseradb.sql.relation import Ranking, ScanStats, can
 from tesseradb.sql.result import Result
 from tesseradb.sql.shortcuts import (
+    NOT_ROWS_AS_READ,
     as_duckdb_gives,
+    exact_where,
     order_key,
     passes_through_duckdb,
     selected_columns,
@@ -44,19 +48,12 @@ __all__ = ["TOP_MAX_COUNT", "TopAnswer", "TopQuery", "TopShape", "answer_top", "
 # the largest LIMIT (plus OFFSET) narrowed: the rows are gathered in memory, where a
 # scan would stream them
 TOP_MAX_COUNT = 10_000
-# the parts of a SELECT that make its rows other than the first rows in an order
+# the parts of a SELECT that make its rows other than the first rows in an order: those
+# that make them other than rows as read, but for the order's own DISTINCT and LIMIT
 _NOT_A_TOP = (
     "joins",
-    "group",
-    "having",
-    "qualify",
-    "with",
-    "laterals",
-    "windows",
-    "sample",
-    "into",
-    "kind",
     "pivots",
+    *(k for k in NOT_ROWS_AS_READ if k not in ("distinct", "limit", "offset")),
 )
 
 
@@ -104,11 +101,9 @@ class TopShape:
     def query(self, where: exp.Expression | None, derive_exact: DeriveExact) -> TopQuery | None:
         """The query with ``where`` derived, or None unless its predicate is exact
         everywhere: a row the WHERE drops must not count towards the LIMIT."""
-        pred = Predicate()
-        if where is not None:
-            pred, exact, ambiguous = derive_exact(where)
-            if not exact or ambiguous:
-                return None
+        pred = exact_where(where, derive_exact)
+        if pred is None:
+            return None
         return TopQuery(
             self.relation,
             self.order,
